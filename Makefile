@@ -1,0 +1,42 @@
+# Two commands do everything: `make lab` (learners) and `make test` (maintainers and CI).
+# Each builds .venv on first use and reinstalls only when requirements.txt or pyproject.toml change.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Two workers; --dist loadscope keeps each notebook on one worker (its cells share a kernel).
+PYTEST_ARGS ?= -n 2 --dist loadscope
+
+.PHONY: lab test test-unit test-notebooks bench lint execute clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+lab: $(STAMP)
+	@echo "Starting JupyterLab on notebooks/ - open the http://127.0.0.1:8888/lab?token=... URL printed below; Ctrl-C stops it."
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=8888 --no-browser
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) --nbval --sanitize-with tests/nbval_sanitize.cfg tests notebooks
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) tests
+
+test-notebooks: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) --nbval --sanitize-with tests/nbval_sanitize.cfg notebooks
+
+lint: $(STAMP)
+	$(BIN)/ruff check bertlib tests notebooks
+
+# Re-execute notebooks in place in fresh kernels (NB=notebooks/01_attention_by_hand.ipynb for one).
+NB ?= notebooks/*.ipynb
+execute: $(STAMP)
+	$(BIN)/python -m bertlib.execute $(NB)
+
+clean:
+	rm -rf $(VENV) *.egg-info bertlib.egg-info

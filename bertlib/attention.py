@@ -1,0 +1,157 @@
+"""Scaled dot-product attention in numpy: the reference every notebook checks against.
+
+Shapes: one sequence is ``(n, d)``; any number of leading batch/head dimensions may precede the
+last two axes. Masks are boolean with ``True`` = "this query may attend to this key".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "softmax",
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "padding_mask",
+    "check_finite",
+]
+
+
+def _as_float_array(x, name: str, min_ndim: int = 1) -> np.ndarray:
+    """``x`` as a float ndarray, or a TypeError/ValueError that names ``name``."""
+    if isinstance(x, np.ndarray) and x.dtype == bool:
+        raise TypeError(f"{name} must hold numbers, got a boolean array")
+    try:
+        arr = np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}") from exc
+    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
+    if arr.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimensions (..., n, d), got shape {arr.shape}"
+        )
+    return arr
+
+
+def check_finite(x: np.ndarray, name: str) -> None:
+    """Raise ValueError if ``x`` (any shape) holds NaN or ±inf, saying how many and where first."""
+    bad = ~np.isfinite(x)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name} contains {int(bad.sum())} NaN/inf value(s) (first at index {first}); "
+            "attention needs finite numbers"
+        )
+
+
+def softmax(x, axis: int = -1, where=None) -> np.ndarray:
+    """Numerically stable softmax: exp(x - max) / sum(exp(x - max)) along ``axis``.
+
+    x: any shape. where: optional boolean array broadcastable to x; entries where it is False get
+    weight 0. A slice whose entries are all excluded (or all -inf) gives zeros, never NaN.
+    Returns an array of x's shape whose slices along ``axis`` sum to 1 (or 0 if fully excluded).
+    """
+    x = _as_float_array(x, "x", min_ndim=0)
+    if np.isnan(x).any():
+        raise ValueError("softmax input contains NaN")
+    if where is None:
+        where = np.ones(x.shape, dtype=bool)
+    where = np.broadcast_to(np.asarray(where, dtype=bool), x.shape) & (x != -np.inf)
+    if x.size == 0:
+        return np.zeros(x.shape, dtype=x.dtype)
+    masked = np.where(where, x, -np.inf)
+    m = np.max(masked, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)  # a fully excluded slice: any finite shift will do
+    e = np.where(where, np.exp(np.where(where, x - m, 0.0)), 0.0)
+    total = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+            "for a 0/1 array use mask.astype(bool)"
+        )
+    try:
+        np.broadcast_shapes(mask.shape, shape)
+    except ValueError:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
+            "(..., n_q, n_k)"
+        ) from None
+    return mask
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
+    """softmax(Q Kᵀ / √d_k) V.
+
+    Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v)
+    mask: (..., n_q, n_k) bool, True where a query may attend; None = all.
+    scale: the factor applied to Q Kᵀ; default 1/√d_k (what BERT uses, per head).
+    Returns (output (..., n_q, d_v), weights (..., n_q, n_k)); masked-out rows get zero weights
+    and a zero output. Leading dimensions broadcast (e.g. heads, batch).
+    """
+    Q = _as_float_array(Q, "Q", 2)
+    K = _as_float_array(K, "K", 2)
+    V = _as_float_array(V, "V", 2)
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(
+            f"Q and K must share d_k (their last axis): Q has shape {Q.shape}, K has {K.shape}"
+        )
+    if K.shape[-2] != V.shape[-2]:
+        raise ValueError(
+            f"K and V must have the same number of keys n_k (second-last axis): "
+            f"K has shape {K.shape}, V has {V.shape}"
+        )
+    for name, arr in (("Q", Q), ("K", K), ("V", V)):
+        check_finite(arr, name)
+    d_k = Q.shape[-1]
+    if scale is None:
+        scale = 1.0 / np.sqrt(d_k) if d_k > 0 else 1.0
+    elif not np.isfinite(scale) or scale < 0:
+        raise ValueError(f"scale must be a finite number >= 0, got {scale}")
+    scores = (Q @ np.swapaxes(K, -1, -2)) * scale
+    if mask is not None:
+        mask = _check_mask(mask, scores.shape)
+    weights = softmax(scores, axis=-1, where=mask)
+    return weights @ V, weights
+
+
+def causal_mask(n: int) -> np.ndarray:
+    """Lower-triangular (n, n) bool mask: query i may attend to keys 0..i (GPT-style)."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"n must be a whole number >= 0, got {n!r}")
+    return np.tril(np.ones((n, n), dtype=bool))
+
+
+def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
+    """Key-padding mask (batch, 1, n): True for real tokens, False for padding.
+
+    lengths_or_flags: either a 1-D sequence of lengths (one per batch item; then ``n`` is the
+    padded length, default the longest), or a 2-D (batch, n) array of 0/1 or bool flags where 1 =
+    real token (like transformers' ``attention_mask``).
+    Returns shape (batch, 1, n), which broadcasts over queries: (batch, n_q, n).
+    Add a head axis with ``mask[:, None]`` for (batch, heads, n_q, n).
+    """
+    a = np.asarray(lengths_or_flags)
+    if a.ndim == 2:
+        if not (a.dtype == bool or np.isin(a, (0, 1)).all()):
+            raise ValueError("2-D padding flags must be 0/1 or bool (1 = real token)")
+        return a.astype(bool)[:, None, :]
+    if a.ndim != 1:
+        raise ValueError(
+            f"expected 1-D lengths or 2-D (batch, n) flags, got shape {a.shape}"
+        )
+    if a.size and (not np.issubdtype(a.dtype, np.integer) or (a < 0).any()):
+        raise ValueError(f"lengths must be whole numbers >= 0, got {a.tolist()}")
+    longest = int(a.max()) if a.size else 0
+    if n is None:
+        n = longest
+    elif n < longest:
+        raise ValueError(f"n={n} is shorter than the longest length {longest}")
+    return (np.arange(n)[None, :] < a[:, None])[:, None, :]

@@ -1,0 +1,170 @@
+"""bertlib.attention against torch's scaled_dot_product_attention, and its errors."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertlib.attention import (
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+    softmax,
+)
+
+RTOL, ATOL = 1e-10, 1e-12  # float64 on both sides: agreement to rounding
+
+
+def torch_sdpa(Q, K, V, mask=None):
+    t = [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, K, V)]
+    m = None if mask is None else torch.from_numpy(np.ascontiguousarray(mask))
+    return F.scaled_dot_product_attention(*t, attn_mask=m).numpy()
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (2, 7, 4), (2, 3, 6, 8), (1, 1, 1)])
+def test_matches_torch_sdpa_without_mask(shape):
+    rng = np.random.default_rng(0)
+    Q, K, V = (rng.normal(size=shape) for _ in range(3))
+    out, w = scaled_dot_product_attention(Q, K, V)
+    np.testing.assert_allclose(out, torch_sdpa(Q, K, V), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=0, atol=1e-12)
+
+
+def test_cross_attention_shapes_and_values():
+    rng = np.random.default_rng(1)
+    Q = rng.normal(size=(3, 4, 8))
+    K = rng.normal(size=(3, 9, 8))
+    V = rng.normal(size=(3, 9, 5))
+    out, w = scaled_dot_product_attention(Q, K, V)
+    assert out.shape == (3, 4, 5) and w.shape == (3, 4, 9)
+    np.testing.assert_allclose(out, torch_sdpa(Q, K, V), rtol=RTOL, atol=ATOL)
+
+
+def test_matches_torch_with_causal_mask():
+    rng = np.random.default_rng(2)
+    Q, K, V = (rng.normal(size=(2, 6, 4)) for _ in range(3))
+    m = causal_mask(6)
+    out, w = scaled_dot_product_attention(Q, K, V, mask=m)
+    np.testing.assert_allclose(out, torch_sdpa(Q, K, V, m), rtol=RTOL, atol=ATOL)
+    assert np.all(w[:, np.triu_indices(6, 1)[0], np.triu_indices(6, 1)[1]] == 0)
+
+
+def test_matches_torch_with_padding_mask_and_head_axis():
+    rng = np.random.default_rng(3)
+    B, H, n, d = 3, 2, 5, 4
+    Q, K, V = (rng.normal(size=(B, H, n, d)) for _ in range(3))
+    m = padding_mask([5, 3, 1])[:, None]  # (B, 1, 1, n)
+    out, w = scaled_dot_product_attention(Q, K, V, mask=m)
+    np.testing.assert_allclose(out, torch_sdpa(Q, K, V, np.broadcast_to(m, (B, H, n, n))),
+                               rtol=RTOL, atol=ATOL)
+    assert np.all(w[1, :, :, 3:] == 0) and np.all(w[2, :, :, 1:] == 0)
+
+
+def test_fully_masked_row_gives_zero_weights_and_output(recwarn):
+    rng = np.random.default_rng(4)
+    Q, K, V = (rng.normal(size=(4, 3)) for _ in range(3))
+    mask = np.ones((4, 4), bool)
+    mask[2] = False
+    out, w = scaled_dot_product_attention(Q, K, V, mask=mask)
+    assert np.all(w[2] == 0) and np.all(out[2] == 0)
+    assert not np.isnan(out).any()
+    np.testing.assert_allclose(w[[0, 1, 3]].sum(-1), 1.0)
+    assert len(recwarn) == 0
+
+
+def test_large_scores_do_not_overflow():
+    x = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, -1e4]])
+    s = softmax(x)
+    assert np.isfinite(s).all()
+    np.testing.assert_allclose(s[0], [1, 0, 0])
+    np.testing.assert_allclose(s[1], [1 / 3] * 3)
+    Q = np.array([[100.0, 100.0]])
+    K = np.array([[100.0, 100.0], [-100.0, -100.0]])
+    out, w = scaled_dot_product_attention(Q, K, np.eye(2))
+    assert np.isfinite(w).all() and w[0, 0] == pytest.approx(1.0)
+
+
+def test_softmax_rows_sum_to_one_and_axis():
+    x = np.random.default_rng(5).normal(size=(3, 4))
+    np.testing.assert_allclose(softmax(x, axis=0).sum(0), 1.0)
+    np.testing.assert_allclose(softmax(x).sum(1), 1.0)
+
+
+def test_custom_scale_none_vs_explicit():
+    rng = np.random.default_rng(6)
+    Q, K, V = (rng.normal(size=(4, 16)) for _ in range(3))
+    _, w_default = scaled_dot_product_attention(Q, K, V)
+    _, w_explicit = scaled_dot_product_attention(Q, K, V, scale=1 / 4)
+    _, w_flat = scaled_dot_product_attention(Q, K, V, scale=0.0)
+    np.testing.assert_allclose(w_default, w_explicit)
+    np.testing.assert_allclose(w_flat, 1 / 4)
+
+
+def test_empty_sequence_gives_empty_output():
+    out, w = scaled_dot_product_attention(np.zeros((0, 4)), np.zeros((0, 4)), np.zeros((0, 2)))
+    assert out.shape == (0, 2) and w.shape == (0, 0)
+    out, w = scaled_dot_product_attention(np.ones((2, 4)), np.zeros((0, 4)), np.zeros((0, 2)))
+    assert out.shape == (2, 2) and np.all(out == 0) and w.shape == (2, 0)
+
+
+def test_causal_and_padding_masks():
+    np.testing.assert_array_equal(causal_mask(3), [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
+    np.testing.assert_array_equal(padding_mask([2, 0], n=3)[:, 0], [[1, 1, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(padding_mask(np.array([[1, 0]]))[:, 0], [[True, False]])
+
+
+# --- bad input -> clear errors -------------------------------------------------------------
+
+def test_mismatched_d_k_names_both_shapes():
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(3, 5\)"):
+        scaled_dot_product_attention(np.ones((3, 4)), np.ones((3, 5)), np.ones((3, 2)))
+
+
+def test_mismatched_n_k_names_both_shapes():
+    with pytest.raises(ValueError, match=r"n_k.*\(3, 4\).*\(2, 2\)"):
+        scaled_dot_product_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((2, 2)))
+
+
+def test_mask_wrong_shape():
+    with pytest.raises(ValueError, match="does not broadcast"):
+        scaled_dot_product_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 2)),
+                                     mask=np.ones((2, 3), bool))
+
+
+def test_mask_wrong_dtype():
+    with pytest.raises(TypeError, match="boolean"):
+        scaled_dot_product_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 2)),
+                                     mask=np.ones((3, 3)))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("which", ["Q", "K", "V"])
+def test_nan_or_inf_inputs_raise(bad, which):
+    arrs = {k: np.ones((3, 4)) for k in "QKV"}
+    arrs[which][1, 2] = bad
+    with pytest.raises(ValueError, match=f"{which} contains 1 NaN/inf.*\\(1, 2\\)"):
+        scaled_dot_product_attention(arrs["Q"], arrs["K"], arrs["V"])
+
+
+def test_one_dimensional_input_raises():
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        scaled_dot_product_attention(np.ones(4), np.ones((3, 4)), np.ones((3, 4)))
+
+
+def test_non_numeric_input_raises():
+    with pytest.raises(TypeError):
+        scaled_dot_product_attention([["a", "b"]], np.ones((1, 2)), np.ones((1, 2)))
+
+
+def test_bad_scale_and_bad_mask_arguments():
+    with pytest.raises(ValueError, match="scale"):
+        scaled_dot_product_attention(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)),
+                                     scale=float("nan"))
+    with pytest.raises(ValueError, match="n must be"):
+        causal_mask(-1)
+    with pytest.raises(ValueError, match="lengths"):
+        padding_mask([2, -1])
+    with pytest.raises(ValueError, match="shorter"):
+        padding_mask([4], n=2)
+    with pytest.raises(ValueError, match="NaN"):
+        softmax(np.array([np.nan, 1.0]))

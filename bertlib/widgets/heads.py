@@ -1,0 +1,132 @@
+"""Head explorer: pick a head and a query word; that head is drawn in colour, the others greyed.
+
+Works on any stack of attention maps: the toy's two heads (h, n, n) or a real BERT's
+(layers, h, n, n), e.g. ``run_bert(text).attentions``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bertlib.viz import attention_heatmap
+from bertlib.widgets import render_safely
+
+__all__ = ["check_index", "draw_heads", "HeadExplorer"]
+
+
+def check_index(value, count: int, name: str, context: str = "") -> int:
+    """``value`` as an int in 0..count−1, or a ValueError/TypeError naming the valid range."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be a whole number in 0..{count - 1}, got {value!r}")
+    if not 0 <= value < count:
+        raise ValueError(f"{name} must be in 0..{count - 1}{context}, got {value}")
+    return int(value)
+
+
+def _query_index(query, tokens: list[str]) -> int:
+    if isinstance(query, str):
+        if query not in tokens:
+            raise ValueError(f"query word {query!r} is not among the tokens {tokens}")
+        return tokens.index(query)
+    return check_index(query, len(tokens), "query", f" ({len(tokens)} tokens)")
+
+
+def _check_maps(weights, tokens) -> np.ndarray:
+    W = np.asarray(weights, dtype=float)
+    if W.ndim != 3 or W.shape[1] != W.shape[2] or W.shape[1] != len(tokens):
+        raise ValueError(f"weights must have shape (h, n, n) with n = {len(tokens)} tokens, "
+                         f"got {W.shape}")
+    return W
+
+
+def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: str = ""):
+    """Draw one head's attention beside every head's row for one query word; returns the Figure.
+
+    weights: (h, n, n) attention weights of h heads; tokens: the n tokens.
+    head: 0..h−1. query: a position 0..n−1 or a token (its first occurrence).
+    Left: head ``head``'s (n, n) matrix, the query's row outlined. Right: the query's weights
+    weights[:, query, :] in all h heads, an (h, n) grid: the chosen head in blue, the others grey.
+    One colour scale, 0 to 1, for both panels. Raises ValueError/TypeError for a bad head or query.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    W = _check_maps(weights, tokens)
+    h, n, _ = W.shape
+    head = check_index(head, h, "head", f" ({h} heads)")
+    i = _query_index(query, tokens)
+
+    fig, (ax_head, ax_all) = plt.subplots(
+        1, 2, figsize=(5.5 + 0.9 * n, 0.45 * max(n, h) + 2.2),
+        gridspec_kw={"width_ratios": [1, 1]}, layout="constrained")
+    attention_heatmap(W[head], tokens, ax=ax_head, title=f"head {head}: every query",
+                      annotate=n <= 10)
+    ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
+
+    rows = W[:, i, :]  # (h, n)
+    rgba = plt.get_cmap("Greys")(0.15 + 0.35 * rows)  # greyed, light: the other heads
+    rgba[head] = plt.get_cmap("Blues")(rows[head])  # the chosen head, same 0..1 scale as left
+    ax_all.imshow(rgba, aspect="auto")
+    ax_all.set_xticks(range(n), tokens, rotation=90)
+    ax_all.set_yticks(range(h), [f"head {k}" for k in range(h)])
+    ax_all.set_xlabel("key (attended to)")
+    ax_all.set_ylabel("head")
+    ax_all.set_title(f"query {tokens[i]!r} (position {i}) in all {h} heads")
+    for j, v in enumerate(rows[head]):
+        ax_all.text(j, head, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if v > 0.6 else "black")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+class HeadExplorer:
+    """Widget: head and query word on top, :func:`draw_heads` below; bad input -> a message.
+
+    weights: (h, n, n) or (layers, h, n, n); tokens: the n tokens. ``layer``, ``head``, ``query``
+    set the starting view. The head (and layer) are typed numbers, so an out-of-range choice shows
+    a message naming the valid range in place of the figure; the controls stay usable.
+    Show it with ``display(explorer.widget)``; ``explorer.ok`` says whether the last draw worked.
+    """
+
+    def __init__(self, weights, tokens: list[str], head: int = 0, query: int = 0,
+                 layer: int = 0, title: str = ""):
+        import ipywidgets as widgets
+
+        W = np.asarray(weights, dtype=float)
+        if W.ndim == 3:
+            W = W[None]
+        if W.ndim != 4:
+            raise ValueError(f"weights must have shape (h, n, n) or (layers, h, n, n), "
+                             f"got {np.shape(weights)}")
+        _check_maps(W[0], tokens)
+        self.weights, self.tokens, self.title = W, list(tokens), title
+        L, h = W.shape[:2]
+        self.layer = widgets.IntText(value=layer, description=f"layer (0..{L - 1})",
+                                     continuous_update=False, layout={"width": "170px"},
+                                     style={"description_width": "initial"})
+        self.head = widgets.IntText(value=head, description=f"head (0..{h - 1})",
+                                    continuous_update=False, layout={"width": "170px"},
+                                    style={"description_width": "initial"})
+        self.query = widgets.Dropdown(
+            options=[(f"{k}: {t}", k) for k, t in enumerate(self.tokens)],
+            value=query if query in range(len(self.tokens)) else 0, description="query word")
+        self.output = widgets.Output()
+        controls = [self.head, self.query] if L == 1 else [self.layer, self.head, self.query]
+        for control in controls:
+            control.observe(lambda _: self.redraw(), names="value")
+        self.widget = widgets.VBox([widgets.HBox(controls), self.output])
+        self.ok = False
+        self.redraw()
+
+    def draw(self) -> None:
+        """Draw the current choice (raises ValueError/TypeError for a bad layer or head)."""
+        L = self.weights.shape[0]
+        layer = check_index(self.layer.value, L, "layer", f" ({L} layers)")
+        title = self.title if L == 1 else f"{self.title} layer {layer}".strip()
+        draw_heads(self.weights[layer], self.tokens, self.head.value, self.query.value, title)
+
+    def redraw(self) -> bool:
+        """Redraw into the output (a message instead if the choice is bad); True if it drew."""
+        self.ok = render_safely(self.output, self.draw)
+        return self.ok

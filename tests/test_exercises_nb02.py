@@ -1,0 +1,101 @@
+"""Checkers of notebook 02: right answers pass, typical mistakes get feedback that names them."""
+
+import numpy as np
+import pytest
+
+from bertlib.attention import split_heads
+from bertlib.exercises.nb02 import DET_NOUN_SENTENCES, check_det_noun_head, check_split_heads
+from bertlib.models import run_bert
+
+# --- split_heads -------------------------------------------------------------------------
+
+
+def test_reference_split_heads_passes():
+    fb = check_split_heads(split_heads)
+    assert fb.ok and "right" in fb.message
+
+
+def test_learner_version_with_reshape_and_transpose_passes():
+    def mine(X, h):
+        n, d = X.shape
+        return X.reshape(n, h, d // h).transpose(1, 0, 2)
+
+    assert check_split_heads(mine).ok
+
+
+def test_direct_reshape_is_explained():
+    fb = check_split_heads(lambda X, h: X.reshape(h, X.shape[0], -1))
+    assert not fb.ok and "memory order" in fb.message and "swap" in fb.message
+
+
+def test_missing_transpose_is_explained():
+    fb = check_split_heads(lambda X, h: X.reshape(X.shape[0], h, -1))
+    assert not fb.ok and "(n, h, d_k)" in fb.message and "first" in fb.message
+
+
+def test_wrong_shape_names_the_expected_shape():
+    fb = check_split_heads(lambda X, h: X)
+    assert not fb.ok and "(2, 3, 4)" in fb.message and "(3, 8)" in fb.message
+
+
+def test_wrong_columns_show_head_0():
+    fb = check_split_heads(lambda X, h: split_heads(X[:, ::-1], h))
+    assert not fb.ok and "head 0 should hold columns 0..3" in fb.message
+
+
+def test_a_raising_function_becomes_feedback():
+    def broken(X, h):
+        raise RuntimeError("oops")
+
+    fb = check_split_heads(broken)
+    assert not fb.ok and "RuntimeError: oops" in fb.message
+
+
+# --- the determiner -> noun head ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def det_noun_scores():
+    """Recomputed independently: mean weight from each "the" to the noun it introduces."""
+    per_pair = []
+    for text, nouns in DET_NOUN_SENTENCES:
+        run = run_bert(text)
+        i_the = [i for i, t in enumerate(run.tokens) if t == "the"]
+        assert len(i_the) == len(nouns)
+        for i, noun in zip(i_the, nouns, strict=True):
+            j = run.tokens.index(noun, i)
+            assert j > i
+            per_pair.append(run.attentions[:, :, i, j])
+    return np.mean(per_pair, axis=0)
+
+
+def test_best_head_passes(det_noun_scores):
+    layer, head = np.unravel_index(det_noun_scores.argmax(), det_noun_scores.shape)
+    fb = check_det_noun_head(int(layer), int(head))
+    assert fb.ok and f"{det_noun_scores.max():.2f}" in fb.message
+
+
+def test_numpy_integers_are_accepted(det_noun_scores):
+    layer, head = np.unravel_index(det_noun_scores.argmax(), det_noun_scores.shape)
+    assert check_det_noun_head(layer, head).ok
+
+
+def test_other_heads_fail_with_their_score_and_rank(det_noun_scores):
+    order = np.argsort(det_noun_scores.ravel())[::-1]
+    layer, head = divmod(int(order[1]), det_noun_scores.shape[1])
+    fb = check_det_noun_head(layer, head)
+    assert not fb.ok
+    assert f"only {det_noun_scores[layer, head]:.2f}" in fb.message and "rank 2 of 72" in fb.message
+    layer, head = divmod(int(order[-1]), det_noun_scores.shape[1])
+    assert "rank 72 of 72" in check_det_noun_head(layer, head).message
+
+
+@pytest.mark.parametrize("layer, head, text", [
+    (6, 0, "layer must be in 0..5"),
+    (-1, 0, "layer must be in 0..5"),
+    (0, 12, "head must be in 0..11"),
+    (0, "3", "head must be a whole number"),
+    (1.0, 3, "layer must be a whole number"),
+])
+def test_bad_layer_or_head_gets_a_message_not_an_error(layer, head, text):
+    fb = check_det_noun_head(layer, head)
+    assert not fb.ok and text in fb.message

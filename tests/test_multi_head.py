@@ -1,0 +1,287 @@
+"""bertlib.attention's multi-head functions against torch.nn.MultiheadAttention and BERT layer 0."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib import toy
+from bertlib.attention import (
+    merge_heads,
+    multi_head_attention,
+    scaled_dot_product_attention,
+    split_heads,
+)
+
+RTOL, ATOL = 1e-10, 1e-12  # float64 on both sides: agreement to rounding
+
+
+def random_weights(d, seed, biases=True):
+    rng = np.random.default_rng(seed)
+    Ws = [rng.normal(scale=d**-0.5, size=(d, d)) for _ in range(4)]
+    bs = [rng.normal(scale=0.1, size=d) for _ in range(4)] if biases else None
+    return Ws, bs
+
+
+def torch_mha(Ws, bs, h, X, X_kv=None, key_padding=None):
+    """torch.nn.MultiheadAttention with our weights copied in; returns (output, weights) numpy.
+
+    torch computes x @ W.T + b, stacks (W_Q, W_K, W_V) as rows of in_proj_weight (3d, d), and its
+    key_padding_mask is True where a key must be IGNORED (ours: True = may attend).
+    """
+    d = Ws[0].shape[0]
+    mha = torch.nn.MultiheadAttention(d, h, batch_first=True, dtype=torch.float64).eval()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.from_numpy(np.concatenate([W.T for W in Ws[:3]])))
+        mha.in_proj_bias.copy_(torch.from_numpy(np.concatenate(bs[:3])))
+        mha.out_proj.weight.copy_(torch.from_numpy(Ws[3].T))
+        mha.out_proj.bias.copy_(torch.from_numpy(bs[3]))
+        q = torch.from_numpy(X)
+        kv = q if X_kv is None else torch.from_numpy(X_kv)
+        pad = None if key_padding is None else torch.from_numpy(~key_padding)
+        out, w = mha(q, kv, kv, key_padding_mask=pad, need_weights=True,
+                     average_attn_weights=False)
+    return out.numpy(), w.numpy()
+
+
+# --- split / merge ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape, h", [((5, 12), 1), ((5, 12), 3), ((5, 12), 12), ((2, 3, 7, 8), 4)])
+def test_split_then_merge_is_the_identity(shape, h):
+    X = np.random.default_rng(0).normal(size=shape)
+    heads = split_heads(X, h)
+    *lead, n, d = shape
+    assert heads.shape == (*lead, h, n, d // h)
+    np.testing.assert_array_equal(merge_heads(heads), X)
+    np.testing.assert_array_equal(split_heads(merge_heads(heads), h), heads)
+
+
+def test_head_i_gets_columns_i_dk_to_i_plus_1_dk():
+    X = np.arange(3 * 6).reshape(3, 6)
+    heads = split_heads(X, 3)
+    for i in range(3):
+        np.testing.assert_array_equal(heads[i], X[:, 2 * i:2 * i + 2])
+
+
+# --- the per-head loop equals the batched form ---------------------------------------------------
+
+@pytest.mark.parametrize("h", [1, 2, 4, 8])
+def test_per_head_loop_equals_batched_form(h):
+    d, n = 16, 7
+    (W_Q, W_K, W_V, W_O), (b_Q, b_K, b_V, b_O) = random_weights(d, seed=h)
+    X = np.random.default_rng(10 + h).normal(size=(n, d))
+    d_k = d // h
+    outs, ws = [], []
+    for i in range(h):
+        cols = slice(i * d_k, (i + 1) * d_k)
+        o, w = scaled_dot_product_attention(X @ W_Q[:, cols] + b_Q[cols],
+                                            X @ W_K[:, cols] + b_K[cols],
+                                            X @ W_V[:, cols] + b_V[cols])
+        outs.append(o)
+        ws.append(w)
+    loop_out = np.concatenate(outs, axis=-1) @ W_O + b_O
+    out, w = multi_head_attention(X, W_Q, W_K, W_V, W_O, h, biases=(b_Q, b_K, b_V, b_O))
+    np.testing.assert_allclose(out, loop_out, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(w, np.stack(ws), rtol=RTOL, atol=ATOL)
+
+
+def test_toy_two_heads_track_sat_and_mat():
+    X = toy.embeddings()
+    _, w = multi_head_attention(X, *toy.two_head_projections(), h=2)
+    cat, sat, mat = 1, 2, 5
+    assert w[0, cat].argmax() == sat and w[1, cat].argmax() == mat
+    assert w[0, cat, sat] == pytest.approx(0.625, abs=1e-3)
+    assert w[1, cat, mat] == pytest.approx(0.477, abs=1e-3)
+
+
+# --- torch.nn.MultiheadAttention -----------------------------------------------------------
+
+@pytest.mark.parametrize("h", [1, 2, 4, 12])
+def test_matches_torch_multihead_attention(h):
+    d, B, n = 24, 2, 6
+    Ws, bs = random_weights(d, seed=h)
+    X = np.random.default_rng(20 + h).normal(size=(B, n, d))
+    out, w = multi_head_attention(X, *Ws, h, biases=bs)
+    t_out, t_w = torch_mha(Ws, bs, h, X)
+    assert out.shape == (B, n, d) and w.shape == (B, h, n, n)
+    np.testing.assert_allclose(out, t_out, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(w, t_w, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("h", [1, 2, 4, 12])
+def test_matches_torch_with_key_padding_mask(h):
+    d, n = 24, 6
+    Ws, bs = random_weights(d, seed=30 + h)
+    X = np.random.default_rng(40 + h).normal(size=(3, n, d))
+    real = np.arange(n)[None, :] < np.array([6, 4, 1])[:, None]  # (B, n_k), True = real token
+    out, w = multi_head_attention(X, *Ws, h, mask=real[:, None, None, :], biases=bs)
+    t_out, t_w = torch_mha(Ws, bs, h, X, key_padding=real)
+    np.testing.assert_allclose(out, t_out, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(w, t_w, rtol=1e-9, atol=1e-11)
+    assert np.all(w[1, :, :, 4:] == 0) and np.all(w[2, :, :, 1:] == 0)
+
+
+def test_cross_attention_shapes_and_torch_values():
+    d, h, n_q, n_k = 12, 3, 4, 9
+    Ws, bs = random_weights(d, seed=5)
+    rng = np.random.default_rng(6)
+    X, X_kv = rng.normal(size=(2, n_q, d)), rng.normal(size=(2, n_k, d))
+    out, w = multi_head_attention(X, *Ws, h, biases=bs, X_kv=X_kv)
+    assert out.shape == (2, n_q, d) and w.shape == (2, h, n_q, n_k)
+    t_out, t_w = torch_mha(Ws, bs, h, X, X_kv)
+    np.testing.assert_allclose(out, t_out, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(w, t_w, rtol=1e-9, atol=1e-11)
+    out1, w1 = multi_head_attention(X[0], *Ws, h, X_kv=X_kv[0])
+    assert out1.shape == (n_q, d) and w1.shape == (h, n_q, n_k)
+
+
+def test_without_biases_equals_zero_biases():
+    Ws, _ = random_weights(8, seed=7)
+    X = np.random.default_rng(8).normal(size=(5, 8))
+    a = multi_head_attention(X, *Ws, 2)
+    b = multi_head_attention(X, *Ws, 2, biases=[np.zeros(8)] * 4)
+    c = multi_head_attention(X, *Ws, 2, biases=(None, None, None, None))
+    for x, y, z in zip(a, b, c, strict=True):
+        np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(x, z)
+
+
+# --- BERT's own layer 0 ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def bert_layer0():
+    from bertlib.models import encode, load_bert, run_bert
+
+    text = "The cat sat on the mat, and the dog watched."
+    bert = load_bert()
+    layer = bert.model.encoder.layer[0].attention
+    run = run_bert(text)
+    captured = {}
+
+    def keep_output(module, inputs, output):  # returns None: the forward pass is unchanged
+        captured["out"] = output[0].detach().numpy().copy()
+
+    hook = layer.output.dense.register_forward_hook(keep_output)
+    try:
+        with torch.no_grad():
+            bert.model(**encode(text))
+    finally:
+        hook.remove()
+
+    def w(linear):
+        return linear.weight.detach().double().numpy().T
+
+    def b(linear):
+        return linear.bias.detach().double().numpy()
+
+    s = layer.self
+    lins = (s.query, s.key, s.value, layer.output.dense)
+    return {
+        "X": run.hidden_states[0].astype(np.float64),
+        "Ws": [w(x) for x in lins],
+        "bs": [b(x) for x in lins],
+        "h": bert.model.config.num_attention_heads,
+        "attentions0": run.attentions[0],
+        "dense_out": captured["out"],
+    }
+
+
+def test_weights_equal_bert_layer0_attentions(bert_layer0):
+    L = bert_layer0
+    _, w = multi_head_attention(L["X"], *L["Ws"], L["h"], biases=L["bs"])
+    assert w.shape == L["attentions0"].shape
+    np.testing.assert_allclose(w, L["attentions0"], rtol=0, atol=1e-5)
+
+
+def test_output_equals_bert_self_attention_before_layernorm(bert_layer0):
+    L = bert_layer0
+    out, _ = multi_head_attention(L["X"], *L["Ws"], L["h"], biases=L["bs"])
+    scale = np.abs(L["dense_out"]).max()
+    np.testing.assert_allclose(out, L["dense_out"], rtol=0, atol=1e-5 * max(1.0, scale))
+
+
+# --- bad input -> clear errors -------------------------------------------------------------
+
+def test_h_not_dividing_d_lists_valid_h():
+    Ws, _ = random_weights(12, seed=0)
+    with pytest.raises(ValueError, match=r"d = 12 is not divisible by h = 5.*\[1, 2, 3, 4, 6, 12\]"):
+        multi_head_attention(np.ones((3, 12)), *Ws, 5)
+    with pytest.raises(ValueError, match=r"d = 12 .* h = 5"):
+        split_heads(np.ones((3, 12)), 5)
+
+
+@pytest.mark.parametrize("h", [0, -2])
+def test_h_not_positive(h):
+    Ws, _ = random_weights(4, seed=0)
+    with pytest.raises(ValueError, match=f"at least 1, got {h}"):
+        multi_head_attention(np.ones((3, 4)), *Ws, h)
+    with pytest.raises(ValueError, match="at least 1"):
+        split_heads(np.ones((3, 4)), h)
+
+
+@pytest.mark.parametrize("h", [2.0, True, "2"])
+def test_h_not_a_whole_number(h):
+    with pytest.raises(TypeError, match="whole number"):
+        split_heads(np.ones((3, 4)), h)
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_weight_shape_not_matching_d(which):
+    Ws, _ = random_weights(4, seed=0)
+    Ws[which] = np.ones((4, 2))
+    name = ["W_Q", "W_K", "W_V", "W_O"][which]
+    with pytest.raises(ValueError, match=rf"{name} must be a \(d, d\) matrix .* d = 4.*\(4, 4\); got \(4, 2\)"):
+        multi_head_attention(np.ones((3, 4)), *Ws, 2)
+
+
+def test_bias_shape_and_biases_form():
+    Ws, bs = random_weights(4, seed=0)
+    bs[2] = np.ones(3)
+    with pytest.raises(ValueError, match=r"b_V .*\(4,\); got \(3,\)"):
+        multi_head_attention(np.ones((3, 4)), *Ws, 2, biases=bs)
+    with pytest.raises(TypeError, match="b_Q, b_K, b_V, b_O"):
+        multi_head_attention(np.ones((3, 4)), *Ws, 2, biases=bs[:3])
+
+
+def test_mask_not_broadcasting_to_h_n_n():
+    Ws, _ = random_weights(4, seed=0)
+    X = np.ones((5, 4))
+    with pytest.raises(ValueError, match=r"mask of shape \(4, 4\) does not broadcast .*\(2, 5, 5\) \(\.\.\., h, n_q, n_k\)"):
+        multi_head_attention(X, *Ws, 2, mask=np.ones((4, 4), bool))
+    with pytest.raises(ValueError, match=r"\(3, 2, 5, 5\) does not broadcast"):
+        multi_head_attention(X, *Ws, 2, mask=np.ones((3, 2, 5, 5), bool))
+    with pytest.raises(TypeError, match="boolean"):
+        multi_head_attention(X, *Ws, 2, mask=np.ones((5, 5)))
+
+
+def test_valid_masks_broadcast_per_key_and_per_pair():
+    Ws, _ = random_weights(4, seed=1)
+    X = np.random.default_rng(2).normal(size=(5, 4))
+    keys = np.array([True, True, True, False, False])
+    _, w = multi_head_attention(X, *Ws, 2, mask=keys)
+    assert w.shape == (2, 5, 5) and np.all(w[..., 3:] == 0)
+    _, w = multi_head_attention(X, *Ws, 2, mask=np.tril(np.ones((5, 5), bool)))
+    assert np.all(w[:, 0, 1:] == 0)
+
+
+@pytest.mark.parametrize("where", ["X", "X_kv", "W_K", "b_O"])
+def test_nan_input_names_the_array(where):
+    Ws, bs = random_weights(4, seed=0)
+    X, X_kv = np.ones((3, 4)), np.ones((5, 4))
+    target = {"X": X, "X_kv": X_kv, "W_K": Ws[1], "b_O": bs[3]}[where]
+    target.flat[1] = np.nan
+    with pytest.raises(ValueError, match=f"{where} contains 1 NaN"):
+        multi_head_attention(X, *Ws, 2, biases=bs, X_kv=X_kv)
+
+
+def test_cross_attention_input_with_other_d():
+    Ws, _ = random_weights(4, seed=0)
+    with pytest.raises(ValueError, match=r"X_kv must have the same d.*\(3, 4\).*\(5, 6\)"):
+        multi_head_attention(np.ones((3, 4)), *Ws, 2, X_kv=np.ones((5, 6)))
+
+
+def test_one_dimensional_input_and_merge_of_too_few_axes():
+    Ws, _ = random_weights(4, seed=0)
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        multi_head_attention(np.ones(4), *Ws, 2)
+    with pytest.raises(ValueError, match="at least 3 dimensions"):
+        merge_heads(np.ones((3, 4)))

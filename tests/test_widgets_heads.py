@@ -1,0 +1,114 @@
+"""The head explorer: draws the chosen head and query, greys the others, reports bad choices."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from bertlib import toy  # noqa: E402
+from bertlib.attention import multi_head_attention  # noqa: E402
+from bertlib.widgets.heads import HeadExplorer, check_index, draw_heads  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def toy_maps():
+    _, w = multi_head_attention(toy.embeddings(), *toy.two_head_projections(), h=2)
+    return w, toy.TOKENS
+
+
+def rgba_rows(fig):
+    """The (h, n, 4) image of the right-hand panel (axes: left map, right grid, colour bar)."""
+    return fig.axes[1].get_images()[0].get_array()
+
+
+def test_chosen_head_is_coloured_and_others_grey(toy_maps):
+    w, tokens = toy_maps
+    fig = draw_heads(w, tokens, head=1, query="cat")
+    img = np.asarray(rgba_rows(fig))
+    assert img.shape == (2, 6, 4)
+    grey, blue = img[0, :, :3], img[1, :, :3]
+    np.testing.assert_allclose(grey[:, 0], grey[:, 1])  # R = G = B: grey
+    np.testing.assert_allclose(grey[:, 1], grey[:, 2])
+    assert np.all(blue[:, 2] >= blue[:, 0]) and np.any(blue[:, 2] > blue[:, 0] + 0.1)
+    darkest = int(blue.sum(axis=1).argmin())
+    assert tokens[darkest] == "mat"  # head 1: cat -> mat
+
+
+def test_left_panel_is_the_chosen_heads_matrix_with_query_outlined(toy_maps):
+    w, tokens = toy_maps
+    fig = draw_heads(w, tokens, head=0, query=1)
+    left = fig.axes[0]
+    np.testing.assert_allclose(left.get_images()[0].get_array(), w[0])
+    assert "head 0" in left.get_title()
+    outline = left.patches[0]
+    assert outline.get_y() == pytest.approx(0.5)  # row of query 1
+    assert "query 'cat' (position 1) in all 2 heads" == fig.axes[1].get_title()
+
+
+def test_query_as_text_uses_first_occurrence(toy_maps):
+    w, tokens = toy_maps
+    fig = draw_heads(w, tokens, head=0, query="the")
+    assert fig.axes[0].patches[0].get_y() == pytest.approx(-0.5)
+
+
+@pytest.mark.parametrize("head, error, text", [
+    (2, ValueError, r"head must be in 0..1 \(2 heads\), got 2"),
+    (-1, ValueError, "head must be in 0..1"),
+    (1.5, TypeError, "head must be a whole number in 0..1"),
+])
+def test_bad_head_index_raises_clear_error(toy_maps, head, error, text):
+    w, tokens = toy_maps
+    with pytest.raises(error, match=text):
+        draw_heads(w, tokens, head=head, query=0)
+
+
+def test_bad_query_and_bad_shapes(toy_maps):
+    w, tokens = toy_maps
+    with pytest.raises(ValueError, match=r"query must be in 0..5 \(6 tokens\), got 6"):
+        draw_heads(w, tokens, head=0, query=6)
+    with pytest.raises(ValueError, match="'dog' is not among the tokens"):
+        draw_heads(w, tokens, head=0, query="dog")
+    with pytest.raises(ValueError, match=r"\(h, n, n\) with n = 5 tokens"):
+        draw_heads(w, tokens[:5], head=0, query=0)
+
+
+def test_explorer_draws_then_shows_a_message_for_a_bad_head(toy_maps):
+    w, tokens = toy_maps
+    ex = HeadExplorer(w, tokens, head=0, query=1)
+    assert ex.ok
+    ex.head.value = 2
+    assert ex.ok is False  # render_safely caught the ValueError: a message, no traceback
+    with pytest.raises(ValueError, match=r"head must be in 0..1 \(2 heads\), got 2"):
+        ex.draw()
+    ex.head.value = 1
+    assert ex.ok
+
+
+def test_explorer_with_layers_checks_the_layer_too():
+    maps = np.random.default_rng(0).dirichlet(np.ones(4), size=(3, 2, 4))  # (layers, h, n, n)
+    ex = HeadExplorer(maps, ["a", "b", "c", "d"], layer=2, head=1, query=3)
+    assert ex.ok and len(ex.widget.children[0].children) == 3
+    ex.layer.value = 3
+    assert not ex.ok
+    with pytest.raises(ValueError, match=r"layer must be in 0..2 \(3 layers\), got 3"):
+        ex.draw()
+
+
+def test_explorer_rejects_bad_weights():
+    with pytest.raises(ValueError, match="weights must have shape"):
+        HeadExplorer(np.ones((4, 4)), ["a", "b", "c", "d"])
+
+
+def test_check_index():
+    assert check_index(np.int64(3), 4, "head") == 3
+    with pytest.raises(TypeError, match="whole number"):
+        check_index(True, 4, "head")

@@ -1,0 +1,126 @@
+"""Notebook 01's explorer: one query word of the toy sentence and its attention weights.
+
+Pick a query word of "The cat sat on the mat" and how its scores are scaled before the softmax;
+a bar chart of that word's weights over the six keys redraws. Every scaling is a division of the
+scores by a number τ:
+
+- ``"sqrt_dk"``: τ = √d_k, the width of one head (what BERT does);
+- ``"sqrt_d"``: τ = √d, the model width (a common mistake in write-ups);
+- ``"none"``: τ = 1;
+- ``"temperature"``: τ = T, any finite T > 0 you choose (small T sharpens, large T flattens).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bertlib import toy
+from bertlib.attention import scaled_dot_product_attention
+from bertlib.widgets import render_safely
+
+__all__ = ["SCALINGS", "score_divisor", "query_index", "toy_query_weights", "AttentionExplorer"]
+
+#: Scaling name -> label shown in the widget.
+SCALINGS: dict[str, str] = {
+    "sqrt_dk": "÷ √d_k (BERT, per head)",
+    "sqrt_d": "÷ √d (model width: a mistake)",
+    "none": "no scaling",
+    "temperature": "÷ temperature T",
+}
+
+
+def score_divisor(scaling: str, temperature: float = 1.0, d_k: int = 2, d: int = 4) -> float:
+    """τ in softmax(q Kᵀ / τ): √d_k, √d, 1 or ``temperature`` for the four ``SCALINGS``.
+
+    ``temperature`` is read only when ``scaling == "temperature"``; it must then be a finite
+    number > 0 (T = 0 would divide by zero, T < 0 would turn the preference around).
+    d_k: width of one head (toy: 2). d: model width (toy: 4).
+    """
+    if scaling not in SCALINGS:
+        raise ValueError(f"scaling must be one of {list(SCALINGS)}, got {scaling!r}")
+    if scaling == "sqrt_dk":
+        return math.sqrt(d_k)
+    if scaling == "sqrt_d":
+        return math.sqrt(d)
+    if scaling == "none":
+        return 1.0
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float | np.number):
+        raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    return float(temperature)
+
+
+def query_index(query: int | str, tokens: list[str] = toy.TOKENS) -> int:
+    """Position of ``query`` in ``tokens``: an index 0..n-1, or a word (its first occurrence)."""
+    n = len(tokens)
+    if isinstance(query, str):
+        if query.strip().lower() not in tokens:
+            raise ValueError(f"query word must be one of {tokens}, got {query!r}")
+        return tokens.index(query.strip().lower())
+    if isinstance(query, bool) or not isinstance(query, int | np.integer):
+        raise TypeError(f"query must be a word or an index, got {type(query).__name__}")
+    if not 0 <= query < n:
+        raise ValueError(f"query index must be in 0..{n - 1} ({n} tokens), got {query}")
+    return int(query)
+
+
+def toy_query_weights(query: int | str, scaling: str = "sqrt_dk",
+                      temperature: float = 1.0) -> np.ndarray:
+    """Attention weights softmax(q_i Kᵀ / τ) of one toy query over the six keys: shape (6,).
+
+    q_i: (d_k,) = row ``query`` of Q = X W_Q; K = X W_K: (6, d_k); τ from :func:`score_divisor`
+    with the toy's d_k = 2 and d = 4. The weights are non-negative and sum to 1.
+    """
+    i = query_index(query)
+    X = toy.embeddings()
+    W_Q, W_K, W_V = toy.projections()
+    tau = score_divisor(scaling, temperature, d_k=W_Q.shape[1], d=X.shape[1])
+    _, weights = scaled_dot_product_attention(X[i:i + 1] @ W_Q, X @ W_K, X @ W_V,
+                                              scale=1.0 / tau)
+    return weights[0]
+
+
+class AttentionExplorer:
+    """Controls (query word, scaling, temperature) on top, the bar chart of weights below.
+
+    ``widget`` is the VBox to display. A bad temperature (≤ 0, NaN, inf) shows a message in place
+    of the chart; ``ok`` tells whether the last redraw succeeded.
+    """
+
+    def __init__(self, query: int | str = "cat", scaling: str = "sqrt_dk",
+                 temperature: float = 1.0) -> None:
+        import ipywidgets as w
+
+        self.query = w.Dropdown(
+            options=[(f"{i}: {t}", i) for i, t in enumerate(toy.TOKENS)],
+            value=query_index(query), description="query")
+        self.scaling = w.Dropdown(options=[(label, key) for key, label in SCALINGS.items()],
+                                  value=scaling, description="scores")
+        self.temperature = w.FloatText(value=temperature, description="T",
+                                       continuous_update=False, layout=w.Layout(width="150px"))
+        self.output = w.Output()
+        self.widget = w.VBox([w.HBox([self.query, self.scaling, self.temperature]), self.output])
+        self.ok = False
+        for control in (self.query, self.scaling, self.temperature):
+            control.observe(self._redraw, names="value")
+        self._redraw()
+
+    def _draw(self) -> None:
+        import matplotlib.pyplot as plt
+
+        from bertlib.viz import weight_bars
+
+        i, scaling = self.query.value, self.scaling.value
+        weights = toy_query_weights(i, scaling, self.temperature.value)
+        tau = score_divisor(scaling, self.temperature.value)
+        _, ax = plt.subplots(figsize=(6, 2.8))
+        weight_bars(weights, toy.TOKENS, ax=ax, highlight=int(weights.argmax()),
+                    title=f"query {toy.TOKENS[i]!r} (position {i}): scores ÷ {tau:.3g}")
+        ax.set_xlabel("key")
+
+    def _redraw(self, change=None) -> None:
+        self.temperature.disabled = self.scaling.value != "temperature"
+        self.ok = render_safely(self.output, self._draw)

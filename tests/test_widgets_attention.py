@@ -1,0 +1,104 @@
+"""bertlib.widgets.attention: the weights it draws, its input checks, and the widget itself."""
+
+import math
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+import IPython.display  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bertlib import toy  # noqa: E402
+from bertlib.attention import softmax  # noqa: E402
+from bertlib.widgets.attention import (  # noqa: E402
+    SCALINGS,
+    AttentionExplorer,
+    query_index,
+    score_divisor,
+    toy_query_weights,
+)
+
+X = toy.embeddings()
+W_Q, W_K, _ = toy.projections()
+SCORES_CAT = (X @ W_Q)[1] @ (X @ W_K).T  # [0, 1, 4, 1, 0, 2]
+
+
+@pytest.mark.parametrize("scaling, tau", [("sqrt_dk", math.sqrt(2)), ("sqrt_d", 2.0),
+                                          ("none", 1.0)])
+def test_weights_match_softmax_of_scaled_scores(scaling, tau):
+    np.testing.assert_allclose(toy_query_weights("cat", scaling), softmax(SCORES_CAT / tau),
+                               rtol=1e-12)
+
+
+def test_temperature_divides_the_scores():
+    np.testing.assert_allclose(toy_query_weights(1, "temperature", 0.5),
+                               softmax(SCORES_CAT / 0.5), rtol=1e-12)
+
+
+def test_larger_divisor_gives_flatter_weights():
+    peaks = [toy_query_weights("cat", s).max() for s in ("none", "sqrt_dk", "sqrt_d")]
+    assert peaks[0] > peaks[1] > peaks[2]
+    np.testing.assert_allclose(toy_query_weights("cat", "temperature", 1e6), 1 / 6, atol=1e-5)
+
+
+def test_temperature_ignored_unless_selected():
+    np.testing.assert_array_equal(toy_query_weights("cat", "sqrt_dk", -1.0),
+                                  toy_query_weights("cat", "sqrt_dk"))
+
+
+@pytest.mark.parametrize("T", [0.0, -1.0, float("nan"), float("inf")])
+def test_impossible_temperature_is_refused(T):
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+        score_divisor("temperature", T)
+
+
+def test_temperature_must_be_a_number():
+    with pytest.raises(TypeError, match="temperature must be a number"):
+        score_divisor("temperature", "2")
+
+
+def test_unknown_scaling_lists_the_options():
+    with pytest.raises(ValueError, match="scaling must be one of"):
+        score_divisor("sqrt_n")
+
+
+def test_query_by_word_or_index():
+    assert query_index("cat") == 1 and query_index(" Mat ") == 5 and query_index(4) == 4
+    with pytest.raises(ValueError, match=r"query index must be in 0..5 \(6 tokens\), got 6"):
+        query_index(6)
+    with pytest.raises(ValueError, match="query word must be one of"):
+        query_index("dog")
+    with pytest.raises(TypeError):
+        query_index(1.5)
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """Record what the widget displays (outside a kernel, an Output widget does not capture)."""
+    seen = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: seen.extend(objs))
+    monkeypatch.setattr(plt, "show", lambda *a, **kw: plt.close("all"))
+    return seen
+
+
+def test_explorer_builds_with_controls_above_view(shown):
+    ex = AttentionExplorer()
+    assert ex.ok
+    controls, view = ex.widget.children
+    assert view is ex.output
+    assert [c.description for c in controls.children] == ["query", "scores", "T"]
+    assert set(ex.scaling.options) == {(label, key) for key, label in SCALINGS.items()}
+    assert ex.temperature.disabled and ex.temperature.continuous_update is False
+
+
+def test_explorer_shows_message_for_bad_temperature(shown):
+    ex = AttentionExplorer(scaling="temperature")
+    assert ex.ok and not ex.temperature.disabled
+    ex.temperature.value = -1.0
+    assert not ex.ok
+    assert "temperature must be a finite number &gt; 0, got -1.0" in shown[-1].data
+    ex.temperature.value = 2.0  # the controls stay usable
+    assert ex.ok

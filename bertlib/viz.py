@@ -1,10 +1,22 @@
-"""Plots shared by the notebooks: attention heatmaps and weight bars with token labels."""
+"""Plots shared by the notebooks: attention heatmaps, weight bars, token-to-token lines, and
+bertviz's interactive head and model views made to render with no internet."""
 
 from __future__ import annotations
 
+import functools
+import re
+from pathlib import Path
+
 import numpy as np
 
-__all__ = ["attention_heatmap", "weight_bars"]
+__all__ = [
+    "attention_heatmap",
+    "weight_bars",
+    "line_view",
+    "offline_bertviz_html",
+    "head_view",
+    "model_view",
+]
 
 
 def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str = "",
@@ -73,3 +85,166 @@ def weight_bars(weights, tokens, ax=None, title: str = "", highlight: int | None
     for j, v in enumerate(w):
         ax.text(j, v + 0.02, f"{v:.2f}", ha="center", fontsize=8)
     return ax
+
+
+def line_view(weights, tokens, ax=None, title: str = "", query: int | None = None,
+              color: str = "tab:blue"):
+    """Token-to-token lines: queries in a left column, keys in a right column, one line per pair
+    with opacity (alpha) equal to its attention weight; returns the matplotlib Axes.
+
+    weights: (n, n) with rows = queries, columns = keys, entries in [0, 1]; tokens: n labels.
+    query: draw only that query's row (an index 0..n−1, its label in bold); None = every row.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgba
+
+    W = np.asarray(weights, dtype=float)
+    n = len(tokens)
+    if W.ndim != 2 or W.shape != (n, n):
+        raise ValueError(f"weights must be ({n}, {n}) for {n} tokens, got shape {W.shape}")
+    if not np.isfinite(W).all() or W.min() < 0 or W.max() > 1 + 1e-6:
+        raise ValueError("weights must be finite and in [0, 1] (attention weights)")
+    if query is not None and (isinstance(query, bool) or not isinstance(query, int | np.integer)
+                              or not 0 <= query < n):
+        raise ValueError(f"query must be a token index in 0..{n - 1} or None, got {query!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.2, max(2.5, 0.28 * n + 0.8)))
+    rows = range(n) if query is None else [int(query)]
+    segments, colors = [], []
+    rgba = np.array(to_rgba(color))
+    for i in rows:
+        for j in range(n):
+            segments.append([(0.0, i), (1.0, j)])
+            colors.append((*rgba[:3], float(np.clip(W[i, j], 0, 1))))
+    ax.add_collection(LineCollection(segments, colors=colors, linewidths=2.0))
+    for i, token in enumerate(tokens):
+        bold = "bold" if i == query else "normal"
+        ax.text(-0.03, i, token, ha="right", va="center", fontsize=9, fontweight=bold)
+        ax.text(1.03, i, token, ha="left", va="center", fontsize=9)
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xticks([0, 1], ["query (attending)", "key (attended to)"])
+    ax.set_yticks([])
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+# --- bertviz, offline -------------------------------------------------------------------------
+# bertviz's HTML loads require.js from a CDN and tells require.js to fetch d3 and jQuery from the
+# CDN too. With no internet the view stays blank. We remove both and put copies of the three
+# libraries, read from installed packages, in front of the view.
+_LIBRARIES = {  # (package, file inside it)
+    "d3": ("mpld3", "js/d3.v5.min.js"),
+    "jquery": ("nbclassic", "static/components/jquery/jquery.min.js"),
+    "requirejs": ("nbclassic", "static/components/requirejs/require.js"),
+}
+_CDN_SCRIPT = re.compile(r'<script src="https://cdnjs\.cloudflare\.com/[^"]*require[^"]*"></script>')
+_REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);", re.DOTALL)
+
+
+def _library_source(name: str) -> str:
+    import importlib.util
+
+    package, relative = _LIBRARIES[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"the offline bertviz views read {name} from the package {package!r}; "
+                          "install the pinned requirements (requirements.txt)")
+    return (Path(spec.origin).parent / relative).read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def _offline_libraries_script() -> str:
+    """One <script>: d3 and jQuery as plain globals (the AMD hooks hidden while they load), then
+    require.js unless the page already has it, then d3 and jQuery registered as its modules."""
+    d3, jquery, requirejs = (_library_source(k) for k in ("d3", "jquery", "requirejs"))
+    return (
+        '<script type="text/javascript">\n'
+        "(function (define, module, exports) {\n" + d3 + "\n}).call(window);\n"
+        "(function (define, module, exports) {\n" + jquery + "\n}).call(window);\n"
+        'if (typeof window.requirejs === "undefined") {\n' + requirejs + "\n}\n"
+        'define("d3", [], function () { return window.d3; });\n'
+        'define("jquery", [], function () { return window.jQuery; });\n'
+        "</script>\n"
+    )
+
+
+def offline_bertviz_html(html: str) -> str:
+    """Turn bertviz's ``html_action="return"`` HTML into HTML that renders with no internet.
+
+    Removes the CDN <script src=...require.js> tag and the ``require.config`` CDN paths, and puts
+    inline copies of d3 v5 (from mpld3), jQuery and require.js (from nbclassic) in front.
+    Raises RuntimeError if bertviz's HTML no longer has the expected shape.
+    """
+    html, n_tags = _CDN_SCRIPT.subn("", html)
+    html, n_configs = _REQUIRE_CONFIG.subn("", html)
+    if n_tags != 1 or n_configs != 1:
+        raise RuntimeError(
+            f"unexpected bertviz HTML ({n_tags} CDN require.js tags, {n_configs} require.config "
+            "blocks; expected 1 each): has bertviz changed? Pin bertviz==1.4.1"
+        )
+    return _offline_libraries_script() + html
+
+
+def _bertviz_input(tokens, attentions, decimals: int):
+    import torch
+
+    A = np.asarray(attentions, dtype=np.float64)
+    if A.ndim != 4 or A.shape[2] != A.shape[3]:
+        raise ValueError(f"attentions must have shape (layers, heads, n, n), got {A.shape}")
+    if len(tokens) != A.shape[2]:
+        raise ValueError(f"{len(tokens)} tokens for attention over n = {A.shape[2]} positions")
+    if not np.isfinite(A).all():
+        raise ValueError("attentions contain NaN or inf")
+    A = np.round(A, decimals)  # smaller HTML; the view cannot show more digits anyway
+    return [torch.from_numpy(A[l][None]) for l in range(A.shape[0])], list(tokens)
+
+
+def _sentence_b_start(tokens, sentence_b_start):
+    if sentence_b_start is None:
+        return None
+    if not 0 < sentence_b_start < len(tokens):
+        raise ValueError(f"sentence_b_start must be in 1..{len(tokens) - 1}, "
+                         f"got {sentence_b_start}")
+    return int(sentence_b_start)
+
+
+def head_view(tokens, attentions, layer: int | None = None, heads=None,
+              sentence_b_start: int | None = None, decimals: int = 3):
+    """bertviz's head view (one layer, the heads as coloured lines), rendering offline.
+
+    tokens: n labels; attentions: (layers, heads, n, n), e.g. from ``attention_maps``.
+    layer: the layer shown first (0-based); heads: the heads selected first (None = all).
+    sentence_b_start: index of the second sentence's first token, for a pair.
+    decimals: weights are rounded to this many digits in the page.
+    Returns an ``IPython.display.HTML``; the last line of a cell displays it.
+    """
+    from bertviz import head_view as _head_view
+    from IPython.display import HTML
+
+    attention, tokens = _bertviz_input(tokens, attentions, decimals)
+    if layer is not None:
+        from bertlib.models import check_layer_head
+
+        layer, _ = check_layer_head(np.asarray(attentions), layer)
+    out = _head_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
+                     sentence_b_start), layer=layer, heads=heads, html_action="return")
+    return HTML(offline_bertviz_html(out.data))
+
+
+def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals: int = 3):
+    """bertviz's model view (a grid of every layer x head thumbnail), rendering offline.
+
+    tokens: n labels; attentions: (layers, heads, n, n). Returns an ``IPython.display.HTML``.
+    """
+    from bertviz import model_view as _model_view
+    from IPython.display import HTML
+
+    attention, tokens = _bertviz_input(tokens, attentions, decimals)
+    out = _model_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
+                      sentence_b_start), html_action="return")
+    return HTML(offline_bertviz_html(out.data))

@@ -1,0 +1,164 @@
+"""bertlib.bert: the numpy forward pass equals transformers' BertModel on the real weights.
+
+Reference: transformers' BertModel (float32, eager attention) on the bundled pretrained model.
+Ours computes in float64, so the tolerance is set by float32 rounding: we require every layer's
+hidden states and attention weights to agree within ATOL = 1e-5 (measured: about 2e-6).
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib.bert import (
+    BertWeights,
+    bert_forward,
+    bert_weights,
+    embed,
+    encoder_layer,
+    forward_text,
+    gelu,
+    layer_norm,
+)
+from bertlib.models import encode, load_bert
+
+ATOL = 1e-5
+SENTENCES = [
+    "The cat sat on the mat",
+    "The quick brown fox jumps over the lazy dog.",
+    "Unbelievably, the tokenizer splits rare words into pieces!",
+    "I sat by the bank of the river.",
+]
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return load_bert()
+
+
+def reference(bert, **enc):
+    with torch.no_grad():
+        out = bert.model(**enc, output_attentions=True, output_hidden_states=True)
+    return (torch.stack(out.hidden_states).numpy().astype(np.float64),
+            torch.stack(out.attentions).numpy().astype(np.float64))
+
+
+def max_diff(a, b):
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return float(np.abs(a - b).max())
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_every_layer_equals_transformers_on_single_sentences(bert, text):
+    enc = encode(text, model=bert)
+    hidden_ref, att_ref = reference(bert, **enc)
+    ours = forward_text(text, model=bert)
+    assert ours.hidden_states.shape == (7, enc["input_ids"].shape[1], 384)
+    assert ours.attentions.shape == (6, 12) + (enc["input_ids"].shape[1],) * 2
+    for layer in range(7):
+        assert max_diff(ours.hidden_states[layer], hidden_ref[layer, 0]) <= ATOL, layer
+    for layer in range(6):
+        assert max_diff(ours.attentions[layer], att_ref[layer, 0]) <= ATOL, layer
+
+
+def test_sentence_pair_with_token_types_equals_transformers(bert):
+    enc = encode("The man went to the store.", "He bought a gallon of milk.", model=bert)
+    types = enc["token_type_ids"][0].numpy()
+    assert types.min() == 0 and types.max() == 1  # both sentence types are used
+    hidden_ref, att_ref = reference(bert, **enc)
+    ours = bert_forward(enc["input_ids"][0].numpy(), types, model=bert)
+    assert max_diff(ours.hidden_states, hidden_ref[:, 0]) <= ATOL
+    assert max_diff(ours.attentions, att_ref[:, 0]) <= ATOL
+
+
+def test_token_types_change_the_result(bert):
+    enc = encode("The man went to the store.", "He bought milk.", model=bert)
+    ids = enc["input_ids"][0].numpy()
+    with_types = bert_forward(ids, enc["token_type_ids"][0].numpy(), model=bert)
+    without = bert_forward(ids, None, model=bert)
+    assert np.abs(with_types.hidden_states[-1] - without.hidden_states[-1]).max() > 1e-3
+
+
+def test_padded_batch_equals_transformers_and_ignores_padding(bert):
+    texts = ["A short one.", "A much longer sentence that needs no padding at all, really."]
+    enc = bert.tokenizer(texts, padding=True, return_tensors="pt")
+    mask = enc["attention_mask"].numpy()
+    assert mask.min() == 0  # there is padding to mask
+    hidden_ref, att_ref = reference(bert, **enc)
+    ours = bert_forward(enc["input_ids"].numpy(), enc["token_type_ids"].numpy(), mask, model=bert)
+    assert ours.hidden_states.shape == hidden_ref.shape
+    assert max_diff(ours.attentions, att_ref) <= ATOL
+    for b in range(2):
+        real = mask[b].astype(bool)
+        assert max_diff(ours.hidden_states[:, b][:, real], hidden_ref[:, b][:, real]) <= ATOL
+    short = mask[0].astype(bool)
+    assert np.all(ours.attentions[:, 0][..., ~short] == 0)  # nobody attends to padding
+    alone = forward_text(texts[0], model=bert)  # padding changes nothing for the real tokens
+    assert max_diff(ours.hidden_states[:, 0][:, short], alone.hidden_states) <= 1e-9
+
+
+def test_attention_rows_sum_to_one(bert):
+    att = forward_text("Rows of attention weights sum to one.", model=bert).attentions
+    assert np.allclose(att.sum(-1), 1.0, atol=1e-12)
+    assert (att >= 0).all()
+
+
+def test_one_layer_by_hand_matches_the_stack(bert):
+    w = bert_weights(bert)
+    enc = encode("One layer at a time.", model=bert)
+    ids = enc["input_ids"][0].numpy()
+    X = embed(w, ids)
+    out = bert_forward(ids, model=w)
+    assert np.allclose(X, out.hidden_states[0], atol=1e-12)
+    X1, A1 = encoder_layer(X, w.layers[0], w.h, eps=w.eps)
+    assert np.allclose(X1, out.hidden_states[1], atol=1e-12)
+    assert np.allclose(A1, out.attentions[0], atol=1e-12)
+
+
+def test_gelu_is_the_exact_erf_form():
+    x = np.linspace(-5, 5, 101)
+    expected = torch.nn.functional.gelu(torch.tensor(x), approximate="none").numpy()
+    assert np.abs(gelu(x) - expected).max() < 1e-12
+    assert gelu(np.array([1.0]))[0] == pytest.approx(0.5 * (1 + math.erf(1 / math.sqrt(2))))
+
+
+def test_layer_norm_matches_torch():
+    rng = np.random.default_rng(0)
+    x, g, b = rng.normal(size=(3, 5, 8)), rng.normal(size=8), rng.normal(size=8)
+    expected = torch.nn.functional.layer_norm(torch.tensor(x), (8,), torch.tensor(g),
+                                              torch.tensor(b), eps=1e-12).numpy()
+    assert np.abs(layer_norm(x, g, b) - expected).max() < 1e-10
+
+
+def test_weights_are_transposed_to_x_times_w(bert):
+    w = bert_weights(bert)
+    assert isinstance(w, BertWeights) and len(w.layers) == 6 and w.h == 12
+    linear = bert.model.encoder.layer[0].intermediate.dense
+    assert w.layers[0].W_1.shape == (384, 1536)
+    assert np.allclose(w.layers[0].W_1, linear.weight.detach().numpy().T)
+    assert bert_weights(bert) is w  # cached
+
+
+def test_bad_inputs_give_clear_errors(bert):
+    ids = encode("Fine.", model=bert)["input_ids"][0].numpy()
+    with pytest.raises(ValueError, match=r"input_ids must be in 0\.\.30521"):
+        bert_forward(np.array([101, 40000, 102]), model=bert)
+    with pytest.raises(TypeError, match="whole numbers"):
+        bert_forward(ids.astype(float), model=bert)
+    with pytest.raises(ValueError, match="n >= 1"):
+        bert_forward(np.array([], dtype=int), model=bert)
+    with pytest.raises(ValueError, match="token_type_ids must be in 0..1"):
+        bert_forward(ids, np.full_like(ids, 2), model=bert)
+    with pytest.raises(ValueError, match="must have the shape of input_ids"):
+        bert_forward(ids, ids[:2] * 0, model=bert)
+    with pytest.raises(ValueError, match="attention_mask .* must have the shape"):
+        bert_forward(ids, attention_mask=np.ones(2, dtype=int), model=bert)
+    with pytest.raises(ValueError, match="0/1 or bool"):
+        bert_forward(ids, attention_mask=np.full(ids.shape, 2), model=bert)
+    with pytest.raises(ValueError, match="at least one real token"):
+        bert_forward(ids, attention_mask=np.zeros(ids.shape, dtype=int), model=bert)
+    with pytest.raises(ValueError, match="513 tokens but the model has 512 positions"):
+        bert_forward(np.full(513, 1000), model=bert)
+    with pytest.raises(TypeError, match="need a transformers BertModel"):
+        bert_weights("bert")

@@ -1,0 +1,145 @@
+"""How BERT was pre-trained: the masked-language-model corruption, and fill-mask when possible.
+
+Devlin et al. 2019, section 3.1: choose 15 % of the input's tokens for prediction; of those,
+replace 80 % by [MASK], 10 % by a random token, and keep 10 % unchanged. The model must predict
+the original token at every chosen position (and only there). As in Google's original
+``create_pretraining_data.py``, the number chosen is round(0.15 · n) (at least 1) over the
+non-special tokens, and each chosen token then draws its fate independently (80 / 10 / 10).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_sentence", "has_mlm_head",
+           "fill_mask"]
+
+#: Label of the positions the loss ignores (the PyTorch / transformers convention).
+IGNORE_INDEX = -100
+
+
+class MaskedInput(NamedTuple):
+    """One corrupted input. All arrays have shape (n,).
+
+    input_ids: the ids BERT sees (some replaced). labels: the original id at chosen positions,
+    IGNORE_INDEX elsewhere. chosen: bool, the 15 % to predict. action: 'mask', 'random', 'keep'
+    at chosen positions, '' elsewhere.
+    """
+
+    input_ids: np.ndarray
+    labels: np.ndarray
+    chosen: np.ndarray
+    action: np.ndarray
+
+
+def _check_fraction(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
+                mask_prob: float = 0.15, mask_frac: float = 0.8,
+                random_frac: float = 0.1) -> MaskedInput:
+    """BERT's masked-LM corruption of one input, reproducible with ``seed``.
+
+    input_ids: (n,) ints; mask_id: the id of [MASK]; vocab_size: ids are 0..vocab_size−1;
+    special_ids: ids never chosen ([CLS], [SEP], [PAD]) and never used as random replacements.
+    Chooses k = max(1, round(mask_prob · m)) of the m non-special positions; each chosen one
+    becomes [MASK] with probability mask_frac, a random id with probability random_frac, and
+    stays itself otherwise. Returns a MaskedInput of (n,) arrays.
+    """
+    ids = np.asarray(input_ids)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"input_ids must be a 1-D array of ints, got shape {ids.shape} "
+                         f"and dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError(f"input_ids must be in 0..{vocab_size - 1}")
+    mask_prob = _check_fraction(mask_prob, "mask_prob")
+    mask_frac = _check_fraction(mask_frac, "mask_frac")
+    random_frac = _check_fraction(random_frac, "random_frac")
+    if mask_frac + random_frac > 1:
+        raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
+                         f"{mask_frac} + {random_frac}")
+    special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
+    candidates = np.flatnonzero(~special)
+    if candidates.size == 0:
+        raise ValueError("the input has no ordinary tokens to mask (only special tokens)")
+    rng = np.random.default_rng(seed)
+    k = max(1, int(round(mask_prob * candidates.size))) if mask_prob > 0 else 0
+    chosen = np.zeros(ids.shape, dtype=bool)
+    chosen[rng.choice(candidates, size=k, replace=False)] = True
+    fate = rng.random(ids.shape)
+    action = np.full(ids.shape, "", dtype=object)
+    action[chosen & (fate < mask_frac)] = "mask"
+    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
+    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
+    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
+    out = ids.copy()
+    out[action == "mask"] = mask_id
+    n_random = int((action == "random").sum())
+    out[action == "random"] = rng.choice(ordinary, size=n_random)
+    labels = np.where(chosen, ids, IGNORE_INDEX)
+    return MaskedInput(out, labels, chosen, action.astype(str))
+
+
+def mask_sentence(text: str, text_pair: str | None = None, model=None,
+                  seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
+    """:func:`mask_tokens` on a sentence (or pair) with the model's tokenizer.
+
+    Returns (tokens before, tokens after corruption, MaskedInput). [CLS], [SEP] and [PAD] are
+    never chosen.
+    """
+    from bertlib.models import encode, load_bert
+
+    loaded = load_bert() if model is None else model
+    tok = loaded.tokenizer
+    ids = encode(text, text_pair, loaded)["input_ids"][0].numpy()
+    masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
+    return (tok.convert_ids_to_tokens(ids.tolist()),
+            tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
+
+
+def has_mlm_head(folder: str | None = None) -> bool:
+    """Whether a model folder's weights include BERT's masked-LM head (``cls.predictions.*``).
+
+    folder: None for the bundled model. Reads only the names in ``model.safetensors``.
+    """
+    from safetensors import safe_open
+
+    from bertlib.models import bundled_model_path
+
+    path = os.path.join(folder or bundled_model_path(), "model.safetensors")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no model.safetensors in {folder!r}")
+    with safe_open(path, "np") as f:
+        return any(key.startswith("cls.predictions") for key in f.keys())
+
+
+def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tuple[str, float]]:
+    """The k most likely words for the single [MASK] in ``text`` by a model with an MLM head.
+
+    name: a hub id or folder of a model trained with masked-LM (the bundled model has no MLM
+    head). Returns [(word piece, probability), ...], most likely first. Raises OSError naming
+    the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
+    holds exactly one [MASK].
+    """
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from bertlib.models import load_pretrained
+
+    if not isinstance(text, str) or text.count("[MASK]") != 1:
+        raise ValueError(f"text must contain exactly one [MASK], got {text!r}")
+    model = load_pretrained(AutoModelForMaskedLM, name).eval()
+    tok = load_pretrained(AutoTokenizer, name)
+    enc = tok(text, return_tensors="pt")
+    where = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
+    with torch.no_grad():
+        probs = model(**enc).logits[0, where].softmax(-1)
+    top = probs.topk(k)
+    return [(tok.convert_ids_to_tokens(int(i)), float(p))
+            for p, i in zip(top.values, top.indices, strict=True)]

@@ -77,16 +77,25 @@ def test_query_by_word_or_index():
 
 @pytest.fixture
 def shown(monkeypatch):
-    """Record what the widget displays (outside a kernel, an Output widget does not capture)."""
-    seen = []
-    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: seen.extend(objs))
-    monkeypatch.setattr(plt, "show", lambda *a, **kw: plt.close("all"))
+    """Record what the widget shows: displayed objects (messages) and the titles of charts.
+
+    Outside a kernel an Output widget captures nothing, so display and plt.show are replaced.
+    """
+    seen = {"displayed": [], "charts": []}
+
+    def show(*args, **kwargs):
+        seen["charts"].append(plt.gca().get_title())
+        plt.close("all")
+
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda *objs, **kw: seen["displayed"].extend(objs))
+    monkeypatch.setattr(plt, "show", show)
     return seen
 
 
 def test_explorer_builds_with_controls_above_view(shown):
     ex = AttentionExplorer()
-    assert ex.ok
+    assert ex.ok and shown["charts"] == ["query 'cat' (position 1): scores ÷ 1.41"]
     controls, view = ex.widget.children
     assert view is ex.output
     assert [c.description for c in controls.children] == ["query", "scores", "T"]
@@ -94,11 +103,26 @@ def test_explorer_builds_with_controls_above_view(shown):
     assert ex.temperature.disabled and ex.temperature.continuous_update is False
 
 
-def test_explorer_shows_message_for_bad_temperature(shown):
+@pytest.mark.parametrize("T", [-1.0, 0.0, float("nan")])
+def test_explorer_shows_message_for_bad_temperature(shown, T):
     ex = AttentionExplorer(scaling="temperature")
     assert ex.ok and not ex.temperature.disabled
-    ex.temperature.value = -1.0
+    ex.temperature.value = T
     assert not ex.ok
-    assert "temperature must be a finite number &gt; 0, got -1.0" in shown[-1].data
+    assert f"temperature must be a finite number &gt; 0, got {T}" in shown["displayed"][-1].data
     ex.temperature.value = 2.0  # the controls stay usable
     assert ex.ok
+
+
+def test_explorer_redraws_when_query_changes(shown):
+    ex = AttentionExplorer()
+    ex.query.value = 5
+    ex.scaling.value = "sqrt_d"
+    assert ex.ok and not shown["displayed"]  # charts, no message
+    assert shown["charts"][1:] == ["query 'mat' (position 5): scores ÷ 1.41",
+                                   "query 'mat' (position 5): scores ÷ 2"]
+
+
+def test_explorer_rejects_unknown_scaling():
+    with pytest.raises(ValueError, match="scaling must be one of"):
+        AttentionExplorer(scaling="sqrt_n")

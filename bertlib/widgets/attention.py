@@ -94,6 +94,8 @@ class AttentionExplorer:
                  temperature: float = 1.0) -> None:
         import ipywidgets as w
 
+        if scaling not in SCALINGS:
+            raise ValueError(f"scaling must be one of {list(SCALINGS)}, got {scaling!r}")
         self.query = w.Dropdown(
             options=[(f"{i}: {t}", i) for i, t in enumerate(toy.TOKENS)],
             value=query_index(query), description="query")

@@ -1,0 +1,326 @@
+"""The attention explorer: type a sentence (and an optional second one), pick a layer and a head
+(or the mean of the heads), and see the real BERT's attention as a heatmap and as token-to-token
+lines. Reused by later notebooks, which can add an ``overlay`` (HTML under the view).
+
+    from bertlib.widgets.explorer import AttentionExplorer
+    AttentionExplorer("The cat sat on the mat")       # the last line of a cell shows it
+
+Benchmark (the latencies the issue asks for): ``python -m bertlib.widgets.explorer --bench``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from bertlib.models import check_layer_head, load_bert, run_bert
+from bertlib.widgets import INPUT_ERRORS, message_html, render_safely
+
+__all__ = ["AttentionExplorer", "selected_weights", "draw_attention"]
+
+MEAN = "mean"
+_LABELLED_TICKS = 48  # above this many tokens, label only every k-th tick
+
+
+def selected_weights(attentions: np.ndarray, layer: int, head: int | None) -> np.ndarray:
+    """The (n, n) map to show: attentions[layer, head], or the mean over heads if head is None.
+
+    attentions: (layers, heads, n, n). The mean of row-stochastic maps is row-stochastic too.
+    Raises ValueError/TypeError naming the valid range for a bad layer or head.
+    """
+    layer, head = check_layer_head(attentions, layer, head)
+    if head is None:
+        return attentions[layer].mean(axis=0)
+    return attentions[layer, head]
+
+
+def _thin_ticks(ax, tokens: list[str]) -> None:
+    n = len(tokens)
+    if n <= _LABELLED_TICKS:
+        return
+    step = int(np.ceil(n / _LABELLED_TICKS))
+    keep = list(range(0, n, step))
+    ax.set_xticks(keep, [tokens[i] for i in keep], rotation=90)
+    ax.set_yticks(keep, [tokens[i] for i in keep])
+
+
+def draw_attention(tokens: list[str], attentions: np.ndarray, layer: int, head: int | None):
+    """Heatmap (left) and token-to-token lines (right) of one head, or the mean of the heads.
+
+    tokens: n labels; attentions: (layers, heads, n, n). Returns the matplotlib Figure.
+    Lines under 1 % weight are left out (invisible at that opacity, and slow for long inputs).
+    """
+    import matplotlib.pyplot as plt
+
+    from bertlib.viz import attention_heatmap, line_view
+
+    W = selected_weights(attentions, layer, head)
+    n = len(tokens)
+    which = f"mean of {attentions.shape[1]} heads" if head is None else f"head {head}"
+    side = min(9.0, max(3.5, 0.32 * n + 1.5))
+    fig, (ax_map, ax_lines) = plt.subplots(1, 2, figsize=(2 * side + 1.5, side),
+                                           gridspec_kw={"width_ratios": [1.15, 1]})
+    attention_heatmap(W, tokens, ax=ax_map, title=f"layer {layer}, {which}", annotate=False)
+    _thin_ticks(ax_map, tokens)
+    line_view(np.where(W >= 0.01, W, 0.0) if n > 24 else W,
+              tokens if n <= _LABELLED_TICKS else [""] * n, ax=ax_lines,
+              title="each line: query → key, opacity = weight")
+    with warnings.catch_warnings():  # CJK etc. draw as boxes in the default font; no noise
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.tight_layout()
+    return fig
+
+
+class AttentionExplorer:
+    """Widget: sentence, optional second sentence, layer and head on top; the view below.
+
+    text, text_pair: the input (text_pair None or "" for a single sentence). model: a LoadedBert
+    (default :func:`bertlib.models.load_bert`). overlay: optional callable
+    ``overlay(tokens, attentions, layer, head) -> str`` whose HTML is shown under the view
+    (attentions (layers, heads, n, n); head an int, or None for the mean of the heads).
+
+    The forward pass is cached per sentence (:func:`bertlib.models.run_bert`), so changing the
+    layer or head only redraws. Bad input (empty sentence, more than 512 pieces, a layer or head
+    out of range) shows ``message`` where the view would be, followed by the last valid view,
+    whose controls keep working. ``widget`` is the ipywidgets box; the object displays itself.
+    """
+
+    def __init__(self, text: str = "The cat sat on the mat", text_pair: str | None = None,
+                 model=None, overlay: Callable | None = None) -> None:
+        import ipywidgets as w
+
+        if overlay is not None and not callable(overlay):
+            raise TypeError(f"overlay must be a callable or None, got {type(overlay).__name__}")
+        self.model = model if model is not None else load_bert()
+        cfg = self.model.model.config
+        self.n_layers, self.n_heads = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
+        self.overlay = overlay
+        self.message = ""
+        self.figure = None
+        self.tokens: list[str] = []
+        self.attentions: np.ndarray | None = None
+        self._layer, self._head = self.n_layers - 1, None
+        self._muted = False
+
+        wide = w.Layout(width="95%")
+        self.text_box = w.Text(value=text, description="sentence", continuous_update=False,
+                               layout=wide)
+        self.pair_box = w.Text(value=text_pair or "", description="sentence B",
+                               placeholder="optional second sentence", continuous_update=False,
+                               layout=wide)
+        self.layer_box = w.IntText(value=self._layer, continuous_update=False,
+                                   description=f"layer 0–{self.n_layers - 1}",
+                                   layout=w.Layout(width="170px"),
+                                   style={"description_width": "initial"})
+        self.head_box = w.Dropdown(
+            options=[("mean of heads", MEAN)] + [(f"head {h}", h) for h in range(self.n_heads)],
+            value=MEAN, description="head")
+        self.output = w.Output()
+        self.overlay_html = w.HTML()
+        self.widget = w.VBox([self.text_box, self.pair_box,
+                              w.HBox([self.layer_box, self.head_box]),
+                              self.output, self.overlay_html])
+        self.widget.add_class("bertlib-attention-explorer")
+        for name, box in (("text", self.text_box), ("pair", self.pair_box),
+                          ("layer", self.layer_box), ("head", self.head_box)):
+            box.add_class(f"explorer-{name}")
+        self.text_box.observe(self._on_text, names="value")
+        self.pair_box.observe(self._on_text, names="value")
+        self.layer_box.observe(self._on_layer, names="value")
+        self.head_box.observe(self._on_head, names="value")
+        self._on_text()
+
+    # programmatic control (tests, later notebooks) -------------------------------------------
+    def set_text(self, text: str, text_pair: str | None = None) -> bool:
+        """Show a new sentence (and optional second one); True if it could be drawn."""
+        with self._quiet():
+            self.pair_box.value = text_pair or ""
+            self.text_box.value = text
+        return self._on_text()
+
+    def set_layer(self, layer: int) -> bool:
+        """Show layer ``layer`` (0-based); a bad value shows a message; True if drawn."""
+        if isinstance(layer, bool) or not isinstance(layer, int | np.integer):
+            self._show_error(TypeError(f"layer must be a whole number in "
+                                       f"0..{self.n_layers - 1}, got {layer!r}"))
+            return False
+        with self._quiet():
+            self.layer_box.value = int(layer)
+        return self._on_layer()
+
+    def set_head(self, head: int | None) -> bool:
+        """Show head ``head`` (0-based), or the mean of the heads for None; True if drawn."""
+        try:
+            _, head = check_layer_head(self.model, 0, head)
+        except INPUT_ERRORS as exc:
+            self._show_error(exc)
+            return False
+        with self._quiet():
+            self.head_box.value = MEAN if head is None else head
+        return self._on_head()
+
+    @contextlib.contextmanager
+    def _quiet(self):
+        """Change controls without their observers redrawing (the caller redraws once)."""
+        self._muted = True
+        try:
+            yield
+        finally:
+            self._muted = False
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+    # reactions to the controls ---------------------------------------------------------------
+    def _on_text(self, change=None) -> bool:
+        if self._muted:
+            return False
+        text, pair = self.text_box.value, self.pair_box.value
+        try:
+            run = run_bert(text, pair if pair.strip() else None, self.model)
+        except INPUT_ERRORS as exc:
+            self._show_error(exc)
+            return False
+        self.tokens, self.attentions = run.tokens, run.attentions
+        return self._redraw()
+
+    def _on_layer(self, change=None) -> bool:
+        if self._muted:
+            return False
+        try:
+            self._layer, _ = check_layer_head(self.model, self.layer_box.value, None)
+        except INPUT_ERRORS as exc:
+            self._show_error(exc)
+            return False
+        return self._redraw()
+
+    def _on_head(self, change=None) -> bool:
+        if self._muted:
+            return False
+        value = self.head_box.value
+        self._head = None if value == MEAN else int(value)
+        return self._redraw()
+
+    def _draw(self) -> None:
+        import matplotlib.pyplot as plt
+
+        if self.figure is not None:
+            plt.close(self.figure)
+        self.figure = draw_attention(self.tokens, self.attentions, self._layer, self._head)
+
+    def _redraw(self) -> bool:
+        if self.attentions is None:
+            return False
+        self.message = ""
+        errors: list[Exception] = []
+
+        def draw() -> None:
+            try:
+                self._draw()
+            except INPUT_ERRORS as exc:
+                errors.append(exc)
+                raise
+
+        if not render_safely(self.output, draw):
+            self.message = f"{type(errors[0]).__name__}: {errors[0]}"
+            return False
+        return self._draw_overlay()
+
+    def _draw_overlay(self) -> bool:
+        if self.overlay is None:
+            return True
+        try:
+            self.overlay_html.value = str(self.overlay(self.tokens, self.attentions,
+                                                       self._layer, self._head))
+            return True
+        except INPUT_ERRORS as exc:
+            self.message = f"{type(exc).__name__}: {exc}"
+            self.overlay_html.value = message_html(self.message)
+            return False
+
+    def _show_error(self, exc: Exception) -> None:
+        """The message where the view would be, then the last valid view (still usable)."""
+        from IPython.display import HTML, display
+
+        self.message = f"{type(exc).__name__}: {exc}"
+        message = self.message
+        if self.attentions is None:
+            self.output.clear_output(wait=True)
+            with self.output:
+                display(HTML(message_html(message)))
+            return
+        previous = " ".join(t for t in self.tokens[1:4]) + " …"
+        note = f"{message} — still showing the last valid view ({previous})"
+
+        def draw() -> None:
+            display(HTML(message_html(note)))
+            self._draw()
+
+        render_safely(self.output, draw)
+        self.message = message
+
+
+def _bench(repeats: int = 5) -> None:
+    """Print the explorer's latencies: head/layer change, new sentences of 128 and 512 pieces.
+
+    A redraw is timed up to a rendered PNG (what the notebook front end receives). A new
+    sentence is timed without the cache (a sentence never seen before).
+    """
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertlib import models
+
+    def rendered(step: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        step()
+        explorer.figure.savefig(io.BytesIO(), format="png")
+        return time.perf_counter() - start
+
+    explorer = AttentionExplorer("The quick brown fox jumps over the lazy dog.")
+    words = ("the model reads every word of this long text and attends to all of them at once "
+             "in each layer and head").split()
+    results = {}
+    head_times = [rendered(lambda h=h: explorer.set_head(h)) for h in range(repeats)]
+    layer_times = [rendered(lambda i=i: explorer.set_layer(i % explorer.n_layers))
+                   for i in range(repeats)]
+    results["head change (11 tokens)"] = head_times
+    results["layer change (11 tokens)"] = layer_times
+    for n in (128, 512):
+        times = []
+        for r in range(max(2, repeats // 2)):
+            text = " ".join(words[(i + r) % len(words)] for i in range(n - 2))
+            models.clear_run_cache()
+            times.append(rendered(lambda t=text: explorer.set_text(t)))
+            assert len(explorer.tokens) == n, (len(explorer.tokens), explorer.message)
+        results[f"new sentence ({n} tokens)"] = times
+        results[f"head change ({n} tokens)"] = [rendered(lambda h=h: explorer.set_head(h))
+                                                for h in range(3)]
+    targets = {"head change": 0.1, "layer change": 0.1, "new sentence (128": 0.3,
+               "new sentence (512": 1.0}
+    print(f"{'step':32s} {'median':>9s} {'max':>9s}  target")
+    for name, times in results.items():
+        target = next((f"≤ {t * 1000:.0f} ms" for k, t in targets.items() if name.startswith(k)),
+                      "")
+        print(f"{name:32s} {np.median(times) * 1000:7.0f} ms {max(times) * 1000:7.0f} ms  "
+              f"{target}")
+    plt.close("all")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--bench" in sys.argv[1:]:
+        _bench()
+    else:
+        print(__doc__)

@@ -1,0 +1,159 @@
+"""bertlib.widgets.explorer: the attention explorer builds, redraws, and turns bad input into a
+message while the last valid view stays usable."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from bertlib.models import attention_maps, load_bert  # noqa: E402
+from bertlib.widgets.explorer import (  # noqa: E402
+    AttentionExplorer,
+    draw_attention,
+    selected_weights,
+)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def explorer():
+    return AttentionExplorer("The cat sat on the mat")
+
+
+def title(ex):
+    return ex.figure.axes[0].get_title()
+
+
+def x_labels(ex):
+    return [t.get_text() for t in ex.figure.axes[0].get_xticklabels()]
+
+
+def test_builds_with_controls_on_top_and_view_below(explorer):
+    children = explorer.widget.children
+    assert children[0] is explorer.text_box and children[1] is explorer.pair_box
+    assert explorer.output in children and explorer.overlay_html in children
+    assert children.index(explorer.output) > 2
+    assert explorer.text_box.continuous_update is False
+    assert explorer.layer_box.continuous_update is False
+    assert explorer.message == ""
+    assert x_labels(explorer) == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
+    assert title(explorer) == "layer 5, mean of 12 heads"
+
+
+def test_head_options_include_the_mean(explorer):
+    labels = [label for label, _ in explorer.head_box.options]
+    assert labels[0] == "mean of heads" and labels[1:] == [f"head {h}" for h in range(12)]
+
+
+def test_redraws_on_new_text_layer_and_head(explorer):
+    assert explorer.set_text("A dog barked loudly")
+    assert x_labels(explorer)[:3] == ["[CLS]", "a", "dog"]
+    assert explorer.set_layer(2) and title(explorer) == "layer 2, mean of 12 heads"
+    assert explorer.set_head(7) and title(explorer) == "layer 2, head 7"
+    assert explorer.set_head(None) and title(explorer) == "layer 2, mean of 12 heads"
+
+
+def test_typing_into_the_controls_redraws(explorer):
+    explorer.text_box.value = "Birds fly south"
+    assert "birds" in x_labels(explorer)
+    explorer.layer_box.value = 0
+    explorer.head_box.value = 3
+    assert title(explorer) == "layer 0, head 3"
+
+
+def test_sentence_pair_uses_token_types(explorer):
+    assert explorer.set_text("The cat sat.", "It slept.")
+    assert x_labels(explorer).count("[SEP]") == 2
+
+
+def test_drawn_map_is_the_selected_head(explorer):
+    tokens, att = attention_maps("The cat sat on the mat")
+    explorer.set_layer(1)
+    explorer.set_head(4)
+    shown = explorer.figure.axes[0].images[0].get_array()
+    assert np.allclose(shown, att[1, 4])
+    explorer.set_head(None)
+    assert np.allclose(explorer.figure.axes[0].images[0].get_array(), att[1].mean(0))
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_empty_sentence_shows_a_message_and_keeps_the_last_view(explorer, text):
+    assert explorer.set_text(text) is False
+    assert "empty or only whitespace" in explorer.message
+    assert explorer.tokens[2] == "cat"  # the last valid sentence is still loaded
+    assert explorer.set_head(2) and explorer.message == ""  # and its controls still work
+
+
+def test_too_long_sentence_shows_a_message(explorer):
+    assert explorer.set_text(" ".join(["word"] * 600)) is False
+    assert "602 word pieces" in explorer.message and "512 positions" in explorer.message
+
+
+def test_layer_out_of_range_shows_the_valid_range(explorer):
+    assert explorer.set_layer(7) is False
+    assert explorer.message == "ValueError: layer must be in 0..5 for this model (6 layers), got 7"
+    explorer.layer_box.value = -1  # typed into the box
+    assert "got -1" in explorer.message
+    assert explorer.set_layer(3) and title(explorer) == "layer 3, mean of 12 heads"
+
+
+def test_bad_head_and_layer_types_show_messages(explorer):
+    assert explorer.set_head(12) is False and "head must be in 0..11" in explorer.message
+    assert explorer.set_layer(1.5) is False and "whole number" in explorer.message
+
+
+def test_odd_characters_do_not_crash(explorer):
+    assert explorer.set_text("Café 😀 日本")
+    assert "[UNK]" in explorer.tokens
+
+
+def test_overlay_receives_the_selection_and_is_shown():
+    calls = []
+
+    def overlay(tokens, attentions, layer, head):
+        calls.append((len(tokens), attentions.shape, layer, head))
+        return f"<b>{tokens[1]}</b> layer={layer} head={head}"
+
+    ex = AttentionExplorer("Hello world", overlay=overlay)
+    assert calls[-1] == (4, (6, 12, 4, 4), 5, None)
+    assert ex.overlay_html.value == "<b>hello</b> layer=5 head=None"
+    ex.set_head(3)
+    assert calls[-1][3] == 3 and "head=3" in ex.overlay_html.value
+
+
+def test_overlay_error_becomes_a_message():
+    def overlay(tokens, attentions, layer, head):
+        raise ValueError("this overlay needs a sentence pair")
+
+    ex = AttentionExplorer("Hello world", overlay=overlay)
+    assert "needs a sentence pair" in ex.message
+    assert "needs a sentence pair" in ex.overlay_html.value
+    with pytest.raises(TypeError, match="overlay must be a callable"):
+        AttentionExplorer(overlay="not callable")
+
+
+def test_selected_weights_and_draw_attention_long_input():
+    att = np.full((2, 3, 60, 60), 1 / 60)
+    assert np.allclose(selected_weights(att, 1, None).sum(-1), 1)
+    with pytest.raises(ValueError, match=r"head must be in 0\.\.2"):
+        selected_weights(att, 0, 3)
+    fig = draw_attention([f"t{i}" for i in range(60)], att, 1, 2)
+    assert len(fig.axes[0].get_xticklabels()) <= 48  # long inputs get fewer labels
+
+
+def test_displays_itself(explorer, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    explorer._ipython_display_()
+    assert shown == [explorer.widget]
+
+
+def test_uses_the_given_model(explorer):
+    assert explorer.model is load_bert()

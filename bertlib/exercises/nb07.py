@@ -1,0 +1,130 @@
+"""Checkers for notebook 07 (the BERT family): DeBERTa's δ matrix, ALBERT's parameter count,
+and disentangled attention scores. Each returns a :class:`Feedback` and never raises."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from bertlib import family
+from bertlib.exercises import Feedback
+
+__all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores"]
+
+
+def _as_array(answer) -> np.ndarray | None:
+    try:
+        return np.asarray(answer, dtype=float)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_relative_positions(answer, n: int = 6, k: int = 2) -> Feedback:
+    """Check an (n, n) matrix of DeBERTa buckets δ(i, j) = clip(i − j + k, 0, 2k − 1)."""
+    if answer is None:
+        return Feedback(False, f"no answer yet: build the ({n}, {n}) matrix δ(i, j) for k={k}")
+    want = family.relative_positions(n, k)
+    got = _as_array(answer)
+    if got is None:
+        return Feedback(False, f"expected an ({n}, {n}) array of whole numbers, "
+                               f"got {type(answer).__name__}")
+    if got.shape != want.shape:
+        return Feedback(False, f"expected shape ({n}, {n}): one row per query i, one column per "
+                               f"key j; got {got.shape}")
+    if np.isnan(got).any():
+        return Feedback(False, "your matrix contains NaN")
+    if np.array_equal(got, want):
+        return Feedback(True, f"δ(i, j) is right: {2 * k} buckets, 0..{2 * k - 1}, the same along "
+                              "each diagonal")
+    offsets = np.arange(n)[:, None] - np.arange(n)[None, :]
+    if np.array_equal(got, want.T):
+        return Feedback(False, "you computed δ(j, i): row i should hold query i, so use i − j "
+                               "(a key to the LEFT of the query gives a bucket above k)")
+    if np.array_equal(got, offsets):
+        return Feedback(False, "that is i − j itself: add k so the buckets start at 0, then clip "
+                               f"to 0..{2 * k - 1}")
+    if np.array_equal(got, offsets + k):
+        return Feedback(False, f"right shift by k, but not clipped: distances of {k} or more "
+                               f"must all share bucket {2 * k - 1} (and ≤ −{k} bucket 0)")
+    if np.array_equal(got, np.clip(offsets + k, 0, 2 * k)):
+        return Feedback(False, f"clip at 2k − 1 = {2 * k - 1}, not 2k: there are 2k buckets "
+                               f"numbered 0..{2 * k - 1}")
+    wrong = np.argwhere(got != want)[0]
+    return Feedback(False, f"entry (i={wrong[0]}, j={wrong[1]}) should be "
+                           f"{want[wrong[0], wrong[1]]}, got {got[wrong[0], wrong[1]]:g}")
+
+
+def check_albert_parameters(answer, V: int = 30000, E: int = 128, H: int = 1024, L: int = 24,
+                            I: int = 4096, P: int = 512, T: int = 2) -> Feedback:
+    """Check an AlbertModel parameter count: embeddings, E→H map, ONE shared layer, pooler."""
+    if answer is None:
+        return Feedback(False, "no answer yet: add up the parameters of each part of AlbertModel")
+    try:
+        got = int(answer)
+    except (TypeError, ValueError, OverflowError):
+        return Feedback(False, f"expected a whole number of parameters, got {answer!r}")
+    if got != answer:
+        return Feedback(False, f"a parameter count is a whole number, got {answer!r}")
+    c = family.albert_parameter_count(V, E, H, L, I, P, T)
+    if got == c.total:
+        return Feedback(True, f"{c.total:,} parameters: embeddings {c.embeddings:,}, E→H map "
+                              f"{c.projection:,}, one shared layer {c.layers:,}, pooler "
+                              f"{c.pooler:,}")
+    layer = family.layer_parameter_count(H, I)
+    mistakes = {
+        c.total + (L - 1) * layer: f"you counted {L} separate layers; ALBERT shares one set of "
+                                   "layer weights across all of them",
+        c.total - c.projection: "you left out the E→H projection (E·H weights + H biases)",
+        c.total - c.pooler: "you left out the pooler (H·H + H), which AlbertModel includes",
+        c.total - c.embeddings + (V + P + T) * H + 2 * H: "your embedding tables are H wide; "
+                                                           "ALBERT's are E wide",
+        c.total - 2 * E - 4 * H: "you left out the LayerNorm parameters (2 per feature)",
+    }
+    if got in mistakes:
+        return Feedback(False, mistakes[got])
+    return Feedback(False, f"off by {got - c.total:+,}: add embeddings (V+P+T)·E + 2E, the map "
+                           "E·H + H, one layer 4H² + 2HI + 9H + I, and the pooler H² + H")
+
+
+def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
+    """Run ``fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k) -> (n, n) scores`` on random inputs and
+    compare it with the paper's formula (c2c + c2p + p2c) / √(3·d_k), p2c read at δ(j, i)."""
+    if not callable(fn):
+        return Feedback(False, "no function yet: pass your fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, "
+                               f"k) that returns the scores, got {type(fn).__name__}")
+    rng = np.random.default_rng(seed)
+    n, d, d_k, k = 7, 6, 3, 2
+    H, P_rel = rng.normal(size=(n, d)), rng.normal(size=(2 * k, d))
+    Ws = [rng.normal(size=(d, d_k)) for _ in range(4)]
+    try:
+        got = _as_array(fn(H.copy(), P_rel.copy(), *(W.copy() for W in Ws), k))
+    except Exception as exc:  # a learner's bug is reported, not raised
+        return Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
+    if got is None or got.shape != (n, n):
+        shape = None if got is None else got.shape
+        return Feedback(False, f"expected an ({n}, {n}) score matrix, got {shape}")
+    r = family.disentangled_attention(H, P_rel, *Ws, k)
+    if np.allclose(got, r.scores, atol=1e-8):
+        return Feedback(True, "your scores match (c2c + c2p + p2c) / √(3·d_k)")
+    raw = r.c2c + r.c2p + r.p2c
+    r_ij = family.disentangled_attention(H, P_rel, *Ws, k, p2c_delta="ij")
+    c2p_ji = (r.c2c + r.p2c) + (H @ Ws[0] @ (P_rel @ Ws[3]).T)[
+        np.arange(n)[:, None], family.relative_positions(n, k).T]
+    checks = [
+        (raw / np.sqrt(d_k), "you divided by √d_k: three terms of variance ≈ d_k add up to "
+                             "≈ 3·d_k, so divide by √(3·d_k)"),
+        (raw, "you forgot to scale: divide the sum by √(3·d_k)"),
+        (r_ij.scores, "p2c read at δ(i, j) is what transformers computes; the paper (and this "
+                      "exercise) reads Q_r at δ(j, i)"),
+        (c2p_ji * r.scale, "c2p reads K_r at δ(i, j) (query i, key j), not δ(j, i)"),
+        ((r.c2c + r.c2p) * r.scale, "the position→content term p2c is missing"),
+        ((r.c2c + r.p2c) * r.scale, "the content→position term c2p is missing"),
+        ((r.c2p + r.p2c) * r.scale, "the content→content term c2c is missing"),
+    ]
+    for reference, message in checks:
+        if np.allclose(got, reference, atol=1e-8):
+            return Feedback(False, message)
+    gap = float(np.abs(got - r.scores).max())
+    return Feedback(False, f"your scores differ from the formula by up to {gap:.3g}; compare "
+                           "each term with bertlib.family.disentangled_attention")

@@ -1,0 +1,96 @@
+"""Tests of the notebook 07 checkers: right answers pass, typical mistakes get a named reason."""
+
+import numpy as np
+import pytest
+
+from bertlib import family
+from bertlib.exercises import nb07
+
+
+def test_relative_positions_checker_accepts_the_answer_and_names_mistakes():
+    n, k = 6, 2
+    offsets = np.arange(n)[:, None] - np.arange(n)[None, :]
+    right = np.clip(offsets + k, 0, 2 * k - 1)
+    assert nb07.check_relative_positions(right, n, k)
+    assert nb07.check_relative_positions(right.tolist(), n, k)
+    cases = {
+        "δ(j, i)": right.T,
+        "add k": offsets,
+        "not clipped": offsets + k,
+        "clip at 2k − 1": np.clip(offsets + k, 0, 2 * k),
+        "expected shape (6, 6)": right[:5],
+        "got str": "δ",
+        "NaN": np.full((n, n), np.nan),
+        "no answer yet": None,
+    }
+    for needle, answer in cases.items():
+        fb = nb07.check_relative_positions(answer, n, k)
+        assert not fb and needle in fb.message, (needle, fb.message)
+    other = right.copy()
+    other[3, 0] = 0
+    fb = nb07.check_relative_positions(other, n, k)
+    assert not fb and "entry (i=3, j=0) should be 3, got 0" in fb.message
+
+
+def test_albert_checker_accepts_the_count_and_names_mistakes():
+    V, E, H, L, I = 30000, 128, 1024, 24, 4096
+    c = family.albert_parameter_count(V, E, H, L, I)
+    assert nb07.check_albert_parameters(c.total)
+    assert nb07.check_albert_parameters(np.int64(c.total))
+    layer = family.layer_parameter_count(H, I)
+    cases = {
+        "separate layers": c.total + (L - 1) * layer,
+        "E→H projection": c.total - c.projection,
+        "pooler": c.total - c.pooler,
+        "E wide": c.total - c.embeddings + (V + 514) * H + 2 * H,
+        "off by +1": c.total + 1,
+        "whole number of parameters": "many",
+        "is a whole number": c.total + 0.5,
+        "no answer yet": None,
+    }
+    for needle, answer in cases.items():
+        fb = nb07.check_albert_parameters(answer)
+        assert not fb and needle in fb.message, (needle, fb.message)
+    assert not nb07.check_albert_parameters(float("nan"))
+
+
+def _scores(delta_p2c="ji", scale=None, drop=None):
+    def fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k):
+        r = family.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, k,
+                                          p2c_delta=delta_p2c)
+        terms = {"c2c": r.c2c, "c2p": r.c2p, "p2c": r.p2c}
+        if drop:
+            del terms[drop]
+        s = r.scale if scale is None else scale(W_qc.shape[1])
+        return sum(terms.values()) * s
+    return fn
+
+
+@pytest.mark.parametrize("fn, needle", [
+    (_scores(scale=lambda d_k: 1 / np.sqrt(d_k)), "you divided by √d_k"),
+    (_scores(scale=lambda d_k: 1.0), "forgot to scale"),
+    (_scores("ij"), "transformers computes"),
+    (_scores(drop="p2c"), "p2c is missing"),
+    (_scores(drop="c2p"), "c2p is missing"),
+    (_scores(drop="c2c"), "c2c is missing"),
+    (lambda *a: np.zeros((3, 3)), "expected an (7, 7) score matrix"),
+    (lambda *a: 1 / 0, "raised ZeroDivisionError"),
+    (lambda *a: np.ones((7, 7)), "differ from the formula"),
+    (None, "no function yet"),
+])
+def test_scores_checker_names_the_mistake(fn, needle):
+    fb = nb07.check_disentangled_scores(fn)
+    assert not fb and needle in fb.message, fb.message
+
+
+def test_scores_checker_accepts_the_formula_and_spots_c2p_with_the_wrong_index():
+    assert nb07.check_disentangled_scores(_scores())
+
+    def c2p_transposed(H, P_rel, W_qc, W_kc, W_qr, W_kr, k):
+        r = family.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, k)
+        delta = family.relative_positions(len(H), k)
+        c2p = (H @ W_qc @ (P_rel @ W_kr).T)[np.arange(len(H))[:, None], delta.T]
+        return (r.c2c + c2p + r.p2c) * r.scale
+
+    fb = nb07.check_disentangled_scores(c2p_transposed)
+    assert not fb and "c2p reads K_r at δ(i, j)" in fb.message

@@ -84,7 +84,7 @@ def test_other_heads_fail_with_their_score_and_rank(det_noun_scores):
     layer, head = divmod(int(order[1]), det_noun_scores.shape[1])
     fb = check_det_noun_head(layer, head)
     assert not fb.ok
-    assert f"only {det_noun_scores[layer, head]:.2f}" in fb.message and "rank 2 of 72" in fb.message
+    assert f"only {det_noun_scores[layer, head]:.3f}" in fb.message and "rank 2 of 72" in fb.message
     layer, head = divmod(int(order[-1]), det_noun_scores.shape[1])
     assert "rank 72 of 72" in check_det_noun_head(layer, head).message
 

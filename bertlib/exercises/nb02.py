@@ -103,7 +103,7 @@ def check_det_noun_head(layer, head) -> Feedback:
     text, i, _ = pairs[-1]
     run = run_bert(text)
     top = run.tokens[int(run.attentions[layer, head, i].argmax())]
-    return Feedback(False, f"in layer {layer}, head {head}, 'the' gives its noun only {mine:.2f} "
+    return Feedback(False, f"in layer {layer}, head {head}, 'the' gives its noun only {mine:.3f} "
                            f"on average (rank {rank} of {L * H}); e.g. in {text!r} the last 'the' "
                            f"looks most at {top!r}. One head reaches "
                            f"{float(scores.max()):.2f}: keep looking")

@@ -64,11 +64,13 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
 
     rows = W[:, i, :]  # (h, n)
-    rgba = plt.get_cmap("Greys")(0.15 + 0.35 * rows)  # greyed, light: the other heads
+    rgba = plt.get_cmap("Greys")(0.1 + 0.5 * rows)  # greyed: the other heads
     rgba[head] = plt.get_cmap("Blues")(rows[head])  # the chosen head, same 0..1 scale as left
     ax_all.imshow(rgba, aspect="auto")
     ax_all.set_xticks(range(n), tokens, rotation=90)
     ax_all.set_yticks(range(h), [f"head {k}" for k in range(h)])
+    ax_all.yaxis.tick_right()  # away from the left panel's colour bar
+    ax_all.yaxis.set_label_position("right")
     ax_all.set_xlabel("key (attended to)")
     ax_all.set_ylabel("head")
     ax_all.set_title(f"query {tokens[i]!r} (position {i}) in all {h} heads")

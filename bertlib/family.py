@@ -303,7 +303,7 @@ def consecutive_cosine(hidden_states) -> np.ndarray:
     hidden_states: (L + 1, n, H) (e.g. LayerStack output for one sequence).
     Returns (L,): entry l = mean over tokens t of cos(h_l[t], h_{l+1}[t]).
     """
-    h = _as_float_array(np.asarray(hidden_states, dtype=np.float64), "hidden_states", 3)
+    h = _as_float_array(hidden_states, "hidden_states", 3).astype(np.float64)
     if h.ndim != 3 or h.shape[0] < 2:
         raise ValueError(f"hidden_states must have shape (L + 1, n, H) with L >= 1, "
                          f"got {h.shape}")

@@ -197,6 +197,9 @@ def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None, r
     - ``memory="auto"``: "torch" if any argument holds a torch.Tensor, else "tracemalloc".
     - ``memory="none"``: no memory run; ``peak_bytes`` is None.
 
+    Tensors on the "meta" device have shapes and no data: with them, ``memory="torch"`` counts
+    what a size *would* need without allocating it (the times are then meaningless).
+
     A failure at one size (the setup or ``fn`` raising, e.g. :class:`MemoryGuardError` from
     :func:`check_memory`) is reported in that size's ``error`` and the sweep goes on.
     progress: show a tqdm bar on stderr (turn it off in notebooks to keep their output fixed).
@@ -418,8 +421,8 @@ def _check_qkv(Q, K, V):
             f"the leading (batch, head) axes of Q {tuple(Q.shape)}, K {tuple(K.shape)} and "
             f"V {tuple(V.shape)} do not broadcast"
         ) from None
-    for name, t in (("Q", Q), ("K", K), ("V", V)):
-        if not torch.isfinite(t).all():
+    for name, t in (("Q", Q), ("K", K), ("V", V)):  # meta tensors have shapes but no values
+        if t.device.type != "meta" and not torch.isfinite(t).all():
             raise ValueError(f"{name} contains NaN/inf values; attention needs finite numbers")
     return batch
 
@@ -533,3 +536,246 @@ def matmul_peak_gflops(n: int = 1024, repeats: int = 5, device=None) -> float:
         _sync((A,))
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best / 1e9
+
+
+def random_qkv(n: int, d_k: int = 64, h: int = 1, seed: int = 0, device=None,
+               as_numpy: bool = False) -> tuple:
+    """Seeded unit-normal Q, K, V of shape (1, h, n, d_k), float32: torch tensors on ``device``
+    (default :func:`pick_device`), or numpy arrays with ``as_numpy=True``.
+
+    Four axes (batch, heads, n, d_k) because torch's fused CPU attention kernel needs them
+    (with three, scaled_dot_product_attention falls back to its unfused "math" path)."""
+    import torch
+
+    _check_counts(n=n, d_k=d_k, h=h)
+    gen = torch.Generator().manual_seed(seed)
+    Q, K, V = (torch.randn(1, h, n, d_k, generator=gen) for _ in range(3))
+    if as_numpy:
+        return Q.numpy(), K.numpy(), V.numpy()
+    device = device or pick_device()
+    return Q.to(device), K.to(device), V.to(device)
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+def _benchmark_kernels(block: int) -> dict:
+    """name -> (function, takes numpy input, estimated peak bytes for (n, d_k))."""
+    import torch.nn.functional as F
+
+    from bertlib.attention import scaled_dot_product_attention
+
+    def tiled(Q, K, V):
+        return tiled_attention(Q, K, V, block=block)
+
+    tiled.__name__ = f"tiled_attention_block{block}"
+    return {
+        "naive numpy": (scaled_dot_product_attention, True,
+                        lambda n, d_k: 9 * attention_bytes(n) + 8 * n * d_k * 4),
+        "naive torch": (naive_attention, False,
+                        lambda n, d_k: 2 * attention_bytes(n) + 8 * n * d_k * 4),
+        "torch SDPA": (F.scaled_dot_product_attention, False, lambda n, d_k: 8 * n * d_k * 4),
+        f"tiled (block {block})": (tiled, False,
+                                   lambda n, d_k: 4 * n * block * 4 + 12 * n * (d_k + 1) * 4),
+    }
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or not b or math.isnan(a) or math.isnan(b) else a / b
+
+
+def run_benchmark(sizes: Sequence[int], d_k: int = 64, block: int = 256, repeats: int = 3,
+                  fraction: float = 0.5, progress: bool = True) -> dict:
+    """Time and peak memory of naive numpy, naive torch, torch SDPA and tiled attention (one
+    head, float32, Q, K, V: (1, 1, n, d_k)) at every n in ``sizes``; a size that
+    :func:`check_memory` refuses (over ``fraction`` of free memory) is reported as an error.
+    Also the tiled kernel's max abs difference from naive torch at each n, the fitted exponents
+    and the ratios. Returns a JSON-ready dict."""
+    import os
+    import platform
+
+    import torch
+
+    sizes = _check_sizes(sizes)
+    device = pick_device()
+    load_before = os.getloadavg()
+    peak_gflops = matmul_peak_gflops(device=device)
+    kernels = _benchmark_kernels(block)
+    methods = {}
+    for name, (fn, numpy_input, estimate) in kernels.items():
+        def setup(n, numpy_input=numpy_input, estimate=estimate):
+            check_memory(estimate(n, d_k), fraction, n=n)
+            return random_qkv(n, d_k, seed=n, device=device, as_numpy=numpy_input)
+
+        rows = measure(fn, sizes, setup=setup, repeats=repeats, progress=progress)
+        methods[name] = [  # JSON has no NaN: a failed size gets None
+            {**m._asdict(), "seconds": None if m.error else m.seconds,
+             "gflops": None if m.error else attention_flops(m.n, d_k) / m.seconds / 1e9}
+            for m in rows
+        ]
+    tiled_name = f"tiled (block {block})"
+    exact = {}
+    for n in sizes:
+        try:
+            check_memory(kernels["naive torch"][2](n, d_k), fraction, n=n)
+        except MemoryGuardError:
+            continue
+        Q, K, V = random_qkv(n, d_k, seed=n, device=device)
+        with torch.no_grad():
+            diff = tiled_attention(Q, K, V, block=block) - naive_attention(Q, K, V)
+        exact[n] = float(diff.abs().max())
+        del Q, K, V, diff
+
+    def ok(name):
+        return [r for r in methods[name] if r["error"] is None]
+
+    fits = {}
+    for name in methods:
+        good = ok(name)
+        mem = [r for r in good if r["peak_bytes"]]
+        big = [r for r in good if r["n"] >= 1024]
+        fits[name] = {
+            "memory": fit_exponent([r["n"] for r in mem], [r["peak_bytes"] for r in mem])._asdict()
+            if len(mem) >= 2 else None,
+            "time_n_ge_1024": fit_exponent([r["n"] for r in big], [r["seconds"] for r in big])
+            ._asdict() if len(big) >= 2 else None,
+        }
+
+    def at(name, n, key):
+        return next((r[key] for r in ok(name) if r["n"] == n), None)
+
+    n_max = max((n for n in sizes if at(tiled_name, n, "peak_bytes") and
+                 at("naive torch", n, "peak_bytes")), default=None)
+    figures = {
+        "tiled_max_abs_diff": max(exact.values()) if exact else None,
+        "memory_ratio_n": n_max,
+        "naive_torch_over_tiled_memory": _ratio(at("naive torch", n_max, "peak_bytes"),
+                                                at(tiled_name, n_max, "peak_bytes")),
+        "naive_numpy_over_tiled_memory": _ratio(at("naive numpy", n_max, "peak_bytes"),
+                                                at(tiled_name, n_max, "peak_bytes")),
+        "tiled_over_sdpa_throughput_2048": _ratio(at("torch SDPA", 2048, "seconds"),
+                                                  at(tiled_name, 2048, "seconds")),
+        "naive_torch_memory_exponent": (fits["naive torch"]["memory"] or {}).get("slope"),
+        "naive_numpy_memory_exponent": (fits["naive numpy"]["memory"] or {}).get("slope"),
+    }
+    return {
+        "config": {"sizes": sizes, "d_k": d_k, "h": 1, "dtype": "float32", "block": block,
+                   "repeats": repeats, "guard_fraction": fraction},
+        "machine": {"device": str(device), "torch": torch.__version__,
+                    "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+                    "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                    "platform": platform.platform(), "matmul_peak_gflops": peak_gflops,
+                    "load_average_before": load_before, "load_average_after": os.getloadavg()},
+        "methods": methods,
+        "tiled_max_abs_diff_by_n": {str(n): v for n, v in exact.items()},
+        "fits": fits,
+        "figures": figures,
+    }
+
+
+def _cell(value, fmt: str) -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def benchmark_table(result: dict) -> str:
+    """The benchmark as a markdown table (time, peak memory, GFLOP/s per kernel and n) followed
+    by the figures measured in the same run."""
+    names = list(result["methods"])
+    head = "| n | " + " | ".join(f"{m} ms" for m in names) + " | " + \
+        " | ".join(f"{m} MiB" for m in names) + " |"
+    lines = [head, "|" + "---:|" * (1 + 2 * len(names))]
+    for i, n in enumerate(result["config"]["sizes"]):
+        rows = [result["methods"][m][i] for m in names]
+        ms = [_cell(None if r["error"] else r["seconds"] * 1e3, ".1f") for r in rows]
+        mib = [_cell(None if r["peak_bytes"] is None else r["peak_bytes"] / 2**20, ".2f")
+               for r in rows]
+        lines.append(f"| {n} | " + " | ".join(ms) + " | " + " | ".join(mib) + " |")
+    errors = [f"- {m} at n = {r['n']}: {r['error']}" for m in names
+              for r in result["methods"][m] if r["error"]]
+    f, mach = result["figures"], result["machine"]
+    gflops = [f"{m} {_cell(r['gflops'], '.1f')}" for m in names for r in result["methods"][m]
+              if r["n"] == 2048]
+    out = lines + ([""] + ["Refused or failed:"] + errors if errors else []) + [
+        "",
+        "- tiled = full: max abs difference from naive torch "
+        f"{_cell(f['tiled_max_abs_diff'], '.2e')} over all n",
+        f"- peak memory at n = {f['memory_ratio_n']}: naive torch / tiled "
+        f"{_cell(f['naive_torch_over_tiled_memory'], '.1f')}×, naive numpy / tiled "
+        f"{_cell(f['naive_numpy_over_tiled_memory'], '.1f')}×",
+        f"- tiled throughput / SDPA throughput at n = 2048: "
+        f"{_cell(f['tiled_over_sdpa_throughput_2048'], '.2f')}",
+        f"- fitted memory exponent: naive torch {_cell(f['naive_torch_memory_exponent'], '.3f')}, "
+        f"naive numpy {_cell(f['naive_numpy_memory_exponent'], '.3f')}",
+        f"- GFLOP/s at n = 2048: {', '.join(gflops)}; this machine's float32 matmul: "
+        f"{mach['matmul_peak_gflops']:.1f} GFLOP/s",
+        f"- {mach['device']}, torch {mach['torch']}, {mach['threads']} threads on "
+        f"{mach['cpus']} CPUs ({mach['cpu_capability']}); load average "
+        f"{mach['load_average_before'][0]:.1f} before, {mach['load_average_after'][0]:.1f} after"
+        + (" — other work was running, so times are noisy" if
+           max(mach['load_average_before'][0], mach['load_average_after'][0]) > 1.5 else ""),
+    ]
+    return "\n".join(out)
+
+
+def plot_benchmark(result: dict, path=None):
+    """Log-log curves of time and peak memory against n for every kernel; saved if ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name, rows in result["methods"].items():
+        good = [r for r in rows if r["error"] is None]
+        ax_t.loglog([r["n"] for r in good], [r["seconds"] for r in good], "o-", label=name)
+        ax_m.loglog([r["n"] for r in good], [r["peak_bytes"] / 2**20 for r in good], "o-",
+                    label=name)
+    for ax, title, unit in ((ax_t, "time per call", "seconds"),
+                            (ax_m, "peak memory during the call", "MiB")):
+        ax.set_title(f"Attention, one head, d_k = {result['config']['d_k']}: {title}")
+        ax.set_xlabel("sequence length n")
+        ax.set_ylabel(unit)
+        ax.grid(True, which="both", alpha=0.3)
+    ax_m.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bertlib.cost [--max-n 8192] [--out benchmarks/results]``: run the sweep,
+    write cost.json, cost.png and cost.md, print the table."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python -m bertlib.cost", description=main.__doc__)
+    parser.add_argument("--min-n", type=int, default=128)
+    parser.add_argument("--max-n", type=int, default=8192)
+    parser.add_argument("--d-k", type=int, default=64)
+    parser.add_argument("--block", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    if args.min_n < 1 or args.max_n < args.min_n:
+        parser.error(f"need 1 <= --min-n <= --max-n, got {args.min_n} and {args.max_n}")
+    sizes = []
+    n = args.min_n
+    while n <= args.max_n:
+        sizes.append(n)
+        n *= 2
+    import matplotlib
+
+    matplotlib.use("Agg")
+    result = run_benchmark(sizes, d_k=args.d_k, block=args.block, repeats=args.repeats)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cost.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot_benchmark(result, out / "cost.png")
+    table = benchmark_table(result)
+    (out / "cost.md").write_text(table + "\n")
+    print(table)
+    print(f"\nwrote {out / 'cost.json'}, {out / 'cost.png'}, {out / 'cost.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -13,6 +13,7 @@ __all__ = [
     "attention_heatmap",
     "weight_bars",
     "line_view",
+    "line_segments",
     "offline_bertviz_html",
     "head_view",
     "model_view",
@@ -87,17 +88,39 @@ def weight_bars(weights, tokens, ax=None, title: str = "", highlight: int | None
     return ax
 
 
+def line_segments(weights, query: int | None = None, min_weight: float = 0.0,
+                  color: str = "tab:blue") -> tuple[np.ndarray, np.ndarray]:
+    """The lines of :func:`line_view`: (segments (m, 2, 2), RGBA colours (m, 4)).
+
+    weights: (n, n), rows = queries. Line (i → j) runs from (0, i) to (1, j) with alpha = W[i, j];
+    only query ``query``'s row if given, and only weights >= ``min_weight`` (m lines in all).
+    """
+    from matplotlib.colors import to_rgba
+
+    W = np.asarray(weights, dtype=float)
+    keep = W >= min_weight
+    if query is not None:
+        keep &= (np.arange(W.shape[0]) == query)[:, None]
+    i, j = np.nonzero(keep)
+    segments = np.stack([np.stack([np.zeros(len(i)), i], -1),
+                         np.stack([np.ones(len(j)), j], -1)], axis=1)
+    colors = np.tile(np.array(to_rgba(color)), (len(i), 1))
+    colors[:, 3] = np.clip(W[i, j], 0, 1)
+    return segments, colors
+
+
 def line_view(weights, tokens, ax=None, title: str = "", query: int | None = None,
-              color: str = "tab:blue"):
+              color: str = "tab:blue", min_weight: float = 0.0, max_labels: int = 48):
     """Token-to-token lines: queries in a left column, keys in a right column, one line per pair
     with opacity (alpha) equal to its attention weight; returns the matplotlib Axes.
 
     weights: (n, n) with rows = queries, columns = keys, entries in [0, 1]; tokens: n labels.
     query: draw only that query's row (an index 0..n−1, its label in bold); None = every row.
+    min_weight: leave out lines below this weight (they are nearly invisible; faster for long
+    inputs). max_labels: above this many tokens, label only every k-th one.
     """
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
-    from matplotlib.colors import to_rgba
 
     W = np.asarray(weights, dtype=float)
     n = len(tokens)
@@ -110,18 +133,13 @@ def line_view(weights, tokens, ax=None, title: str = "", query: int | None = Non
         raise ValueError(f"query must be a token index in 0..{n - 1} or None, got {query!r}")
     if ax is None:
         _, ax = plt.subplots(figsize=(4.2, max(2.5, 0.28 * n + 0.8)))
-    rows = range(n) if query is None else [int(query)]
-    segments, colors = [], []
-    rgba = np.array(to_rgba(color))
-    for i in rows:
-        for j in range(n):
-            segments.append([(0.0, i), (1.0, j)])
-            colors.append((*rgba[:3], float(np.clip(W[i, j], 0, 1))))
+    segments, colors = line_segments(W, query, min_weight, color)
     ax.add_collection(LineCollection(segments, colors=colors, linewidths=2.0))
-    for i, token in enumerate(tokens):
+    step = int(np.ceil(n / max_labels)) if n > max_labels else 1
+    for i in range(0, n, step):
         bold = "bold" if i == query else "normal"
-        ax.text(-0.03, i, token, ha="right", va="center", fontsize=9, fontweight=bold)
-        ax.text(1.03, i, token, ha="left", va="center", fontsize=9)
+        ax.text(-0.03, i, tokens[i], ha="right", va="center", fontsize=9, fontweight=bold)
+        ax.text(1.03, i, tokens[i], ha="left", va="center", fontsize=9)
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xticks([0, 1], ["query (attending)", "key (attended to)"])

@@ -138,3 +138,21 @@ def test_library_sources_are_read_from_installed_packages():
     assert "d3js.org v5" in viz._library_source("d3")
     with pytest.raises(KeyError):
         viz._library_source("vue")
+
+
+def test_line_segments_skip_faint_lines_and_keep_alpha():
+    W = np.array([[0.5, 0.005, 0.495], [0.2, 0.3, 0.5], [1.0, 0.0, 0.0]])
+    segments, colors = viz.line_segments(W, min_weight=0.01)
+    assert segments.shape == (6, 2, 2) and colors.shape == (6, 4)
+    assert np.allclose(colors[:, 3], [0.5, 0.495, 0.2, 0.3, 0.5, 1.0])
+    assert np.allclose(segments[0], [[0, 0], [1, 0]]) and np.allclose(segments[1], [[0, 0], [1, 2]])
+    only_second, _ = viz.line_segments(W, query=1)
+    assert (only_second[:, 0, 1] == 1).all() and len(only_second) == 3
+
+
+def test_line_view_labels_every_kth_token_when_long():
+    n = 100
+    ax = line_view(np.full((n, n), 1 / n), [f"t{i}" for i in range(n)], max_labels=25,
+                   min_weight=0.02)
+    assert len(ax.texts) == 2 * 25
+    assert len(ax.collections[0].get_segments()) == 0  # every weight is below min_weight

@@ -20,10 +20,11 @@ import numpy as np
 from bertlib.models import check_layer_head, load_bert, run_bert
 from bertlib.widgets import INPUT_ERRORS, message_html, render_safely
 
-__all__ = ["AttentionExplorer", "selected_weights", "draw_attention"]
+__all__ = ["AttentionExplorer", "selected_weights", "draw_attention", "update_attention"]
 
 MEAN = "mean"
 _LABELLED_TICKS = 48  # above this many tokens, label only every k-th tick
+MIN_LINE_WEIGHT = 0.01  # lines fainter than this are not drawn
 
 
 def selected_weights(attentions: np.ndarray, layer: int, head: int | None) -> np.ndarray:
@@ -48,31 +49,50 @@ def _thin_ticks(ax, tokens: list[str]) -> None:
     ax.set_yticks(keep, [tokens[i] for i in keep])
 
 
+def _describe(attentions: np.ndarray, layer: int, head: int | None) -> str:
+    which = f"mean of {attentions.shape[1]} heads" if head is None else f"head {head}"
+    return f"layer {layer}, {which}"
+
+
 def draw_attention(tokens: list[str], attentions: np.ndarray, layer: int, head: int | None):
     """Heatmap (left) and token-to-token lines (right) of one head, or the mean of the heads.
 
-    tokens: n labels; attentions: (layers, heads, n, n). Returns the matplotlib Figure.
-    Lines under 1 % weight are left out (invisible at that opacity, and slow for long inputs).
+    tokens: n labels; attentions: (layers, heads, n, n). Returns a matplotlib Figure that pyplot
+    does not manage (show it with ``IPython.display.display``; update it with
+    :func:`update_attention`). Lines under MIN_LINE_WEIGHT are left out (invisible anyway).
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     from bertlib.viz import attention_heatmap, line_view
 
     W = selected_weights(attentions, layer, head)
     n = len(tokens)
-    which = f"mean of {attentions.shape[1]} heads" if head is None else f"head {head}"
     side = min(9.0, max(3.5, 0.32 * n + 1.5))
-    fig, (ax_map, ax_lines) = plt.subplots(1, 2, figsize=(2 * side + 1.5, side),
-                                           gridspec_kw={"width_ratios": [1.15, 1]})
-    attention_heatmap(W, tokens, ax=ax_map, title=f"layer {layer}, {which}", annotate=False)
+    fig = Figure(figsize=(2 * side + 1.5, side))
+    ax_map, ax_lines = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1]})
+    attention_heatmap(W, tokens, ax=ax_map, title=_describe(attentions, layer, head),
+                      annotate=False)
     _thin_ticks(ax_map, tokens)
-    line_view(np.where(W >= 0.01, W, 0.0) if n > 24 else W,
-              tokens if n <= _LABELLED_TICKS else [""] * n, ax=ax_lines,
+    line_view(W, tokens, ax=ax_lines, min_weight=MIN_LINE_WEIGHT, max_labels=_LABELLED_TICKS,
               title="each line: query → key, opacity = weight")
     with warnings.catch_warnings():  # CJK etc. draw as boxes in the default font; no noise
         warnings.filterwarnings("ignore", message="Glyph .* missing from font")
         fig.tight_layout()
     return fig
+
+
+def update_attention(fig, attentions: np.ndarray, layer: int, head: int | None) -> None:
+    """Show another layer/head in a figure from :func:`draw_attention` (same tokens): only the
+    heatmap's data, its title and the lines change, which is much faster than a new figure."""
+    from bertlib.viz import line_segments
+
+    W = selected_weights(attentions, layer, head)
+    ax_map, ax_lines = fig.axes[:2]
+    ax_map.images[0].set_data(W)
+    ax_map.set_title(_describe(attentions, layer, head))
+    segments, colors = line_segments(W, min_weight=MIN_LINE_WEIGHT)
+    ax_lines.collections[0].set_segments(segments)
+    ax_lines.collections[0].set_colors(colors)
 
 
 class AttentionExplorer:
@@ -105,6 +125,7 @@ class AttentionExplorer:
         self.attentions: np.ndarray | None = None
         self._layer, self._head = self.n_layers - 1, None
         self._muted = False
+        self._figure_key: tuple = ()
 
         wide = w.Layout(width="95%")
         self.text_box = w.Text(value=text, description="sentence", continuous_update=False,
@@ -208,11 +229,15 @@ class AttentionExplorer:
         return self._redraw()
 
     def _draw(self) -> None:
-        import matplotlib.pyplot as plt
+        from IPython.display import display
 
-        if self.figure is not None:
-            plt.close(self.figure)
-        self.figure = draw_attention(self.tokens, self.attentions, self._layer, self._head)
+        key = (tuple(self.tokens), id(self.attentions))
+        if self.figure is None or self._figure_key != key:
+            self.figure = draw_attention(self.tokens, self.attentions, self._layer, self._head)
+            self._figure_key = key
+        else:
+            update_attention(self.figure, self.attentions, self._layer, self._head)
+        display(self.figure)
 
     def _redraw(self) -> bool:
         if self.attentions is None:
@@ -269,8 +294,8 @@ class AttentionExplorer:
 def _bench(repeats: int = 5) -> None:
     """Print the explorer's latencies: head/layer change, new sentences of 128 and 512 pieces.
 
-    A redraw is timed up to a rendered PNG (what the notebook front end receives). A new
-    sentence is timed without the cache (a sentence never seen before).
+    A redraw is timed up to a rendered PNG, made as the notebook's inline backend makes it
+    (what the front end receives). A new sentence is timed without the cache (never seen).
     """
     import io
 
@@ -282,10 +307,12 @@ def _bench(repeats: int = 5) -> None:
     from bertlib import models
 
     def rendered(step: Callable[[], object]) -> float:
-        start = time.perf_counter()
-        step()
-        explorer.figure.savefig(io.BytesIO(), format="png")
-        return time.perf_counter() - start
+        # outside a kernel, clearing an Output prints terminal escape codes: hide them
+        with contextlib.redirect_stdout(io.StringIO()):
+            start = time.perf_counter()
+            step()
+            explorer.figure.savefig(io.BytesIO(), format="png", bbox_inches="tight")  # as inline
+            return time.perf_counter() - start
 
     explorer = AttentionExplorer("The quick brown fox jumps over the lazy dog.")
     words = ("the model reads every word of this long text and attends to all of them at once "

@@ -727,11 +727,14 @@ def plot_benchmark(result: dict, path=None):
         ax_t.loglog([r["n"] for r in good], [r["seconds"] for r in good], "o-", label=name)
         ax_m.loglog([r["n"] for r in good], [r["peak_bytes"] / 2**20 for r in good], "o-",
                     label=name)
+    sizes = result["config"]["sizes"]
     for ax, title, unit in ((ax_t, "time per call", "seconds"),
                             (ax_m, "peak memory during the call", "MiB")):
         ax.set_title(f"Attention, one head, d_k = {result['config']['d_k']}: {title}")
         ax.set_xlabel("sequence length n")
         ax.set_ylabel(unit)
+        ax.set_xticks(sizes, [str(n) for n in sizes])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
         ax.grid(True, which="both", alpha=0.3)
     ax_m.legend(fontsize=8)
     fig.tight_layout()

@@ -390,3 +390,84 @@ def test_matmul_peak_is_positive():
 
 def test_pick_device_is_cpu_or_cuda():
     assert cost.pick_device().type in ("cpu", "cuda")
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+def test_random_qkv_is_seeded_and_shaped():
+    Q, K, V = cost.random_qkv(10, d_k=4, h=2, seed=3)
+    assert Q.shape == K.shape == V.shape == (1, 2, 10, 4) and Q.dtype == torch.float32
+    assert torch.equal(Q, cost.random_qkv(10, d_k=4, h=2, seed=3)[0])
+    assert not torch.equal(Q, cost.random_qkv(10, d_k=4, h=2, seed=4)[0])
+    Qn, _, _ = cost.random_qkv(10, d_k=4, h=2, seed=3, as_numpy=True)
+    assert isinstance(Qn, np.ndarray) and np.array_equal(Qn, Q.numpy())
+    with pytest.raises(ValueError, match="n must be a whole number >= 1"):
+        cost.random_qkv(0)
+
+
+def test_meta_tensors_count_memory_without_allocating():
+    def setup(n):
+        return tuple(torch.empty(1, 1, n, 64, device="meta") for _ in range(3))
+
+    (m,) = measure(naive_attention, [1 << 16], setup=setup, repeats=1, warmup=0,
+                   progress=False)
+    assert m.error is None and m.peak_bytes == 2 * attention_bytes(1 << 16)  # 32 GiB, counted
+
+
+@pytest.fixture(scope="module")
+def small_benchmark():
+    return cost.run_benchmark([64, 128, 256], d_k=16, block=32, repeats=1, progress=False)
+
+
+def test_benchmark_measures_every_kernel_and_the_figures(small_benchmark):
+    result = small_benchmark
+    assert list(result["methods"]) == ["naive numpy", "naive torch", "torch SDPA",
+                                       "tiled (block 32)"]
+    for rows in result["methods"].values():
+        assert [r["n"] for r in rows] == [64, 128, 256]
+        assert all(r["error"] is None and r["seconds"] > 0 and r["gflops"] > 0 for r in rows)
+    f = result["figures"]
+    assert f["tiled_max_abs_diff"] <= 1e-5
+    assert f["memory_ratio_n"] == 256
+    assert f["naive_torch_over_tiled_memory"] == pytest.approx(
+        result["methods"]["naive torch"][2]["peak_bytes"]
+        / result["methods"]["tiled (block 32)"][2]["peak_bytes"])
+    assert f["naive_torch_memory_exponent"] == pytest.approx(2.0, abs=1e-9)
+    assert 1.7 < f["naive_numpy_memory_exponent"] <= 2.1  # at small n, fixed overheads lower it
+    assert f["tiled_over_sdpa_throughput_2048"] is None  # 2048 was not in this sweep
+
+
+def test_benchmark_reports_guard_refusals_and_goes_on(monkeypatch):
+    monkeypatch.setattr(cost, "available_memory", lambda: 2 * 9 * attention_bytes(64))
+    result = cost.run_benchmark([32, 64, 4096], d_k=8, block=16, repeats=1, progress=False)
+    numpy_rows = result["methods"]["naive numpy"]
+    assert numpy_rows[0]["error"] is None
+    assert numpy_rows[2]["error"].startswith("MemoryGuardError: n = 4096 needs")
+    assert numpy_rows[2]["seconds"] is None
+    assert "4096" not in result["tiled_max_abs_diff_by_n"]
+    assert "Refused or failed" in cost.benchmark_table(result)
+
+
+def test_benchmark_table_lists_sizes_and_ratios(small_benchmark):
+    table = cost.benchmark_table(small_benchmark)
+    assert table.startswith("| n | naive numpy ms |")
+    assert "| 256 |" in table
+    assert "naive torch / tiled" in table and "fitted memory exponent: naive torch 2.000" in table
+
+
+def test_main_writes_json_png_and_table(tmp_path, capsys):
+    import json
+
+    assert cost.main(["--min-n", "32", "--max-n", "64", "--d-k", "8", "--block", "16",
+                      "--repeats", "1", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "cost.json").read_text())
+    assert result["config"]["sizes"] == [32, 64]
+    assert (tmp_path / "cost.png").stat().st_size > 1000
+    assert (tmp_path / "cost.md").read_text().startswith("| n |")
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_main_rejects_bad_sizes(tmp_path):
+    with pytest.raises(SystemExit):
+        cost.main(["--min-n", "64", "--max-n", "32", "--out", str(tmp_path)])

@@ -85,3 +85,23 @@ class LabNotebook:
         """How many images (matplotlib figures) the page shows for this notebook."""
         return self.page.locator(
             ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedImage img").count()
+
+
+_KERNEL_PRINT_JS = """
+async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const future = kernel.requestExecute({code: code, store_history: false});
+  let out = '';
+  future.onIOPub = (msg) => {
+    if (msg.header.msg_type === 'stream') out += msg.content.text;
+    if (msg.header.msg_type === 'error') out += 'ERROR ' + msg.content.ename + ': ' + msg.content.evalue;
+  };
+  await future.done;
+  return out;
+}
+"""
+
+
+def kernel_print(page, code: str) -> str:
+    """Run ``code`` in the notebook's kernel (not in a cell) and return what it printed."""
+    return page.evaluate(_KERNEL_PRINT_JS, code)

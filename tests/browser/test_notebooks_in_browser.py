@@ -7,10 +7,11 @@ what the committed notebook shows, or when a figure does not render.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from lab import LabNotebook, output_text
+from lab import LabNotebook, kernel_print, output_text
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -53,5 +54,81 @@ def test_notebook_runs_in_jupyterlab(name, browser, lab_url, screenshots):
             page.wait_for_timeout(500)
             assert nb.rendered_images() > 0, f"{name}: figures in outputs but none rendered"
         page.screenshot(path=str(screenshots / f"{Path(name).stem}.png"), full_page=False)
+        if page.locator(".bertlib-attention-explorer").count():
+            check_explorer(page, name, screenshots)
+        if page.locator("[id^=bertviz]").count():
+            check_bertviz(page, name)
     finally:
         page.close()
+
+
+def explorer_variable(name: str) -> str:
+    """The name the notebook gives its AttentionExplorer (``explorer = AttentionExplorer(...)``)."""
+    source = "\n".join("".join(c["source"]) for c in
+                       json.loads((ROOT / "notebooks" / name).read_text())["cells"])
+    found = re.findall(r"^(\w+)\s*=\s*AttentionExplorer\(", source, re.M)
+    assert found, f"{name}: shows an explorer but assigns none to a variable"
+    return found[-1]
+
+
+def check_explorer(page, name: str, screenshots: Path) -> None:
+    """Type a sentence, change layer and head, give bad input: the view redraws or says why."""
+    var = explorer_variable(name)
+    box = page.locator(".bertlib-attention-explorer").last
+    box.scroll_into_view_if_needed()
+    image = box.locator(".jp-OutputArea-output img").first
+
+    def image_src() -> str:
+        image.wait_for(state="visible", timeout=30_000)
+        return image.get_attribute("src") or ""
+
+    def commit(selector: str, value: str) -> None:
+        field = box.locator(f"{selector} input")
+        field.fill(value)
+        field.press("Enter")
+
+    def wait_for_new_image(old: str, what: str) -> str:
+        try:
+            page.wait_for_function(
+                "([el, old]) => { const img = el.querySelector('.jp-OutputArea-output img');"
+                " return img && img.getAttribute('src') !== old; }",
+                arg=[box.element_handle(), old], timeout=60_000)
+        except Exception as exc:
+            raise AssertionError(f"{name}: the explorer did not redraw after {what}") from exc
+        return image_src()
+
+    before = image_src()
+    commit(".explorer-text", "Birds fly south when winter comes")
+    after_text = wait_for_new_image(before, "a new sentence")
+    state = kernel_print(page, f"print({var}.tokens, repr({var}.message))")
+    assert "'birds'" in state and "'winter'" in state, f"{name}: explorer state {state!r}"
+    assert state.rstrip().endswith("''"), f"{name}: explorer shows an error: {state!r}"
+
+    commit(".explorer-layer", "2")
+    after_layer = wait_for_new_image(after_text, "a layer change")
+    box.locator(".explorer-head select").select_option(label="head 3")
+    wait_for_new_image(after_layer, "a head change")
+    state = kernel_print(page, f"print({var}._layer, {var}._head)")
+    assert state.split() == ["2", "3"], f"{name}: explorer at layer/head {state!r}, wanted 2 3"
+    page.screenshot(path=str(screenshots / f"{Path(name).stem}_explorer.png"))
+
+    commit(".explorer-layer", "99")
+    box.get_by_text(re.compile(r"layer must be in 0\.\.\d+")).first.wait_for(timeout=30_000)
+    commit(".explorer-text", "   ")
+    box.get_by_text(re.compile("empty")).first.wait_for(timeout=30_000)
+    assert box.locator(".jp-OutputArea-output [data-mime-type*=error]").count() == 0, (
+        f"{name}: the explorer shows a traceback instead of a message")
+    assert box.locator(".explorer-text input").is_enabled()
+
+
+def check_bertviz(page, name: str) -> None:
+    """bertviz's head view draws its SVG with the sentence's tokens, with no internet."""
+    view = page.locator("[id^=bertviz]").first
+    view.scroll_into_view_if_needed()
+    labels = view.locator("svg text")
+    try:
+        labels.first.wait_for(timeout=30_000)
+    except Exception as exc:
+        raise AssertionError(f"{name}: bertviz drew no SVG text (scripts not loaded?)") from exc
+    texts = {t.strip() for t in labels.all_inner_texts()}
+    assert {"quick", "brown", "fox"} <= texts, f"{name}: bertviz labels {sorted(texts)[:20]}"

@@ -168,3 +168,10 @@ def test_bad_scale_and_bad_mask_arguments():
         padding_mask([4], n=2)
     with pytest.raises(ValueError, match="NaN"):
         softmax(np.array([np.nan, 1.0]))
+
+
+def test_mask_that_would_enlarge_the_scores_is_rejected():
+    # (2, 3, 3) broadcasts WITH the scores' (3, 3) but not TO it: one set of scores, two masks
+    with pytest.raises(ValueError, match=r"\(2, 3, 3\) does not broadcast .*\(3, 3\)"):
+        scaled_dot_product_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 2)),
+                                     mask=np.ones((2, 3, 3), bool))

@@ -1,0 +1,136 @@
+"""Notebook 06's explorer: one efficient attention variant beside the full attention it replaces.
+
+Pick a variant and its knob (window w, block size, projected length k, number of features m, or
+number of LSH buckets), a layer and a head of the real BERT; the view draws the full attention of
+that head and the attention the variant implies, on one colour scale, with the relative error of
+the variant's output. A knob the variant cannot use (an odd window, k > n, a block that does not
+divide n) shows the variant's own error message in place of the view.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bertlib.attention import scaled_dot_product_attention
+from bertlib.variants import (
+    bert_qkv,
+    block_sparse_attention,
+    linformer_attention,
+    lsh_attention,
+    performer_attention,
+    relative_error,
+    sliding_window_attention,
+)
+from bertlib.widgets import render_safely
+
+__all__ = ["VARIANTS", "DEFAULT_TEXT", "variant_vs_full", "EfficientExplorer"]
+
+#: variant key -> (label, knob name, default knob value)
+VARIANTS: dict[str, tuple[str, str, int]] = {
+    "sliding": ("sliding window (Longformer)", "window w", 4),
+    "block_sparse": ("block-sparse (BigBird)", "block", 2),
+    "linformer": ("low rank (Linformer)", "k", 4),
+    "performer": ("random features (Performer)", "m", 16),
+    "lsh": ("LSH buckets (Reformer)", "n_buckets", 2),
+}
+
+DEFAULT_TEXT = "the cat sat on the mat because it was tired after chasing the dog"  # 16 pieces
+
+
+def variant_vs_full(variant: str, knob: int, Q, K, V, seed: int = 0):
+    """Full attention and one variant on the same head.
+
+    variant: a key of VARIANTS; knob: its knob (w, block, k, m or n_buckets). Block-sparse uses
+    one random and one global block; LSH uses one hash round and keys shared with the queries
+    (so it differs from BERT's attention even with one bucket).
+    Q, K: (n, d_k); V: (n, d_v).
+    Returns (full weights (n, n), variant weights (n, n), relative error of the variant's output
+    (n, d_v) against full attention's).
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+    full_out, full_w = scaled_dot_product_attention(Q, K, V)
+    if variant == "sliding":
+        out, w = sliding_window_attention(Q, K, V, knob, return_weights=True)
+    elif variant == "block_sparse":
+        out, w = block_sparse_attention(Q, K, V, knob, n_random=1, global_blocks=1, seed=seed,
+                                        return_weights=True)
+    elif variant == "linformer":
+        out, w = linformer_attention(Q, K, V, knob, seed=seed, return_weights=True)
+    elif variant == "performer":
+        out, w = performer_attention(Q, K, V, knob, seed=seed, return_weights=True)
+    else:
+        out, w = lsh_attention(Q, V, knob, seed=seed, return_weights=True)
+    return full_w, w, relative_error(out, full_out)
+
+
+class EfficientExplorer:
+    """Controls (variant, knob, layer, head) on top; full vs variant heatmaps below.
+
+    ``widget`` is the VBox to display; ``ok`` tells whether the last redraw succeeded; ``error``
+    holds the last relative error drawn (None after a failed redraw).
+    """
+
+    def __init__(self, text: str = DEFAULT_TEXT, variant: str = "sliding", layer: int = 2,
+                 head: int = 0) -> None:
+        import ipywidgets as w
+
+        from bertlib.models import check_layer_head, load_bert, run_bert
+
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+        model = load_bert()
+        layer, head = check_layer_head(model, layer, head, allow_mean=False)
+        self.run = run_bert(text)  # cached: the forward pass runs once per text
+        n_layers, n_heads = self.run.attentions.shape[:2]
+        self.variant = w.Dropdown(options=[(v[0], k) for k, v in VARIANTS.items()],
+                                  value=variant, description="variant")
+        self.knob = w.IntText(value=VARIANTS[variant][2], description=VARIANTS[variant][1],
+                              continuous_update=False, layout=w.Layout(width="180px"))
+        self.layer = w.Dropdown(options=list(range(n_layers)), value=layer, description="layer",
+                                layout=w.Layout(width="140px"))
+        self.head = w.Dropdown(options=list(range(n_heads)), value=head, description="head",
+                               layout=w.Layout(width="140px"))
+        self.output = w.Output()
+        self.widget = w.VBox([w.HBox([self.variant, self.knob, self.layer, self.head]),
+                              self.output])
+        self.ok = False
+        self.error: float | None = None
+        self.variant.observe(self._new_variant, names="value")
+        for control in (self.knob, self.layer, self.head):
+            control.observe(self._redraw, names="value")
+        self._redraw()
+
+    def _new_variant(self, change) -> None:
+        label, knob, default = VARIANTS[change["new"]]
+        self.knob.description = knob
+        if self.knob.value != default:
+            self.knob.value = default  # triggers the redraw
+        else:
+            self._redraw()
+
+    def _draw(self) -> None:
+        import matplotlib.pyplot as plt
+
+        from bertlib.viz import attention_heatmap
+
+        self.error = None
+        layer, head = self.layer.value, self.head.value
+        Q, K, V = bert_qkv(self.run.hidden_states[layer], layer)
+        full_w, var_w, err = variant_vs_full(self.variant.value, self.knob.value,
+                                             Q[head], K[head], V[head])
+        lo, hi = min(0.0, float(var_w.min())), float(max(full_w.max(), var_w.max()))
+        tokens = self.run.tokens
+        fig, axes = plt.subplots(1, 2, figsize=(13, 5.8))
+        attention_heatmap(full_w, tokens, ax=axes[0], vmin=lo, vmax=hi, annotate=False,
+                          title=f"full attention, layer {layer} head {head}")
+        label, knob, _ = VARIANTS[self.variant.value]
+        attention_heatmap(var_w, tokens, ax=axes[1], vmin=lo, vmax=hi, annotate=False,
+                          title=f"{label}, {knob} = {self.knob.value}")
+        fig.suptitle(f"output error vs full attention: {err:.1%} "
+                     f"(kept pairs: {np.count_nonzero(var_w)} of {var_w.size})")
+        fig.tight_layout()
+        self.error = err
+
+    def _redraw(self, change=None) -> None:
+        self.ok = render_safely(self.output, self._draw)

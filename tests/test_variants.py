@@ -1,0 +1,320 @@
+"""bertlib.variants: each efficient attention against exact masked attention, its limits, errors."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertlib.attention import scaled_dot_product_attention
+from bertlib.variants import (
+    bert_layer,
+    bert_qkv,
+    block_sparse_attention,
+    block_sparse_pattern,
+    linformer_attention,
+    linformer_projections,
+    lsh_attention,
+    lsh_buckets,
+    lsh_pattern,
+    orthogonal_features,
+    performer_attention,
+    relative_error,
+    sliding_window_attention,
+    sliding_window_pattern,
+)
+
+TOL = dict(rtol=1e-10, atol=1e-12)  # float64 on both sides: agreement to rounding
+
+
+def qkv(n=24, d=8, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((n, d)) * scale for _ in range(3))
+
+
+def torch_masked(Q, K, V, mask):
+    t = [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, K, V)]
+    return F.scaled_dot_product_attention(*t, attn_mask=torch.from_numpy(mask)).numpy()
+
+
+def unit_keys(Q):
+    return Q / np.linalg.norm(Q, axis=1, keepdims=True)
+
+
+# ---------------------------------------------------------------- sliding window
+
+
+@pytest.mark.parametrize("w, global_idx", [(2, ()), (4, (0,)), (6, (0, 5, 23)), (10, (3, 3, 7))])
+def test_sliding_window_equals_torch_attention_with_its_pattern(w, global_idx):
+    Q, K, V = qkv()
+    mask = sliding_window_pattern(24, w, global_idx)
+    out, weights = sliding_window_attention(Q, K, V, w, global_idx, return_weights=True)
+    np.testing.assert_allclose(out, torch_masked(Q, K, V, mask), **TOL)
+    assert np.all(weights[~mask] == 0)
+    np.testing.assert_allclose(weights.sum(1), 1.0, **TOL)
+    np.testing.assert_allclose(weights @ V, out, **TOL)
+
+
+def test_window_covering_the_sequence_equals_full_attention():
+    Q, K, V = qkv(n=9)
+    full, _ = scaled_dot_product_attention(Q, K, V)
+    for w in (16, 18, 1000):  # w/2 >= n - 1 = 8: every window holds all 9 tokens
+        np.testing.assert_allclose(sliding_window_attention(Q, K, V, w), full, **TOL)
+    assert not np.allclose(sliding_window_attention(Q, K, V, 14), full)  # w/2 = 7 misses one
+
+
+def test_window_rows_hold_w_plus_one_keys_away_from_the_edges():
+    mask = sliding_window_pattern(20, 6)
+    assert mask[3:17].sum(1).tolist() == [7] * 14
+    assert mask[0].sum() == 4 and mask[19].sum() == 4
+
+
+def test_global_tokens_see_everything_and_are_seen_by_everything():
+    Q, K, V = qkv(n=16)
+    _, weights = sliding_window_attention(Q, K, V, 2, global_idx=[0, 9], return_weights=True)
+    assert np.all(weights[[0, 9]] > 0)
+    assert np.all(weights[:, [0, 9]] > 0)
+    assert weights[4, 12] == 0  # an ordinary pair far apart stays out
+
+
+def test_sliding_window_memory_grows_with_n_times_w_not_n_squared():
+    Q, K, V = (x.astype(np.float32) for x in qkv(n=2048, d=16))
+    tracemalloc.start()
+    sliding_window_attention(Q, K, V, 8)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 2048 * 2048 * 4 / 8  # far below one float32 n×n matrix (16 MiB)
+
+
+@pytest.mark.parametrize("w, why", [(0, r"w \(the window\) must be >= 1, got 0"),
+                                    (-2, "must be >= 1, got -2"),
+                                    (5, "w must be even: .* w/2 .* use 4 or 6"),
+                                    (3, "use 2 or 4")])
+def test_bad_window_says_why(w, why):
+    Q, K, V = qkv()
+    with pytest.raises(ValueError, match=why):
+        sliding_window_attention(Q, K, V, w)
+
+
+def test_window_must_be_a_whole_number():
+    with pytest.raises(TypeError, match="whole number"):
+        sliding_window_pattern(8, 2.5)
+
+
+@pytest.mark.parametrize("bad", [[24], [-1], [0, 30]])
+def test_global_index_out_of_range_is_named(bad):
+    Q, K, V = qkv()
+    with pytest.raises(ValueError, match=r"positions run 0\.\.23"):
+        sliding_window_attention(Q, K, V, 4, global_idx=bad)
+
+
+# ---------------------------------------------------------------- block-sparse (BigBird)
+
+
+def test_block_sparse_equals_torch_attention_with_its_pattern():
+    Q, K, V = qkv(n=32)
+    mask = block_sparse_pattern(32, 4, n_random=2, global_blocks=1, seed=5)
+    out, weights = block_sparse_attention(Q, K, V, 4, 2, 1, seed=5, return_weights=True)
+    np.testing.assert_allclose(out, torch_masked(Q, K, V, mask), **TOL)
+    assert np.all(weights[~mask] == 0)
+    np.testing.assert_allclose(weights.sum(1), 1.0, **TOL)
+
+
+@pytest.mark.parametrize("n_random, global_blocks", [(0, 0), (1, 1), (2, 2), (3, 1)])
+def test_block_sparse_rows_have_the_stated_counts(n_random, global_blocks):
+    n, block = 48, 4
+    nb = n // block
+    mask = block_sparse_pattern(n, block, n_random, global_blocks, seed=1)
+    for qb in range(nb):
+        window = {b for b in (qb - 1, qb, qb + 1) if 0 <= b < nb} - set(range(global_blocks))
+        expected = n if qb < global_blocks else block * (len(window) + global_blocks + n_random)
+        assert mask[qb * block:(qb + 1) * block].sum(1).tolist() == [expected] * block
+    assert np.all(mask[:, : block * global_blocks])  # every token reads the global blocks
+
+
+def test_block_sparse_is_deterministic_with_a_seed_and_varies_without():
+    a = block_sparse_pattern(64, 4, 2, 1, seed=7)
+    assert np.array_equal(a, block_sparse_pattern(64, 4, 2, 1, seed=7))
+    assert any(not np.array_equal(a, block_sparse_pattern(64, 4, 2, 1, seed=s)) for s in range(8))
+
+
+def test_block_not_dividing_n_says_how_to_fix():
+    Q, K, V = qkv(n=10)
+    with pytest.raises(ValueError, match=r"n=10 is not a multiple of block=4.*pad .* to 12"):
+        block_sparse_attention(Q, K, V, 4)
+
+
+def test_block_sparse_bad_counts_are_named():
+    with pytest.raises(ValueError, match="n_random=9 is too many"):
+        block_sparse_pattern(32, 4, n_random=9)
+    with pytest.raises(ValueError, match=r"global_blocks must be 0\.\.8"):
+        block_sparse_pattern(32, 4, global_blocks=9)
+    with pytest.raises(ValueError, match="block must be >= 1"):
+        block_sparse_pattern(32, 0)
+
+
+# ---------------------------------------------------------------- Linformer
+
+
+def test_linformer_with_k_equal_n_and_identity_projections_is_full_attention():
+    Q, K, V = qkv()
+    full, weights = scaled_dot_product_attention(Q, K, V)
+    out, implied = linformer_attention(Q, K, V, 24, E=np.eye(24), F=np.eye(24),
+                                       return_weights=True)
+    np.testing.assert_allclose(out, full, **TOL)
+    np.testing.assert_allclose(implied, weights, **TOL)
+
+
+def test_linformer_matches_its_formula_and_implied_weights():
+    Q, K, V = qkv()
+    E, F_ = linformer_projections(24, 6, seed=1), linformer_projections(24, 6, seed=2)
+    t = [torch.from_numpy(a) for a in (Q, E @ K, F_ @ V)]
+    out, implied = linformer_attention(Q, K, V, 6, E=E, F=F_, return_weights=True)
+    np.testing.assert_allclose(out, F.scaled_dot_product_attention(*t).numpy(), **TOL)
+    np.testing.assert_allclose(implied @ V, out, **TOL)
+    np.testing.assert_array_equal(linformer_attention(Q, K, V, 6, seed=3),
+                                  linformer_attention(Q, K, V, 6, E=linformer_projections(24, 6, 3)))
+
+
+@pytest.mark.parametrize("k", [0, -3, 25])
+def test_linformer_bad_k_names_the_range(k):
+    Q, K, V = qkv()
+    with pytest.raises(ValueError, match=r"k must be 1\.\.24"):
+        linformer_attention(Q, K, V, k)
+
+
+def test_linformer_projection_of_the_wrong_shape_is_named():
+    Q, K, V = qkv()
+    with pytest.raises(ValueError, match=r"E must have shape \(k, n\) = \(4, 24\)"):
+        linformer_attention(Q, K, V, 4, E=np.ones((4, 20)))
+
+
+# ---------------------------------------------------------------- Performer
+
+
+def test_performer_error_shrinks_as_m_grows():
+    Q, K, V = qkv(scale=0.5)
+    _, exact = scaled_dot_product_attention(Q, K, V)
+
+    def mean_error(m):
+        return np.mean([relative_error(performer_attention(Q, K, V, m, seed=s, return_weights=True)[1],
+                                       exact) for s in range(8)])
+
+    errors = [mean_error(m) for m in (8, 64, 512)]
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[2] < 0.5 * errors[0]
+
+
+def test_performer_weights_are_positive_rows_summing_to_one():
+    Q, K, V = qkv(scale=3.0)  # large scores: the stabiliser must keep exp finite
+    out, weights = performer_attention(Q, K, V, 32, seed=0, return_weights=True)
+    assert np.all(weights > 0) and np.isfinite(out).all()
+    np.testing.assert_allclose(weights.sum(1), 1.0, **TOL)
+    np.testing.assert_allclose(weights @ V, out, rtol=1e-9, atol=1e-12)
+
+
+def test_performer_is_deterministic_with_a_seed():
+    Q, K, V = qkv()
+    np.testing.assert_array_equal(performer_attention(Q, K, V, 16, seed=4),
+                                  performer_attention(Q, K, V, 16, seed=4))
+    assert not np.array_equal(performer_attention(Q, K, V, 16, seed=4),
+                              performer_attention(Q, K, V, 16, seed=5))
+
+
+def test_orthogonal_features_are_orthogonal_within_a_block():
+    omega = orthogonal_features(20, 8, seed=0)
+    assert omega.shape == (20, 8)
+    gram = omega[:8] @ omega[:8].T
+    np.testing.assert_allclose(gram - np.diag(np.diag(gram)), 0, atol=1e-10)
+
+
+@pytest.mark.parametrize("m", [0, -1])
+def test_performer_bad_m_is_named(m):
+    Q, K, V = qkv()
+    with pytest.raises(ValueError, match="m .*must be >= 1"):
+        performer_attention(Q, K, V, m)
+
+
+# ---------------------------------------------------------------- LSH (Reformer)
+
+
+def test_lsh_with_one_bucket_is_full_shared_qk_attention():
+    Q, _, V = qkv()
+    K = unit_keys(Q)
+    t = [torch.from_numpy(a) for a in (Q, K, V)]
+    expected = F.scaled_dot_product_attention(*t).numpy()
+    np.testing.assert_allclose(lsh_attention(Q, V, n_buckets=1), expected, **TOL)
+
+
+@pytest.mark.parametrize("n_hashes", [1, 2, 4])
+def test_lsh_is_exact_softmax_over_its_pattern(n_hashes):
+    Q, _, V = qkv(n=32)
+    mask = lsh_pattern(Q, 4, n_hashes, seed=2, chunk=4)
+    out, weights = lsh_attention(Q, V, 4, n_hashes, seed=2, chunk=4, return_weights=True)
+    np.testing.assert_allclose(out, torch_masked(Q, unit_keys(Q), V, mask), **TOL)
+    assert np.all(weights[~mask] == 0)
+    np.testing.assert_allclose(weights.sum(1), 1.0, **TOL)
+    assert mask.diagonal().all()
+
+
+def test_more_hash_rounds_keep_more_pairs():
+    Q, _, _ = qkv(n=32)
+    counts = [lsh_pattern(Q, 4, h, seed=0, chunk=4).sum() for h in (1, 2, 4)]
+    assert counts[0] < counts[1] < counts[2]
+
+
+def test_lsh_buckets_put_opposite_directions_apart_and_are_seeded():
+    x = np.array([[1.0, 0.2], [-1.0, -0.2]])
+    b = lsh_buckets(x, 2, n_hashes=5, seed=0)
+    assert b.shape == (5, 2) and np.all(b[:, 0] != b[:, 1])
+    Q, _, V = qkv(n=32)
+    np.testing.assert_array_equal(lsh_attention(Q, V, 4, 2, seed=1),
+                                  lsh_attention(Q, V, 4, 2, seed=1))
+
+
+def test_lsh_bad_bucket_counts_are_named():
+    Q, _, V = qkv()
+    with pytest.raises(ValueError, match="n_buckets must be 1 or even"):
+        lsh_attention(Q, V, 3)
+    with pytest.raises(ValueError, match="n_buckets=16 does not divide n=24"):
+        lsh_attention(Q, V, 16)
+    with pytest.raises(ValueError, match="chunk=5 must divide n=24"):
+        lsh_attention(Q, V, 4, chunk=5)
+
+
+# ---------------------------------------------------------------- shared input checks
+
+
+def test_bad_arrays_are_named():
+    Q, K, V = qkv()
+    with pytest.raises(ValueError, match="one head, a 2-D"):
+        sliding_window_attention(Q[None], K[None], V[None], 4)
+    with pytest.raises(ValueError, match="Q and K must share d_k"):
+        performer_attention(Q, K[:, :4], V, 8)
+    bad = Q.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        linformer_attention(bad, K, V, 4)
+    with pytest.raises(ValueError, match="shapes differ"):
+        relative_error(Q, Q[:3])
+
+
+# ---------------------------------------------------------------- the real BERT
+
+
+def test_bert_qkv_and_layer_reproduce_the_model():
+    from bertlib.models import run_bert
+
+    run = run_bert("The cat sat on the mat.")
+    Q, K, V = bert_qkv(run.hidden_states[2], 2)
+    assert Q.shape == (12, len(run.tokens), 32)
+    _, weights = scaled_dot_product_attention(Q, K, V)
+    np.testing.assert_allclose(weights, run.attentions[2], atol=1e-5)
+    np.testing.assert_allclose(bert_layer(run.hidden_states[2], 2), run.hidden_states[3],
+                               atol=1e-4)
+
+
+def test_bert_layer_out_of_range_is_named():
+    with pytest.raises(ValueError, match=r"layer must be in 0\.\.5 for this model \(6 layers\), got 7"):
+        bert_qkv(np.zeros((3, 384)), 7)

@@ -1,0 +1,105 @@
+"""bertlib.widgets.efficient: what it compares, its checks, and the widget with good and bad knobs."""
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+import IPython.display  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bertlib.attention import scaled_dot_product_attention  # noqa: E402
+from bertlib.variants import sliding_window_attention  # noqa: E402
+from bertlib.widgets.efficient import (  # noqa: E402
+    DEFAULT_TEXT,
+    VARIANTS,
+    EfficientExplorer,
+    variant_vs_full,
+)
+
+
+def qkv(n=16, d=8):
+    rng = np.random.default_rng(0)
+    return tuple(rng.standard_normal((n, d)) for _ in range(3))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_each_variant_gives_full_and_implied_weights_and_an_error(variant):
+    Q, K, V = qkv()
+    full_w, var_w, err = variant_vs_full(variant, VARIANTS[variant][2], Q, K, V)
+    np.testing.assert_allclose(full_w, scaled_dot_product_attention(Q, K, V)[1])
+    assert var_w.shape == (16, 16) and np.isfinite(err) and err > 0
+
+
+def test_error_is_the_relative_output_error():
+    Q, K, V = qkv()
+    full_out, _ = scaled_dot_product_attention(Q, K, V)
+    out = sliding_window_attention(Q, K, V, 4)
+    _, _, err = variant_vs_full("sliding", 4, Q, K, V)
+    assert err == pytest.approx(np.linalg.norm(out - full_out) / np.linalg.norm(full_out))
+    assert variant_vs_full("sliding", 30, Q, K, V)[2] == pytest.approx(0, abs=1e-12)
+
+
+def test_unknown_variant_and_bad_knobs_are_named():
+    Q, K, V = qkv()
+    with pytest.raises(ValueError, match="variant must be one of"):
+        variant_vs_full("flash", 4, Q, K, V)
+    with pytest.raises(ValueError, match="w must be even"):
+        variant_vs_full("sliding", 3, Q, K, V)
+    with pytest.raises(ValueError, match=r"k must be 1\.\.16"):
+        variant_vs_full("linformer", 17, Q, K, V)
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """Record what the widget displays (outside a kernel, an Output widget does not capture)."""
+    seen = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: seen.extend(objs))
+    monkeypatch.setattr(plt, "show", lambda *a, **kw: plt.close("all"))
+    return seen
+
+
+def test_explorer_builds_with_controls_above_view(shown):
+    ex = EfficientExplorer()
+    assert ex.ok and ex.error is not None
+    controls, view = ex.widget.children
+    assert view is ex.output
+    assert [c.description for c in controls.children] == ["variant", "window w", "layer", "head"]
+    assert ex.knob.continuous_update is False
+    assert len(ex.run.tokens) == 16 and DEFAULT_TEXT
+
+
+def test_explorer_switches_variant_and_knob(shown):
+    ex = EfficientExplorer()
+    ex.variant.value = "performer"
+    assert ex.knob.description == "m" and ex.knob.value == 16 and ex.ok
+    first = ex.error
+    ex.knob.value = 1024
+    assert ex.ok and ex.error != first
+    ex.layer.value = 5
+    assert ex.ok
+
+
+@pytest.mark.parametrize("variant, knob, words", [
+    ("sliding", 5, "w must be even"),
+    ("sliding", 0, "must be &gt;= 1, got 0"),
+    ("linformer", 40, r"k must be 1..16"),
+    ("block_sparse", 5, "n=16 is not a multiple of block=5"),
+    ("lsh", 3, "n_buckets must be 1 or even"),
+    ("performer", -2, "must be &gt;= 1, got -2"),
+])
+def test_explorer_shows_a_message_for_a_bad_knob(shown, variant, knob, words):
+    ex = EfficientExplorer(variant=variant)
+    ex.knob.value = knob
+    assert not ex.ok and ex.error is None
+    assert words in shown[-1].data
+    ex.knob.value = VARIANTS[variant][2]  # the controls stay usable
+    assert ex.ok
+
+
+def test_explorer_refuses_a_bad_layer_or_variant():
+    with pytest.raises(ValueError, match=r"layer must be in 0..5"):
+        EfficientExplorer(layer=6)
+    with pytest.raises(ValueError, match="variant must be one of"):
+        EfficientExplorer(variant="dense")

@@ -20,7 +20,10 @@ def execute(path: str | Path, timeout: int = 600) -> float:
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    # iopub_timeout: on a busy machine a cell's last outputs can arrive seconds after the kernel
+    # replies; nbclient's default (4 s) would drop them silently.
+    NotebookClient(nb, timeout=timeout, iopub_timeout=60, raise_on_iopub_timeout=True,
+                   kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     nbformat.write(nb, path)
     return time.perf_counter() - start

@@ -42,6 +42,7 @@ def test_albert_checker_accepts_the_count_and_names_mistakes():
         "separate layers": c.total + (L - 1) * layer,
         "E→H projection": c.total - c.projection,
         "pooler": c.total - c.pooler,
+        "LayerNorm": c.total - 2 * E - 4 * H,  # the embedding LayerNorm and the layer's two
         "E wide": c.total - c.embeddings + (V + 514) * H + 2 * H,
         "off by +1": c.total + 1,
         "whole number of parameters": "many",

@@ -189,9 +189,9 @@ def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None, r
     - ``memory="torch"``: torch tensors, of any device. A ``TorchDispatchMode`` sees every aten
       operation; after each one it adds the bytes of the storages the operation created and
       drops the storages that have been freed (weak references), and keeps the peak of that
-      sum. Deterministic: the same code gives the same count on every machine. Not seen:
-      scratch buffers that a fused kernel allocates inside itself (for CPU flash attention,
-      per-thread blocks of a fixed size) and memory that is not a tensor.
+      sum. Deterministic: the same code and library versions give the same count on every
+      machine. Not seen: scratch buffers that a fused kernel allocates inside itself (for CPU
+      flash attention, per-thread blocks of a fixed size) and memory that is not a tensor.
     - ``memory="tracemalloc"``: Python's ``tracemalloc``, which numpy reports its array buffers
       to; the peak above the level at the call's start. It does not see torch tensors.
     - ``memory="auto"``: "torch" if any argument holds a torch.Tensor, else "tracemalloc".
@@ -500,7 +500,8 @@ def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = 
         if mask is not None:
             S.masked_fill_(~mask[..., keys], -math.inf)
         m_new = torch.maximum(m, S.amax(dim=-1, keepdim=True))
-        shift = torch.where(torch.isinf(m_new), 0.0, m_new)  # a row with no key yet: any shift
+        # a fully masked row so far has m_new = -inf: any finite shift will do
+        shift = m_new if mask is None else torch.where(torch.isinf(m_new), 0.0, m_new)
         P = S.sub_(shift).exp_()
         Ol = Ol * torch.exp(m - shift) + P @ V1[..., keys, :]
         m = m_new

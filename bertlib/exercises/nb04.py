@@ -1,0 +1,145 @@
+"""Checkers for notebook 04 (what the heads look at): share to a token, entropy, rollout.
+
+Each checker calls the learner's function on small random attention maps whose answer is known
+from :mod:`bertlib.analysis`, and names the usual mistake when the result is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from bertlib.analysis import attention_entropy, attention_rollout
+from bertlib.exercises import Feedback
+
+__all__ = ["check_share_to", "check_entropy", "check_rollout"]
+
+#: The input every checker uses: a sentence pair, so [SEP] occurs twice.
+TOKENS = ["[CLS]", "the", "owl", "called", ".", "[SEP]", "it", "was", "dark", "[SEP]"]
+
+
+def _maps(seed: int = 4, layers: int = 2, heads: int = 3) -> np.ndarray:
+    """Random row-stochastic maps (layers, heads, n, n) with some exact zeros."""
+    rng = np.random.default_rng(seed)
+    n = len(TOKENS)
+    x = rng.random((layers, heads, n, n)) ** 3
+    x[x < 0.05] = 0.0
+    x[..., 0] += 0.01  # no row is all zeros
+    return x / x.sum(-1, keepdims=True)
+
+
+def _call(fn: Callable, *args):
+    """(result as an array, None) or (None, Feedback naming the error the learner's fn raised)."""
+    try:
+        return np.asarray(fn(*args), dtype=float), None
+    except Exception as exc:  # a learner's bug becomes feedback, never a traceback
+        return None, Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
+
+
+def check_share_to(fn: Callable) -> Feedback:
+    """Check ``fn(attentions, tokens, target)`` -> (layers, heads): the share of attention to
+    every piece equal to ``target``, (1/n) Σ_i Σ_{j: tokens[j] = target} α_ij (Clark et al.).
+
+    Tried with target "[SEP]" on a sentence pair, where [SEP] occurs twice.
+    """
+    A = _maps()
+    is_sep = np.array([t == "[SEP]" for t in TOKENS])
+    got, error = _call(fn, A.copy(), list(TOKENS), "[SEP]")
+    if error is not None:
+        return error
+    want = A[..., is_sep].sum(-1).mean(-1)
+    if got.shape != want.shape:
+        return Feedback(False, f"the result should have one number per head, shape (layers, "
+                               f"heads) = {want.shape}; got {got.shape}")
+    if np.allclose(got, want, atol=1e-6):
+        return Feedback(True, "right: summed over both [SEP] columns, averaged over the queries")
+    n = len(TOKENS)
+    if np.allclose(got, n * want, atol=1e-6):
+        return Feedback(False, "you summed over the queries too: average over them (divide by "
+                               f"n = {n}), so a head that looks only at [SEP] scores 1")
+    if np.allclose(got, want / is_sep.sum(), atol=1e-6):
+        return Feedback(False, "you averaged over the two [SEP] tokens; sum over them instead "
+                               "(attention to a kind of token is summed over its columns)")
+    if np.allclose(got, A[..., np.argmax(is_sep)].mean(-1), atol=1e-6):
+        return Feedback(False, "you counted only the first [SEP]; this is a pair, so [SEP] "
+                               "occurs twice: sum the columns of every [SEP]")
+    if np.allclose(got, A[..., is_sep, :].sum(-1).mean(-1), atol=1e-6):
+        return Feedback(False, "you used the rows of [SEP] (attention *from* it), which always "
+                               "sum to 1; the share *to* [SEP] is in its columns, A[..., :, j]")
+    return Feedback(False, f"for layer 0, head 0 the share to [SEP] is {want[0, 0]:.4f}; yours "
+                           f"is {got[0, 0]:.4f}")
+
+
+def check_entropy(fn: Callable) -> Feedback:
+    """Check ``fn(attentions)`` -> (layers, heads): Clark et al.'s entropy in nats,
+    α' = 0.9999·α + 0.0001/n, H = −(1/n) Σ_i Σ_j α'_ij log α'_ij.
+
+    The maps contain exact zeros, so forgetting the smoothing shows as NaN (0·log 0).
+    """
+    A = _maps(seed=7)
+    got, error = _call(fn, A.copy())
+    if error is not None:
+        return error
+    want = attention_entropy(A)
+    if got.shape != want.shape:
+        return Feedback(False, f"the result should have shape (layers, heads) = {want.shape}, "
+                               f"got {got.shape}")
+    if np.allclose(got, want, atol=1e-6):
+        return Feedback(True, "right: smoothed, natural log, summed over keys, averaged over "
+                              "queries; a uniform head would score log n")
+    if np.isnan(got).any():
+        return Feedback(False, "NaN: some weights are exactly 0 and 0·log 0 gives NaN in numpy; "
+                               "smooth first, α' = 0.9999·α + 0.0001/n")
+    n = A.shape[-1]
+    if np.allclose(got, -want, atol=1e-6):
+        return Feedback(False, "the sign is flipped: H = −Σ α' log α' is >= 0")
+    if np.allclose(got, want / np.log(2), atol=1e-6):
+        return Feedback(False, "you used log base 2 (bits); use the natural log (nats), so a "
+                               "uniform head scores log n")
+    if np.allclose(got, n * want, atol=1e-6):
+        return Feedback(False, f"you summed over the queries; average over them (divide by "
+                               f"n = {n})")
+    if np.allclose(got, attention_entropy(A, smoothing=0.0), atol=1e-6):
+        return Feedback(False, "you left out the smoothing (0·log 0 counted as 0): Clark et al. "
+                               "smooth first, α' = 0.9999·α + 0.0001/n")
+    if np.allclose(got, want, atol=0.05):
+        return Feedback(False, "close, but not equal: use Clark's smoothing exactly, "
+                               "0.9999·α + 0.0001/n, before taking the log")
+    return Feedback(False, f"for layer 0, head 0 the entropy is {want[0, 0]:.4f}; yours is "
+                           f"{got[0, 0]:.4f}")
+
+
+def check_rollout(fn: Callable) -> Feedback:
+    """Check ``fn(attentions)`` -> (layers, n, n): attention rollout (Abnar & Zuidema 2020),
+    A_l = 0.5·mean_h W_l + 0.5·I (rows renormalised), Ã_0 = A_0, Ã_l = A_l · Ã_{l−1}.
+    """
+    A = _maps(seed=11, layers=3)
+    got, error = _call(fn, A.copy())
+    if error is not None:
+        return error
+    want = attention_rollout(A)
+    n = A.shape[-1]
+    if got.shape == (n, n) and np.allclose(got, want[-1], atol=1e-6):
+        return Feedback(False, "the top layer is right; return every layer, shape (layers, n, n)")
+    if got.shape != want.shape:
+        return Feedback(False, f"the result should have shape (layers, n, n) = {want.shape}, got "
+                               f"{got.shape}")
+    if np.allclose(got, want, atol=1e-6):
+        return Feedback(True, "right: residual mixed in, heads averaged, multiplied up the layers")
+    mixed = 0.5 * A.mean(1) + 0.5 * np.eye(n)
+    if np.allclose(got, attention_rollout(A, residual=0.0), atol=1e-6):
+        return Feedback(False, "you multiplied the raw head-averaged maps: add the residual "
+                               "first, A_l = 0.5·W_l + 0.5·I (the skip connection carries each "
+                               "token's own vector up)")
+    if np.allclose(got, mixed, atol=1e-6):
+        return Feedback(False, "you mixed in the residual but never multiplied through the "
+                               "layers: Ã_l = A_l · Ã_{l−1}")
+    wrong_order = [mixed[0]]
+    for layer in range(1, len(mixed)):
+        wrong_order.append(wrong_order[-1] @ mixed[layer])
+    if np.allclose(got, np.stack(wrong_order), atol=1e-6):
+        return Feedback(False, "the product is in the wrong order: the new layer goes on the "
+                               "left, Ã_l = A_l · Ã_{l−1}")
+    return Feedback(False, f"layer 0, row 0 should be {np.round(want[0, 0, :4], 4).tolist()} …; "
+                           f"yours is {np.round(got[0, 0, :4], 4).tolist()} …")

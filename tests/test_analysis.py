@@ -1,0 +1,410 @@
+"""Tests for bertlib.analysis: constructed maps with known answers, bad inputs, the real model."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib import analysis as an
+from bertlib.models import load_bert, run_bert
+
+
+def prev_head(n):
+    """A pure previous-token head; the first token (no previous) attends to itself."""
+    A = np.zeros((n, n))
+    A[0, 0] = 1.0
+    A[np.arange(1, n), np.arange(n - 1)] = 1.0
+    return A
+
+
+def next_head(n):
+    A = np.zeros((n, n))
+    A[n - 1, n - 1] = 1.0
+    A[np.arange(n - 1), np.arange(1, n)] = 1.0
+    return A
+
+
+def column_head(n, j):
+    A = np.zeros((n, n))
+    A[:, j] = 1.0
+    return A
+
+
+def random_maps(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.random(shape)
+    return x / x.sum(-1, keepdims=True)
+
+
+TOKENS = ["[CLS]", "the", "cat", "sat", ".", "[SEP]"]
+
+
+# ---------------------------------------------------------------- check_maps
+def test_check_maps_promotes_rank_2_and_3_to_rank_4():
+    A = random_maps((6, 6))
+    assert an.check_maps(A).shape == (1, 1, 6, 6)
+    assert an.check_maps(random_maps((3, 6, 6))).shape == (1, 3, 6, 6)
+    assert an.check_maps(random_maps((2, 3, 6, 6))).shape == (2, 3, 6, 6)
+
+
+@pytest.mark.parametrize("shape", [(6,), (1, 2, 3, 6, 6)])
+def test_check_maps_rejects_wrong_rank(shape):
+    with pytest.raises(ValueError, match="rank"):
+        an.check_maps(random_maps(shape))
+
+
+def test_check_maps_rejects_rows_not_summing_to_one():
+    A = random_maps((2, 2, 5, 5))
+    A[1, 0, 3] *= 2
+    with pytest.raises(ValueError, match=r"sum to 1.*\(1, 0, 3\) sums to 2"):
+        an.check_maps(A)
+
+
+def test_check_maps_rejects_nan():
+    A = random_maps((5, 5))
+    A[2, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        an.check_maps(A)
+
+
+def test_check_maps_rejects_non_square_and_negative_and_non_numbers():
+    with pytest.raises(ValueError, match="square"):
+        an.check_maps(np.full((3, 4), 0.25))
+    A = np.array([[1.5, -0.5], [0.5, 0.5]])
+    with pytest.raises(ValueError, match=">= 0"):
+        an.check_maps(A)
+    with pytest.raises(TypeError):
+        an.check_maps(np.ones((2, 2), dtype=bool))
+    with pytest.raises(TypeError):
+        an.check_maps([["a", "b"], ["c", "d"]])
+
+
+def test_analysis_functions_validate_their_maps():
+    bad = random_maps((4, 4))
+    bad[0, 0] = np.nan
+    for fn in (an.attention_entropy, an.attention_distance, an.attention_rollout):
+        with pytest.raises(ValueError, match="NaN"):
+            fn(bad)
+    with pytest.raises(ValueError, match="4 tokens for maps of size n = 5"):
+        an.to_token_shares(random_maps((5, 5)), ["a"] * 4)
+
+
+# ---------------------------------------------------------------- shares
+def test_pure_previous_token_head_is_positional_with_share_one():
+    n = len(TOKENS)
+    A = np.stack([prev_head(n), next_head(n), random_maps((n, n))])[None]  # (1, 3, n, n)
+    shares = an.to_token_shares(A, TOKENS)
+    assert shares["previous"][0, 0] == pytest.approx(1.0)
+    assert shares["next"][0, 1] == pytest.approx(1.0)
+    found = an.positional_heads(shares)
+    assert found[0] == an.PositionalHead(0, 0, "previous", pytest.approx(1.0))
+    assert found[1] == an.PositionalHead(0, 1, "next", pytest.approx(1.0))
+    assert len(found) == 2
+
+
+def test_shares_sum_over_targets_and_average_over_queries():
+    n = len(TOKENS)
+    A = np.full((n, n), 1.0 / n)
+    A[0] = 0.0
+    A[0, 0] = 1.0  # [CLS] attends only to itself
+    s = an.to_token_shares(A, TOKENS)
+    assert s["[CLS]"][0, 0] == pytest.approx((1.0 + (n - 1) / n) / n)
+    assert s["[SEP]"][0, 0] == pytest.approx(((n - 1) / n) / n)
+    assert s["punctuation"][0, 0] == pytest.approx(((n - 1) / n) / n)
+    assert s["self"][0, 0] == pytest.approx((1.0 + (n - 1) / n) / n)
+    assert an.to_token_shares(column_head(n, n - 1), TOKENS)["[SEP]"][0, 0] == 1.0
+
+
+def test_token_classes_marks_punctuation_pieces_only():
+    c = an.token_classes(["[CLS]", "hello", ",", "'", "don", "?", "a.b", "[SEP]"])
+    assert c["punctuation"].tolist() == [False, False, True, True, False, True, False, False]
+    assert c["[CLS]"].tolist()[0] and c["[SEP]"].tolist()[-1]
+
+
+def test_corpus_average_of_dicts_and_arrays_and_zero_sentences():
+    a = {"x": np.array([1.0, 3.0])}
+    b = {"x": np.array([3.0, 5.0])}
+    assert an.corpus_average([a, b])["x"].tolist() == [2.0, 4.0]
+    assert an.corpus_average([np.ones((2, 2)), np.zeros((2, 2))]).tolist() == [[0.5] * 2] * 2
+    with pytest.raises(ValueError, match="zero sentences"):
+        an.corpus_average([])
+
+
+def test_positional_heads_threshold_is_strict_and_checked():
+    shares = {"previous": np.array([[0.5, 0.51]]), "next": np.array([[0.0, 0.0]])}
+    assert [p.head for p in an.positional_heads(shares)] == [1]
+    with pytest.raises(KeyError, match="next"):
+        an.positional_heads({"previous": shares["previous"]})
+    with pytest.raises(ValueError, match="threshold"):
+        an.positional_heads(shares, threshold=2)
+
+
+# ---------------------------------------------------------------- entropy, distance
+@pytest.mark.parametrize("n", [2, 7, 30])
+def test_uniform_head_has_entropy_log_n(n):
+    assert an.attention_entropy(np.full((n, n), 1.0 / n))[0, 0] == pytest.approx(np.log(n))
+
+
+def test_one_hot_head_has_entropy_of_the_smoothing_only():
+    n = 10
+    H = an.attention_entropy(column_head(n, 0))[0, 0]
+    p_top, p_rest = 0.9999 + 0.0001 / n, 0.0001 / n
+    assert H == pytest.approx(-(p_top * np.log(p_top) + (n - 1) * p_rest * np.log(p_rest)))
+    assert an.attention_entropy(column_head(n, 0), smoothing=0.0)[0, 0] == 0.0
+
+
+def test_entropy_is_below_log_n_for_random_heads():
+    A = random_maps((2, 3, 8, 8))
+    H = an.attention_entropy(A)
+    assert H.shape == (2, 3) and (H < np.log(8)).all() and (H > 0).all()
+
+
+def test_attention_distance_of_known_heads():
+    n = 6
+    assert an.attention_distance(np.eye(n))[0, 0] == 0.0
+    assert an.attention_distance(prev_head(n))[0, 0] == pytest.approx((n - 1) / n)
+    assert an.attention_distance(column_head(n, 0))[0, 0] == pytest.approx(np.arange(n).mean())
+
+
+# ---------------------------------------------------------------- word level
+def test_word_ids_from_pieces_follows_double_hash():
+    tokens = ["[CLS]", "the", "hedge", "##hog", "##s", "ran", "[SEP]", "##x", "[SEP]"]
+    assert an.word_ids_from_pieces(tokens) == [None, 0, 1, 1, 1, 2, None, 3, None]
+
+
+def test_word_level_merging_sums_to_and_averages_from_a_split_word():
+    tokens = ["[CLS]", "play", "##ing", "now", "[SEP]"]
+    A = random_maps((2, 2, 5, 5), seed=3)
+    wm = an.word_level_maps(A, tokens)
+    assert wm.words == ["[CLS]", "playing", "now", "[SEP]"]
+    assert wm.groups == [[0], [1, 2], [3], [4]]
+    W = wm.attentions
+    assert W.shape == (2, 2, 4, 4)
+    # to the split word: summed over its pieces
+    assert np.allclose(W[..., 0, 1], A[..., 0, 1] + A[..., 0, 2])
+    # from the split word: averaged over its pieces
+    assert np.allclose(W[..., 1, 2], (A[..., 1, 3] + A[..., 2, 3]) / 2)
+    assert np.allclose(W[..., 1, 1], (A[..., 1, 1] + A[..., 1, 2] + A[..., 2, 1] + A[..., 2, 2]) / 2)
+    assert np.allclose(W.sum(-1), 1.0)
+
+
+def test_word_level_maps_accepts_tokenizer_word_ids_and_checks_their_length():
+    tokens = ["[CLS]", "a", "b", "[SEP]"]
+    A = random_maps((4, 4))
+    wm = an.word_level_maps(A, tokens, word_ids=[None, 0, 0, None])
+    assert wm.words == ["[CLS]", "ab", "[SEP]"]
+    with pytest.raises(ValueError, match="3 word ids for n = 4"):
+        an.word_level_maps(A, tokens, word_ids=[None, 0, None])
+
+
+def test_word_level_maps_with_no_split_words_is_unchanged():
+    A = random_maps((1, 2, 6, 6))
+    assert np.allclose(an.word_level_maps(A, TOKENS).attentions, A)
+
+
+# ---------------------------------------------------------------- patterns
+def feat(A, tokens=TOKENS, seg=None):
+    return an.pattern_features(A, tokens, seg)
+
+
+def test_pattern_rules_on_synthetic_maps():
+    tokens = ["[CLS]"] + [f"w{i}" for i in range(10)] + ["[SEP]"]
+    n = len(tokens)
+    maps = np.stack([
+        column_head(n, 0),  # everyone looks at [CLS]
+        prev_head(n),  # the band below the diagonal
+        0.5 * column_head(n, n - 1) + 0.5 * np.eye(n),  # [SEP] stripe and the diagonal
+        np.full((n, n), 1.0 / n),  # spread out
+    ])
+    labels = an.pattern_labels(feat(maps, tokens))
+    assert labels[0].tolist() == ["vertical", "diagonal", "vertical+diagonal", "heterogeneous"]
+
+
+def test_block_pattern_needs_a_pair_that_stays_within_its_sentence():
+    words = [f"w{i}" for i in range(12)]
+    tokens = ["[CLS]", *words, "[SEP]", *words, "[SEP]"]
+    seg = [0] * 14 + [1] * 13
+    n = len(tokens)
+    block = np.zeros((n, n))
+    for rows in (list(range(14)), list(range(14, n))):
+        block[np.ix_(rows, rows)] = 1.0 / len(rows)
+    spread = np.full((n, n), 1.0 / n)
+    f = feat(np.stack([block, spread]), tokens, seg)
+    assert f["within_segment"][0].tolist() == pytest.approx([1.0, 0.5])
+    assert an.pattern_labels(f)[0].tolist() == ["block", "heterogeneous"]
+    single = feat(block, tokens)  # no segments given: no block
+    assert np.isnan(single["within_segment"][0, 0])
+    assert an.pattern_labels(single)[0, 0] == "heterogeneous"
+
+
+def test_pattern_thresholds_can_be_overridden_and_features_are_checked():
+    f = {"vertical": np.array(0.45), "diagonal": np.array(0.1), "within_segment": np.nan}
+    assert an.pattern_labels(f) == "heterogeneous"
+    assert an.pattern_labels(f, {"vertical": 0.4}) == "vertical"
+    with pytest.raises(KeyError, match="diagonal"):
+        an.pattern_labels({"vertical": 0.9, "within_segment": np.nan})
+    with pytest.raises(ValueError, match="token_type_ids"):
+        an.pattern_features(np.eye(len(TOKENS)), TOKENS, [0, 1])
+
+
+# ---------------------------------------------------------------- rollout
+def test_rollout_of_identity_layers_is_identity():
+    A = np.broadcast_to(np.eye(5), (4, 3, 5, 5))
+    R = an.attention_rollout(A)
+    assert R.shape == (4, 5, 5)
+    assert np.allclose(R, np.eye(5))
+
+
+def test_rollout_matches_the_recursion_by_hand():
+    A = random_maps((3, 2, 4, 4), seed=5)
+    mix = [0.5 * A[l].mean(0) + 0.5 * np.eye(4) for l in range(3)]
+    expected = mix[2] @ mix[1] @ mix[0]
+    R = an.attention_rollout(A)
+    assert np.allclose(R[0], mix[0]) and np.allclose(R[2], expected)
+    assert np.allclose(R.sum(-1), 1.0)
+    assert np.allclose(an.attention_rollout(A, residual=0.0)[1], A[1].mean(0) @ A[0].mean(0))
+    with pytest.raises(ValueError, match="residual"):
+        an.attention_rollout(A, residual=1.5)
+
+
+# ---------------------------------------------------------------- corpus
+def test_load_corpus_gives_hundreds_of_distinct_sentences_and_pairs():
+    c = an.load_corpus()
+    assert len(c.sentences) >= 200 and len(set(c.sentences)) == len(c.sentences)
+    assert len(c.pairs) >= 40 and all(len(p) == 2 and all(p) for p in c.pairs)
+
+
+def test_run_corpus_matches_run_bert_and_keeps_order():
+    texts = ["The cat slept.", "A much longer sentence about the old lighthouse keeper.",
+             ("It rained.", "We stayed in.")]
+    result = an.run_corpus(texts, batch_size=2)
+    assert result.skipped == 0 and len(result.runs) == 3
+    for text, run in zip(texts, result.runs, strict=True):
+        ref = run_bert(*((text,) if isinstance(text, str) else text))
+        assert run.tokens == ref.tokens
+        assert np.array_equal(run.token_type_ids, ref.token_type_ids)
+        np.testing.assert_allclose(run.attentions, ref.attentions, atol=1e-5)
+        np.testing.assert_allclose(run.hidden_states, ref.hidden_states, atol=1e-4)
+        an.check_maps(run.attentions)
+
+
+def test_run_corpus_skips_too_long_sentences_with_a_count():
+    too_long = " ".join(["word"] * 600)  # > 512 positions
+    result = an.run_corpus(["A short one.", too_long, "Another short one."])
+    assert result.skipped == 1 and len(result.runs) == 2
+    result = an.run_corpus(["A short one.", "This one has too many pieces for the limit."],
+                           max_pieces=6)
+    assert result.skipped == 1 and result.runs[0].tokens[1] == "a"
+    with pytest.raises(ValueError, match="all 1 texts are longer than 512"):
+        an.run_corpus([too_long])
+
+
+def test_run_corpus_rejects_zero_sentences_and_bad_texts():
+    with pytest.raises(ValueError, match="zero sentences"):
+        an.run_corpus([])
+    with pytest.raises(ValueError, match="empty"):
+        an.run_corpus(["fine", "   "])
+    with pytest.raises(TypeError, match="list"):
+        an.run_corpus("just a string")
+    with pytest.raises(TypeError, match="pair"):
+        an.run_corpus([("a", "b", "c")])
+
+
+# ---------------------------------------------------------------- ablation on the real model
+def _state(model):
+    return {k: v.clone() for k, v in model.model.state_dict().items()}
+
+
+def test_ablated_head_changes_only_inside_the_block_and_restores_the_model_exactly():
+    bert = load_bert()
+    texts = ["The cat sat on the mat.", "Bees carry pollen."]
+    before_impl = bert.model.config._attn_implementation
+    before_state = _state(bert)
+    before = an.sentence_vectors(texts)
+    with an.ablated_head(3, 4, "uniform") as m:
+        assert m is bert
+        during = an.sentence_vectors(texts)
+    after = an.sentence_vectors(texts)
+    assert not np.allclose(during, before, atol=1e-4)
+    assert np.array_equal(after, before)
+    assert bert.model.config._attn_implementation == before_impl
+    for layer in bert.model.encoder.layer:
+        assert layer.attention.self.config._attn_implementation == before_impl
+    assert all(torch.equal(v, before_state[k]) for k, v in bert.model.state_dict().items())
+
+
+def test_ablated_head_restores_the_model_after_an_error():
+    bert = load_bert()
+    before_impl = bert.model.config._attn_implementation
+    with pytest.raises(RuntimeError, match="boom"), an.ablated_head(0, 0, "zero"):
+        raise RuntimeError("boom")
+    assert bert.model.config._attn_implementation == before_impl
+
+
+def test_ablated_uniform_head_gives_uniform_weights_over_real_tokens():
+    bert = load_bert()
+    enc = bert.tokenizer(["a b c d e f", "a b"], padding=True, return_tensors="pt")
+    with an.ablated_head(2, 5, "uniform"), torch.no_grad():
+        att = bert.model(**enc, output_attentions=True).attentions[2][:, 5]
+    assert torch.allclose(att[0], torch.full_like(att[0], 1 / 8))
+    assert torch.allclose(att[1, :, :4], torch.full((8, 4), 0.25)) and (att[1, :, 4:] == 0).all()
+    with an.ablated_head(2, 5, "zero"), torch.no_grad():
+        att = bert.model(**enc, output_attentions=True).attentions[2]
+    assert (att[:, 5] == 0).all() and torch.allclose(att[:, 4].sum(-1), torch.tensor(1.0))
+
+
+def test_ablated_head_rejects_bad_layer_head_and_mode():
+    with pytest.raises(ValueError, match=r"layer must be in 0..5 for this model \(6 layers\), got 7"):
+        with an.ablated_head(7, 0):
+            pass
+    with pytest.raises(ValueError, match=r"head must be in 0..11 .*got -1"):
+        with an.ablated_head(0, -1):
+            pass
+    with pytest.raises(TypeError, match="whole number"):
+        with an.ablated_head(1.5, 0):
+            pass
+    with pytest.raises(ValueError, match="mode"):
+        with an.ablated_head(0, 0, "half"):
+            pass
+    with pytest.raises(ValueError, match="nested"):
+        with an.ablated_head(0, 0), an.ablated_head(1, 1):
+            pass
+    assert load_bert().model.config._attn_implementation == "eager"
+
+
+def test_head_importance_equals_full_forward_passes_with_the_head_ablated():
+    texts = ["The kettle whistled.", "Snow fell on the quiet village overnight."]
+    importance = an.head_importance(texts, mode="zero")
+    assert importance.shape == (6, 12) and (importance >= -1e-6).all()
+    base = an.sentence_vectors(texts)
+    for layer, head in [(0, 2), (4, 7)]:
+        with an.ablated_head(layer, head, "zero"):
+            changed = an.sentence_vectors(texts)
+        cos = (base * changed).sum(-1) / np.linalg.norm(base, axis=-1) / np.linalg.norm(changed, axis=-1)
+        assert importance[layer, head] == pytest.approx(1 - cos.mean(), abs=1e-6)
+
+
+def test_sentence_vectors_mean_pool_the_last_layer():
+    run = run_bert("The river rose.")
+    v = an.sentence_vectors(["The river rose."])
+    np.testing.assert_allclose(v[0], run.hidden_states[-1].mean(0), atol=1e-5)
+    with pytest.raises(ValueError, match="only sentences or only pairs"):
+        an.sentence_vectors(["a", ("b", "c")])
+    with pytest.raises(ValueError, match="non-empty"):
+        an.sentence_vectors([])
+
+
+def test_value_norms_match_the_value_projection_by_hand():
+    bert = load_bert()
+    run = run_bert("The fox slipped under the fence.")
+    norms = an.value_norms(run.hidden_states)
+    L, H = 6, 12
+    assert norms.shape == (L, H, len(run.tokens))
+    sd = bert.model.state_dict()
+    layer, head = 3, 7
+    W = sd[f"encoder.layer.{layer}.attention.self.value.weight"].numpy()
+    b = sd[f"encoder.layer.{layer}.attention.self.value.bias"].numpy()
+    V = run.hidden_states[layer] @ W.T + b  # (n, d)
+    expected = np.linalg.norm(V[:, head * 32:(head + 1) * 32], axis=-1)
+    np.testing.assert_allclose(norms[layer, head], expected, rtol=1e-4)
+    with pytest.raises(ValueError, match=r"\(7, n, 384\)"):
+        an.value_norms(run.hidden_states[:3])

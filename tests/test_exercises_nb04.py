@@ -1,0 +1,119 @@
+"""Tests for the notebook-04 checkers: the right answer passes, each usual mistake is named."""
+
+import numpy as np
+
+from bertlib.exercises import nb04
+
+
+# ---------------------------------------------------------------- share to a token
+def share_right(A, tokens, target):
+    cols = [j for j, t in enumerate(tokens) if t == target]
+    return A[..., cols].sum(-1).mean(-1)
+
+
+def test_share_to_accepts_the_right_answer():
+    fb = nb04.check_share_to(share_right)
+    assert fb.ok and "right" in fb.message
+
+
+def test_share_to_names_the_usual_mistakes():
+    n = len(nb04.TOKENS)
+    cases = {
+        "summed over the queries": lambda A, t, g: n * share_right(A, t, g),
+        "averaged over the two": lambda A, t, g: share_right(A, t, g) / 2,
+        "only the first": lambda A, t, g: A[..., t.index(g)].mean(-1),
+        "rows of [SEP]": lambda A, t, g: A[..., [j for j, x in enumerate(t) if x == g], :].sum(-1).mean(-1),
+        "shape (layers, heads)": lambda A, t, g: share_right(A, t, g).ravel(),
+        "raised ZeroDivisionError": lambda A, t, g: 1 / 0,
+        "is 0.0000": lambda A, t, g: np.zeros(A.shape[:2]),
+    }
+    for expected, fn in cases.items():
+        fb = nb04.check_share_to(fn)
+        assert not fb.ok and expected in fb.message, (expected, fb.message)
+
+
+# ---------------------------------------------------------------- entropy
+def entropy_right(A):
+    n = A.shape[-1]
+    P = 0.9999 * A + 0.0001 / n
+    return -(P * np.log(P)).sum(-1).mean(-1)
+
+
+def test_entropy_accepts_the_right_answer():
+    assert nb04.check_entropy(entropy_right).ok
+
+
+def test_entropy_names_the_usual_mistakes():
+    n = len(nb04.TOKENS)
+
+    def unsmoothed(A):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return -(A * np.log(A)).sum(-1).mean(-1)
+
+    def other_smoothing(A):
+        P = 0.99 * A + 0.01 / A.shape[-1]
+        return -(P * np.log(P)).sum(-1).mean(-1)
+
+    def zero_log_zero_as_zero(A):
+        logs = np.log(np.where(A > 0, A, 1.0))
+        return -(A * logs).sum(-1).mean(-1)
+
+    cases = {
+        "NaN": unsmoothed,
+        "left out the smoothing": zero_log_zero_as_zero,
+        "sign is flipped": lambda A: -entropy_right(A),
+        "log base 2": lambda A: entropy_right(A) / np.log(2),
+        "summed over the queries": lambda A: n * entropy_right(A),
+        "smoothing exactly": other_smoothing,
+        "shape (layers, heads)": lambda A: entropy_right(A)[0],
+    }
+    for expected, fn in cases.items():
+        fb = nb04.check_entropy(fn)
+        assert not fb.ok and expected in fb.message, (expected, fb.message)
+
+
+# ---------------------------------------------------------------- rollout
+def mixed(A):
+    n = A.shape[-1]
+    M = 0.5 * A.mean(1) + 0.5 * np.eye(n)
+    return M / M.sum(-1, keepdims=True)
+
+
+def rollout_right(A):
+    M = mixed(A)
+    out = [M[0]]
+    for layer in range(1, len(M)):
+        out.append(M[layer] @ out[-1])
+    return np.stack(out)
+
+
+def test_rollout_accepts_the_right_answer():
+    assert nb04.check_rollout(rollout_right).ok
+
+
+def test_rollout_names_the_usual_mistakes():
+    def no_residual(A):
+        W = A.mean(1)
+        out = [W[0]]
+        for layer in range(1, len(W)):
+            out.append(W[layer] @ out[-1])
+        return np.stack(out)
+
+    def wrong_order(A):
+        M = mixed(A)
+        out = [M[0]]
+        for layer in range(1, len(M)):
+            out.append(out[-1] @ M[layer])
+        return np.stack(out)
+
+    cases = {
+        "add the residual": no_residual,
+        "never multiplied": mixed,
+        "wrong order": wrong_order,
+        "return every layer": lambda A: rollout_right(A)[-1],
+        "shape (layers, n, n)": lambda A: rollout_right(A)[:, :2],
+        "raised": lambda A: A.undefined_attribute,
+    }
+    for expected, fn in cases.items():
+        fb = nb04.check_rollout(fn)
+        assert not fb.ok and expected in fb.message, (expected, fb.message)

@@ -119,13 +119,15 @@ class EfficientExplorer:
         Q, K, V = bert_qkv(self.run.hidden_states[layer], layer)
         full_w, var_w, err = variant_vs_full(self.variant.value, self.knob.value,
                                              Q[head], K[head], V[head])
-        lo, hi = min(0.0, float(var_w.min())), float(max(full_w.max(), var_w.max()))
+        hi = float(max(np.abs(full_w).max(), np.abs(var_w).max()))
+        signed = bool(var_w.min() < 0)  # Linformer's implied weights can be negative
+        scale = dict(vmin=-hi if signed else 0.0, vmax=hi, cmap="RdBu_r" if signed else "Blues")
         tokens = self.run.tokens
         fig, axes = plt.subplots(1, 2, figsize=(13, 5.8))
-        attention_heatmap(full_w, tokens, ax=axes[0], vmin=lo, vmax=hi, annotate=False,
+        attention_heatmap(full_w, tokens, ax=axes[0], annotate=False, **scale,
                           title=f"full attention, layer {layer} head {head}")
         label, knob, _ = VARIANTS[self.variant.value]
-        attention_heatmap(var_w, tokens, ax=axes[1], vmin=lo, vmax=hi, annotate=False,
+        attention_heatmap(var_w, tokens, ax=axes[1], annotate=False, **scale,
                           title=f"{label}, {knob} = {self.knob.value}")
         fig.suptitle(f"output error vs full attention: {err:.1%} "
                      f"(kept pairs: {np.count_nonzero(var_w)} of {var_w.size})")

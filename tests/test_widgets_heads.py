@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 
 from bertlib import toy  # noqa: E402
 from bertlib.attention import multi_head_attention  # noqa: E402
-from bertlib.widgets.heads import HeadExplorer, check_index, draw_heads  # noqa: E402
+from bertlib.widgets.heads import HeadExplorer, draw_heads  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +61,7 @@ def test_query_as_text_uses_first_occurrence(toy_maps):
 
 
 @pytest.mark.parametrize("head, error, text", [
-    (2, ValueError, r"head must be in 0..1 \(2 heads\), got 2"),
+    (2, ValueError, r"head must be in 0..1 for this model \(2 heads\), got 2"),
     (-1, ValueError, "head must be in 0..1"),
     (1.5, TypeError, "head must be a whole number in 0..1"),
 ])
@@ -75,6 +75,8 @@ def test_bad_query_and_bad_shapes(toy_maps):
     w, tokens = toy_maps
     with pytest.raises(ValueError, match=r"query must be in 0..5 \(6 tokens\), got 6"):
         draw_heads(w, tokens, head=0, query=6)
+    with pytest.raises(TypeError, match=r"query must be a token or a whole number in 0..5, got 1.0"):
+        draw_heads(w, tokens, head=0, query=1.0)
     with pytest.raises(ValueError, match="'dog' is not among the tokens"):
         draw_heads(w, tokens, head=0, query="dog")
     with pytest.raises(ValueError, match=r"\(h, n, n\) with n = 5 tokens"):
@@ -87,7 +89,7 @@ def test_explorer_draws_then_shows_a_message_for_a_bad_head(toy_maps):
     assert ex.ok
     ex.head.value = 2
     assert ex.ok is False  # render_safely caught the ValueError: a message, no traceback
-    with pytest.raises(ValueError, match=r"head must be in 0..1 \(2 heads\), got 2"):
+    with pytest.raises(ValueError, match=r"head must be in 0..1 for this model \(2 heads\), got 2"):
         ex.draw()
     ex.head.value = 1
     assert ex.ok
@@ -99,16 +101,21 @@ def test_explorer_with_layers_checks_the_layer_too():
     assert ex.ok and len(ex.widget.children[0].children) == 3
     ex.layer.value = 3
     assert not ex.ok
-    with pytest.raises(ValueError, match=r"layer must be in 0..2 \(3 layers\), got 3"):
+    with pytest.raises(ValueError, match=r"layer must be in 0..2 for this model \(3 layers\), got 3"):
         ex.draw()
 
 
-def test_explorer_rejects_bad_weights():
+def test_explorer_rejects_bad_weights_and_a_bad_starting_query(toy_maps):
     with pytest.raises(ValueError, match="weights must have shape"):
         HeadExplorer(np.ones((4, 4)), ["a", "b", "c", "d"])
+    w, tokens = toy_maps
+    with pytest.raises(ValueError, match=r"query must be in 0..5 \(6 tokens\), got 9"):
+        HeadExplorer(w, tokens, query=9)
 
 
-def test_check_index():
-    assert check_index(np.int64(3), 4, "head") == 3
-    with pytest.raises(TypeError, match="whole number"):
-        check_index(True, 4, "head")
+def test_explorer_starts_at_a_query_word_and_accepts_numpy_indices(toy_maps):
+    w, tokens = toy_maps
+    ex = HeadExplorer(w, tokens, head=np.int64(1), query="mat")
+    assert ex.ok and ex.query.value == 5
+    with pytest.raises(TypeError, match="head must be a whole number in 0..1"):
+        draw_heads(w, tokens, head=True, query=0)

@@ -81,18 +81,14 @@ def check_det_noun_head(layer, head) -> Feedback:
     (layer, head) with the largest average, computed here; a wrong answer is told its average, its
     rank and where its "the" rows look instead.
     """
-    from bertlib.models import load_bert, run_bert
+    from bertlib.models import check_layer_head, load_bert, run_bert
 
-    config = load_bert().model.config
-    L, H = config.num_hidden_layers, config.num_attention_heads
-    for name, value, count in (("layer", layer, L), ("head", head, H)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            return Feedback(False, f"{name} must be a whole number in 0..{count - 1}, "
-                                   f"got {value!r}")
-        if not 0 <= value < count:
-            return Feedback(False, f"{name} must be in 0..{count - 1} for this model "
-                                   f"({L} layers of {H} heads), got {value}")
+    try:
+        layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
+    except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
+        return Feedback(False, str(exc))
     scores, pairs = _det_noun_scores()
+    L, H = scores.shape
     best = np.unravel_index(int(scores.argmax()), scores.shape)
     mine = float(scores[layer, head])
     if (layer, head) == best:

@@ -8,27 +8,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from bertlib.models import check_layer_head
 from bertlib.viz import attention_heatmap
 from bertlib.widgets import render_safely
 
-__all__ = ["check_index", "draw_heads", "HeadExplorer"]
-
-
-def check_index(value, count: int, name: str, context: str = "") -> int:
-    """``value`` as an int in 0..count−1, or a ValueError/TypeError naming the valid range."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be a whole number in 0..{count - 1}, got {value!r}")
-    if not 0 <= value < count:
-        raise ValueError(f"{name} must be in 0..{count - 1}{context}, got {value}")
-    return int(value)
+__all__ = ["draw_heads", "HeadExplorer"]
 
 
 def _query_index(query, tokens: list[str]) -> int:
+    """The query's position: an int in 0..n−1 or a token (its first occurrence)."""
+    n = len(tokens)
     if isinstance(query, str):
         if query not in tokens:
             raise ValueError(f"query word {query!r} is not among the tokens {tokens}")
         return tokens.index(query)
-    return check_index(query, len(tokens), "query", f" ({len(tokens)} tokens)")
+    if isinstance(query, bool) or not isinstance(query, int | np.integer):
+        raise TypeError(f"query must be a token or a whole number in 0..{n - 1}, got {query!r}")
+    if not 0 <= query < n:
+        raise ValueError(f"query must be in 0..{n - 1} ({n} tokens), got {query}")
+    return int(query)
 
 
 def _check_maps(weights, tokens) -> np.ndarray:
@@ -45,15 +43,16 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     weights: (h, n, n) attention weights of h heads; tokens: the n tokens.
     head: 0..h−1. query: a position 0..n−1 or a token (its first occurrence).
     Left: head ``head``'s (n, n) matrix, the query's row outlined. Right: the query's weights
-    weights[:, query, :] in all h heads, an (h, n) grid: the chosen head in blue, the others grey.
-    One colour scale, 0 to 1, for both panels. Raises ValueError/TypeError for a bad head or query.
+    weights[:, query, :] in all h heads, an (h, n) grid: the chosen head's row on the left panel's
+    colour scale (Blues, 0 to 1, the colour bar), the other heads greyed (a light grey ramp, 0 to
+    1). Raises ValueError/TypeError for a bad head or query.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
     W = _check_maps(weights, tokens)
     h, n, _ = W.shape
-    head = check_index(head, h, "head", f" ({h} heads)")
+    _, head = check_layer_head(W[None], 0, head, allow_mean=False)
     i = _query_index(query, tokens)
 
     fig, (ax_head, ax_all) = plt.subplots(
@@ -64,7 +63,7 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
 
     rows = W[:, i, :]  # (h, n)
-    rgba = plt.get_cmap("Greys")(0.1 + 0.5 * rows)  # greyed: the other heads
+    rgba = plt.get_cmap("Greys")(0.1 + 0.5 * rows)  # the other heads: a lighter grey ramp
     rgba[head] = plt.get_cmap("Blues")(rows[head])  # the chosen head, same 0..1 scale as left
     ax_all.imshow(rgba, aspect="auto")
     ax_all.set_xticks(range(n), tokens, rotation=90)
@@ -86,12 +85,13 @@ class HeadExplorer:
     """Widget: head and query word on top, :func:`draw_heads` below; bad input -> a message.
 
     weights: (h, n, n) or (layers, h, n, n); tokens: the n tokens. ``layer``, ``head``, ``query``
-    set the starting view. The head (and layer) are typed numbers, so an out-of-range choice shows
-    a message naming the valid range in place of the figure; the controls stay usable.
+    (a position or a token) set the starting view; a bad ``query`` raises at once. The head (and
+    layer) are typed numbers, so an out-of-range choice shows a message naming the valid range in
+    place of the figure; the controls stay usable.
     Show it with ``display(explorer.widget)``; ``explorer.ok`` says whether the last draw worked.
     """
 
-    def __init__(self, weights, tokens: list[str], head: int = 0, query: int = 0,
+    def __init__(self, weights, tokens: list[str], head: int = 0, query: int | str = 0,
                  layer: int = 0, title: str = ""):
         import ipywidgets as widgets
 
@@ -112,7 +112,7 @@ class HeadExplorer:
                                     style={"description_width": "initial"})
         self.query = widgets.Dropdown(
             options=[(f"{k}: {t}", k) for k, t in enumerate(self.tokens)],
-            value=query if query in range(len(self.tokens)) else 0, description="query word")
+            value=_query_index(query, self.tokens), description="query word")
         self.output = widgets.Output()
         controls = [self.head, self.query] if L == 1 else [self.layer, self.head, self.query]
         for control in controls:
@@ -123,9 +123,8 @@ class HeadExplorer:
 
     def draw(self) -> None:
         """Draw the current choice (raises ValueError/TypeError for a bad layer or head)."""
-        L = self.weights.shape[0]
-        layer = check_index(self.layer.value, L, "layer", f" ({L} layers)")
-        title = self.title if L == 1 else f"{self.title} layer {layer}".strip()
+        layer, _ = check_layer_head(self.weights, self.layer.value)
+        title = self.title if len(self.weights) == 1 else f"{self.title} layer {layer}".strip()
         draw_heads(self.weights[layer], self.tokens, self.head.value, self.query.value, title)
 
     def redraw(self) -> bool:

@@ -1,0 +1,547 @@
+"""Prior knowledge in BERT's attention: a word-similarity matrix multiplied into the scores.
+
+After Xia et al. 2021, "Using Prior Knowledge to Guide BERT's Attention in Semantic Textual
+Matching Tasks" (WWW). For a sentence pair ``[CLS] a [SEP] b [SEP]`` a prior matrix S (n, n) holds
+1 inside each sentence and a word similarity across the two; in the chosen layers (the paper: the
+first) each head computes
+
+    weights = softmax((Q Kᵀ / √d_k) ⊙ S + mask),      output = weights V,
+
+with the same S for every head. It plugs into a pretrained ``transformers`` BERT through the
+``AttentionInterface`` registry, so no transformers class is patched: :func:`use_prior_attention`
+switches a model to the registered function, which runs standard eager attention in every layer
+except the chosen ones, and :meth:`PriorAttention.undo` switches it back.
+
+The rule for S, across sentences (within a sentence S = 1, as in the paper):
+- [CLS], [SEP], punctuation and the stop words in :data:`STOP_WORDS` get 0;
+- two content words get their similarity: 1 for the same word; otherwise the lexicon's score
+  (:data:`RELATION_SCORES`), the cosine of the model's own input word embeddings clipped at 0,
+  or WordNet (1 for synonyms and antonyms, else the best Wu-Palmer similarity) when ``nltk`` and
+  its WordNet data are installed;
+- every word piece of a word carries the word's value; padding (in a batch) gets 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from bertlib.models import LoadedBert, encode, load_bert
+
+__all__ = [
+    "PRIOR_ATTENTION",
+    "MODES",
+    "SOURCES",
+    "STOP_WORDS",
+    "RELATION_SCORES",
+    "StsPair",
+    "PairBatch",
+    "PriorGate",
+    "PriorAttention",
+    "load_lexicon",
+    "load_pairs",
+    "similarity_prior",
+    "pair_batch",
+    "prior_attention_forward",
+    "use_prior_attention",
+    "pair_cosines",
+    "fine_tune",
+    "spearman",
+]
+
+#: The name under which the prior-guided attention is registered with transformers.
+PRIOR_ATTENTION = "bertlib_prior"
+MODES = ("multiply", "parallel")
+SOURCES = ("lexicon", "embedding", "wordnet")
+
+#: Words that carry little meaning of their own: 0 across sentences (as the paper does).
+STOP_WORDS = frozenset(
+    "a an the this that these those is are was were be been being am do does did has have had "
+    "will would can could to of in on at by for from with into onto along across through up "
+    "down out over under about after before until than and or but not no so too very it its "
+    "he she they we you i me him her them us my your his our their some any there here".split()
+)
+
+#: Lexicon relation -> similarity, mimicking Wu-Palmer's fall with path length in a taxonomy.
+#: Synonyms and antonyms both get 1, as in the paper: the prior says "compare these two words".
+RELATION_SCORES = {
+    "synonym": 1.0,
+    "antonym": 1.0,
+    "hypernym": 0.8,  # word_b is the direct broader term of word_a (cat -> feline)
+    "hypernym2": 0.6,  # two steps up (cat -> animal)
+    "sibling": 0.5,  # two kinds of the same thing (cat, dog)
+}
+
+_DATA = Path(__file__).parent / "data"
+_WORDNET_HELP = (
+    "source='wordnet' needs the nltk package and its WordNet data, which are not installed here. "
+    "To enable it: `pip install nltk` and then `python -m nltk.downloader wordnet`. "
+    "Otherwise use source='lexicon' or source='embedding'."
+)
+
+
+class StsPair(NamedTuple):
+    """One labelled sentence pair: score 0 (unrelated) .. 5 (same meaning)."""
+
+    sentence_a: str
+    sentence_b: str
+    score: float
+    split: str  # "train" or "test"
+
+
+class PairBatch(NamedTuple):
+    """A padded batch of sentence pairs, ready for ``model(**inputs, prior=prior)``.
+
+    inputs: dict of (batch, n) int tensors input_ids, token_type_ids, attention_mask.
+    prior: (batch, n, n) float32 tensor, 0 on padding.
+    mask_a, mask_b: (batch, n) float32, 1 on the word pieces of sentence a (resp. b), no specials.
+    """
+
+    inputs: dict
+    prior: object
+    mask_a: object
+    mask_b: object
+
+
+def load_lexicon(path: str | Path | None = None) -> dict[tuple[str, str], float]:
+    """The word-relation lexicon as {(word_a, word_b): similarity}, both orders present.
+
+    The file is a TSV with columns word_a, word_b, relation (a key of :data:`RELATION_SCORES`);
+    default: ``bertlib/data/lexicon.tsv`` (written for this project, see custom_data.md).
+    """
+    path = Path(path) if path is not None else _DATA / "lexicon.tsv"
+    return dict(_read_lexicon(str(path)))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_lexicon(path: str) -> tuple[tuple[tuple[str, str], float], ...]:
+    table: dict[tuple[str, str], float] = {}
+    with open(path, encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            relation = row["relation"]
+            if relation not in RELATION_SCORES:
+                raise ValueError(
+                    f"{path}: unknown relation {relation!r} for {row['word_a']!r}-{row['word_b']!r}"
+                    f"; expected one of {sorted(RELATION_SCORES)}"
+                )
+            a, b = row["word_a"].lower(), row["word_b"].lower()
+            table[a, b] = table[b, a] = RELATION_SCORES[relation]
+    return tuple(table.items())
+
+
+def load_pairs(split: str | None = None) -> list[StsPair]:
+    """The project's graded sentence pairs (bertlib/data/sts_pairs.tsv), optionally one split.
+
+    split: None for all 162 pairs, or "train" / "test" (the split is by group of pairs sharing
+    their first sentence, so no sentence a of the test pairs is seen in training).
+    """
+    if split not in (None, "train", "test"):
+        raise ValueError(f"split must be None, 'train' or 'test', got {split!r}")
+    with open(_DATA / "sts_pairs.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    pairs = [StsPair(r["sentence_a"], r["sentence_b"], float(r["score"]), r["split"])
+             for r in rows]
+    return [p for p in pairs if split is None or p.split == split]
+
+
+def _bert(model) -> object:
+    """The transformers BertModel inside ``model`` (a LoadedBert or the module itself)."""
+    bert = model.model if isinstance(model, LoadedBert) else model
+    if not hasattr(getattr(bert, "encoder", None), "layer"):
+        raise TypeError(
+            f"model must be a LoadedBert (from load_bert()) or a transformers BertModel, "
+            f"got {type(model).__name__}"
+        )
+    return bert
+
+
+def _as_sentence(x: str | Sequence[str], name: str) -> str:
+    if isinstance(x, str):
+        return x
+    if isinstance(x, Sequence) and all(isinstance(w, str) for w in x):
+        return " ".join(x)
+    raise TypeError(f"{name} must be a sentence (str) or a list of words, got {type(x).__name__}")
+
+
+def _lookup(word: str, vocab: set[str]) -> str:
+    """The lexicon's form of ``word``: itself, or without a plural 's' when only that is known."""
+    if word not in vocab and word.endswith("s") and word[:-1] in vocab:
+        return word[:-1]
+    return word
+
+
+def _lexicon_similarity(words_a: list[str], words_b: list[str], lexicon) -> np.ndarray:
+    vocab = {w for pair in lexicon for w in pair}
+    sim = np.zeros((len(words_a), len(words_b)))
+    for i, wa in enumerate(words_a):
+        for j, wb in enumerate(words_b):
+            la, lb = _lookup(wa, vocab), _lookup(wb, vocab)
+            sim[i, j] = 1.0 if la == lb else lexicon.get((la, lb), 0.0)
+    return sim
+
+
+def _embedding_similarity(words_a, words_b, pieces_a, pieces_b, bert) -> np.ndarray:
+    """Cosine of mean input word-piece embeddings per word, clipped at 0; same word -> 1."""
+    E = bert.get_input_embeddings().weight.detach()
+
+    def vectors(pieces: list[list[int]]) -> torch.Tensor:
+        V = torch.stack([E[ids].mean(0) for ids in pieces])
+        return V / V.norm(dim=-1, keepdim=True)
+
+    cos = (vectors(pieces_a) @ vectors(pieces_b).T).double().numpy()
+    same = np.array(words_a)[:, None] == np.array(words_b)[None, :]
+    return np.where(same, 1.0, np.clip(cos, 0.0, 1.0))
+
+
+def _wordnet_similarity(words_a: list[str], words_b: list[str]) -> np.ndarray:
+    """1 for shared synsets or antonyms, else the best Wu-Palmer similarity; needs nltk data."""
+    try:
+        from nltk.corpus import wordnet as wn
+
+        wn.synsets("cat")
+    except (ImportError, LookupError) as exc:
+        raise ValueError(_WORDNET_HELP) from exc
+
+    def antonyms(synsets) -> set:
+        return {a.synset() for s in synsets for lemma in s.lemmas() for a in lemma.antonyms()}
+
+    sim = np.zeros((len(words_a), len(words_b)))
+    for i, wa in enumerate(words_a):
+        sa = wn.synsets(wa)
+        for j, wb in enumerate(words_b):
+            sb = wn.synsets(wb)
+            if wa == wb:
+                sim[i, j] = 1.0
+            elif not sa or not sb:
+                sim[i, j] = 0.0
+            elif set(sa) & set(sb) or antonyms(sa) & set(sb):
+                sim[i, j] = 1.0
+            else:
+                sim[i, j] = max((x.wup_similarity(y) or 0.0) for x in sa for y in sb)
+    return sim
+
+
+def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str],
+                     source: str = "lexicon", model: LoadedBert | None = None,
+                     lexicon: dict[tuple[str, str], float] | None = None) -> np.ndarray:
+    """The prior S (n, n) over the word pieces of ``[CLS] a [SEP] b [SEP]``, as BERT sees them.
+
+    tokens_a, tokens_b: the two sentences (a string, or a list of words joined by spaces).
+    source: "lexicon" (``lexicon`` or bertlib/data/lexicon.tsv), "embedding" (cosine of the
+    model's input word embeddings, clipped at 0) or "wordnet" (needs nltk and its data).
+    S[i, j] = 1 when pieces i and j are in the same sentence ([CLS] and the first [SEP] belong
+    to a, the last [SEP] to b); across sentences S[i, j] = similarity of their words, and 0 when
+    either is [CLS]/[SEP], punctuation or a stop word. Pieces of one word share its value.
+    Returns a symmetric float32 array with values in [0, 1]; n = len(encode(a, b)).
+    Raises ValueError for an empty sentence, a pair longer than the model's positions, an
+    unknown source, or source="wordnet" without nltk's WordNet (the message says how to add it).
+    """
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    model = model or load_bert()
+    enc = encode(_as_sentence(tokens_a, "tokens_a"), _as_sentence(tokens_b, "tokens_b"), model)
+    ids = enc["input_ids"][0].tolist()
+    segment = np.asarray(enc["token_type_ids"][0])
+    pieces = model.tokenizer.convert_ids_to_tokens(ids)
+    words: dict[tuple[int, int], list[int]] = {}  # (sentence, word index) -> piece positions
+    for pos, (s, w) in enumerate(zip(enc.sequence_ids(0), enc.word_ids(0), strict=True)):
+        if s is not None:
+            words.setdefault((s, w), []).append(pos)
+    text = {k: "".join(pieces[p].removeprefix("##") for p in v) for k, v in words.items()}
+    keys = [[k for k in words if k[0] == s] for s in (0, 1)]
+    content = [[k for k in ks if text[k].isalnum() and text[k] not in STOP_WORDS] for ks in keys]
+
+    S = (segment[:, None] == segment[None, :]).astype(np.float64)
+    wa, wb = [text[k] for k in content[0]], [text[k] for k in content[1]]
+    if wa and wb:
+        if source == "lexicon":
+            sim = _lexicon_similarity(wa, wb, lexicon if lexicon is not None else load_lexicon())
+        elif source == "embedding":
+            sim = _embedding_similarity(wa, wb, [[ids[p] for p in words[k]] for k in content[0]],
+                                        [[ids[p] for p in words[k]] for k in content[1]],
+                                        _bert(model))
+        else:
+            sim = _wordnet_similarity(wa, wb)
+        for i, ka in enumerate(content[0]):
+            for j, kb in enumerate(content[1]):
+                rows, cols = np.ix_(words[ka], words[kb])
+                S[rows, cols] = sim[i, j]
+                S[cols.T, rows.T] = sim[i, j]
+    return S.astype(np.float32)
+
+
+def pair_batch(pairs: Sequence[tuple[str, str]] | Sequence[StsPair], source: str = "lexicon",
+               model: LoadedBert | None = None) -> PairBatch:
+    """Tokenize sentence pairs into one padded batch with their priors (see :class:`PairBatch`).
+
+    pairs: a non-empty list of (sentence_a, sentence_b) (StsPair works too).
+    Shapes: inputs (batch, n) with n the longest pair; prior (batch, n, n), 0 on padding rows
+    and columns; mask_a / mask_b (batch, n). Errors as in :func:`similarity_prior`.
+    """
+    if isinstance(pairs, str) or not isinstance(pairs, Sequence) or not pairs:
+        raise ValueError("pairs must be a non-empty list of (sentence_a, sentence_b)")
+    model = model or load_bert()
+    priors = [similarity_prior(p[0], p[1], source, model) for p in pairs]
+    inputs = model.tokenizer([p[0] for p in pairs], [p[1] for p in pairs], padding=True,
+                             return_tensors="pt", return_special_tokens_mask=True)
+    special = inputs.pop("special_tokens_mask").bool()
+    n = inputs["input_ids"].shape[1]
+    prior = torch.zeros(len(pairs), n, n)
+    for k, S in enumerate(priors):
+        prior[k, : len(S), : len(S)] = torch.from_numpy(S)
+    real = inputs["attention_mask"].bool() & ~special
+    second = inputs["token_type_ids"].bool()
+    return PairBatch(dict(inputs), prior, (real & ~second).float(), (real & second).float())
+
+
+class PriorGate(torch.nn.Module):
+    """Per-layer settings of the prior-guided attention, attached to that layer's self-attention.
+
+    mode "multiply": weights = softmax(scores ⊙ S + mask).
+    mode "parallel": weights = (1 − g)·softmax(scores + mask) + g·softmax(scores ⊙ S + mask),
+    with g = ``gate`` fixed, or g = sigmoid(θ) for a learned scalar nn.Parameter θ (initialised
+    so that g = ``gate``). Both are mixtures of attention distributions, so rows still sum to 1.
+    """
+
+    def __init__(self, mode: str, gate: float = 0.5, learn_gate: bool = False):
+        super().__init__()
+        self.mode = mode
+        self.fixed_gate = None if learn_gate else float(gate)
+        if learn_gate:
+            self.gate_logit = torch.nn.Parameter(torch.tensor(math.log(gate / (1.0 - gate))))
+
+    def gate(self):
+        """g in [0, 1]: a float (fixed) or a 0-d tensor (learned)."""
+        return self.fixed_gate if self.fixed_gate is not None else torch.sigmoid(self.gate_logit)
+
+
+def _check_prior(prior, query, key, layer: int):
+    """S as (batch, 1, n_q, n_k) after checking type, shape and values."""
+    batch, _, n_q, _ = query.shape
+    n_k = key.shape[2]
+    if prior is None:
+        raise ValueError(
+            f"prior attention is on in layer {layer} but no prior was given: call the model "
+            f"with prior=<tensor of shape ({batch}, {n_q}, {n_k})>"
+        )
+    if not isinstance(prior, torch.Tensor):
+        raise TypeError(f"prior must be a torch tensor (batch, n, n), got {type(prior).__name__}")
+    if tuple(prior.shape) != (batch, n_q, n_k):
+        raise ValueError(
+            f"prior must have shape (batch, n, n) = ({batch}, {n_q}, {n_k}) for this batch, "
+            f"got {tuple(prior.shape)}"
+        )
+    if torch.isnan(prior).any() or torch.isinf(prior).any():
+        raise ValueError("prior contains NaN or inf values; it must hold finite numbers >= 0")
+    if (prior < 0).any():
+        raise ValueError(
+            f"prior must be >= 0 everywhere (a similarity), got a minimum of {prior.min().item():g}"
+        )
+    return prior.to(query.dtype)[:, None]
+
+
+def prior_attention_forward(module, query, key, value, attention_mask, scaling: float | None = None,
+                            dropout: float = 0.0, prior=None, **kwargs):
+    """The attention function registered as :data:`PRIOR_ATTENTION` (transformers' signature).
+
+    query, key, value: (batch, h, n, d_k); attention_mask: additive float (batch, 1, n, n) from
+    ``eager_mask`` (0 = may attend, a very negative number = padding) or None; prior: (batch, n, n)
+    tensor, passed to the model's forward as ``prior=...``, broadcast over the h heads.
+    In a layer whose self-attention carries a :class:`PriorGate` (``module.prior_gate``):
+    scores = Q Kᵀ · scaling, guided = softmax(scores ⊙ S + mask), combined as the gate's mode
+    says; every other layer runs transformers' own ``eager_attention_forward`` unchanged.
+    Returns (output (batch, n, h, d_k), weights (batch, h, n, n)).
+    """
+    from transformers.models.bert.modeling_bert import eager_attention_forward
+
+    settings = getattr(module, "prior_gate", None)
+    if settings is None:
+        return eager_attention_forward(module, query, key, value, attention_mask,
+                                       scaling=scaling, dropout=dropout, **kwargs)
+    S = _check_prior(prior, query, key, module.layer_idx)
+    if scaling is None:
+        scaling = query.size(-1) ** -0.5
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    guided = scores * S
+    if attention_mask is not None:
+        guided = guided + attention_mask
+    weights = torch.nn.functional.softmax(guided, dim=-1)
+    if settings.mode == "parallel":
+        standard = scores if attention_mask is None else scores + attention_mask
+        g = settings.gate()
+        weights = (1 - g) * torch.nn.functional.softmax(standard, dim=-1) + g * weights
+    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+@functools.cache
+def _register() -> None:
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import eager_mask
+
+    AttentionInterface.register(PRIOR_ATTENTION, prior_attention_forward)
+    AttentionMaskInterface.register(PRIOR_ATTENTION, eager_mask)
+
+
+class PriorAttention:
+    """Handle returned by :func:`use_prior_attention`; ``undo()`` or a ``with`` block ends it."""
+
+    def __init__(self, bert, layers: tuple[int, ...], mode: str, original: str):
+        self.model, self.layers, self.mode, self._original = bert, layers, mode, original
+        self.active = True
+
+    def gates(self) -> list:
+        """The PriorGate of each chosen layer, in the order of ``layers``."""
+        return [self.model.encoder.layer[i].attention.self.prior_gate for i in self.layers]
+
+    def undo(self) -> None:
+        """Remove the gates and restore the original attention implementation (idempotent)."""
+        if not self.active:
+            return
+        for i in self.layers:
+            delattr(self.model.encoder.layer[i].attention.self, "prior_gate")
+        self.model.set_attn_implementation(self._original)
+        self.active = False
+
+    def __enter__(self) -> PriorAttention:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.undo()
+
+    def __repr__(self) -> str:
+        state = "on" if self.active else "undone"
+        return f"PriorAttention(layers={list(self.layers)}, mode={self.mode!r}, {state})"
+
+
+def use_prior_attention(model, layers: int | Sequence[int] = (0,), mode: str = "multiply",
+                        gate: float = 0.5, learn_gate: bool = False) -> PriorAttention:
+    """Make the chosen layers of ``model`` prior-guided; every other layer stays standard.
+
+    model: LoadedBert or transformers BertModel (changed in place: deep-copy it to train).
+    layers: layer indices in 0..L-1 (default: the first layer only, as in Xia et al. 2021).
+    mode: "multiply" (softmax(scores ⊙ S + mask)) or "parallel" (gate g mixes the standard and
+    the prior-guided weights; ``learn_gate=True`` makes g a trainable nn.Parameter starting at
+    ``gate``). Registers :func:`prior_attention_forward` and the additive float mask
+    (``eager_mask``) with transformers under :data:`PRIOR_ATTENTION` and switches the model to
+    it; the model then needs ``prior=`` (batch, n, n) in every forward call.
+    Returns a :class:`PriorAttention`: call ``.undo()`` or use it in a ``with`` block.
+    """
+    bert = _bert(model)
+    L = len(bert.encoder.layer)
+    if isinstance(layers, int) and not isinstance(layers, bool):
+        layers = (layers,)
+    if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
+        raise ValueError(f"layers must be a non-empty list of layer indices in 0..{L - 1}, "
+                         f"got {layers!r}")
+    for i in layers:
+        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= i < L:
+            raise ValueError(f"layer must be in 0..{L - 1} for this model ({L} layers), got {i!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if isinstance(gate, bool) or not isinstance(gate, int | float) or not 0.0 <= gate <= 1.0:
+        raise ValueError(f"gate must be a number in [0, 1], got {gate!r}")
+    if learn_gate and not 0.0 < gate < 1.0:
+        raise ValueError(f"a learned gate starts strictly inside (0, 1), got gate={gate!r}")
+    if bert.config._attn_implementation == PRIOR_ATTENTION:
+        raise ValueError("prior attention is already on for this model: undo() it first")
+    _register()
+    chosen = tuple(sorted({int(i) for i in layers}))
+    for i in chosen:
+        bert.encoder.layer[i].attention.self.add_module("prior_gate",
+                                                        PriorGate(mode, gate, learn_gate))
+    original = bert.config._attn_implementation
+    bert.set_attn_implementation(PRIOR_ATTENTION)
+    return PriorAttention(bert, chosen, mode, original)
+
+
+def pair_cosines(model, batch: PairBatch):
+    """cos(u, v) per pair (batch,): u, v = mean of the last hidden states over a's and b's pieces.
+
+    The pair is read jointly as [CLS] a [SEP] b [SEP] (so the prior can link the sentences);
+    the prior is passed only when prior attention is on. Differentiable (no torch.no_grad here).
+    """
+    bert = _bert(model)
+    extra = {"prior": batch.prior} if bert.config._attn_implementation == PRIOR_ATTENTION else {}
+    H = bert(**batch.inputs, **extra).last_hidden_state  # (batch, n, d)
+
+    def pool(mask):
+        return (H * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+    return torch.nn.functional.cosine_similarity(pool(batch.mask_a), pool(batch.mask_b), dim=-1)
+
+
+def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int = 16,
+              lr: float = 5e-5, seed: int = 0, train_embeddings: bool = False) -> list[float]:
+    """Train ``model`` (in place) so cos(u, v) matches score / 5; returns the loss of each step.
+
+    Loss: mean squared error between :func:`pair_cosines` and the gold score / 5 (the cosine
+    similarity loss of sentence-BERT). AdamW over every parameter except, by default, the
+    embeddings (12 of the 23 million weights: frozen, they cost no update and keep the
+    "embedding" prior fixed); a learned gate is trained too. Dropout on; the pairs shuffled each
+    epoch by a generator seeded with ``seed``; torch's seed and deterministic algorithms are set
+    for the run (the previous setting is restored). Leaves the model in eval mode.
+    """
+    if not pairs:
+        raise ValueError("pairs must hold at least one labelled pair")
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
+    bert = _bert(model)
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
+    encoded = [(pair_batch(b), torch.tensor([p.score / 5 for p in b])) for b in batches]
+    params = [p for name, p in bert.named_parameters()
+              if train_embeddings or not name.startswith("embeddings.")]
+    optimizer = torch.optim.AdamW(params, lr=lr)
+    losses = []
+    bert.train()
+    try:
+        for _ in range(epochs):
+            for k in rng.permutation(len(encoded)):
+                batch, target = encoded[k]
+                loss = torch.nn.functional.mse_loss(pair_cosines(bert, batch), target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+    finally:
+        bert.eval()
+        torch.use_deterministic_algorithms(was_deterministic)
+    return losses
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1 with ties given their average rank."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x))
+    _, tie, counts = np.unique(x, return_inverse=True, return_counts=True)
+    return (np.bincount(tie, weights=ranks) / counts)[tie]
+
+
+def spearman(x, y) -> float:
+    """Spearman's rank correlation: Pearson's r of the ranks (ties get their average rank).
+
+    x, y: (m,) arrays of numbers, m >= 2, neither constant. Returns a float in [-1, 1].
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.ndim != 1 or x.shape != y.shape or len(x) < 2:
+        raise ValueError(f"x and y must be 1-D of the same length >= 2, got {x.shape}, {y.shape}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("x and y must hold finite numbers (no NaN/inf)")
+    rx, ry = _ranks(x) - (len(x) - 1) / 2, _ranks(y) - (len(y) - 1) / 2
+    denom = math.sqrt(float(rx @ rx) * float(ry @ ry))
+    if denom == 0:
+        raise ValueError("Spearman's correlation is undefined when x or y is constant")
+    return float(rx @ ry) / denom

@@ -1,0 +1,376 @@
+"""Tests for bertlib.custom: the similarity prior and prior-guided attention in the real BERT."""
+
+import copy
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib import custom as C
+from bertlib.models import encode, load_bert
+
+A, B = "The cat sat on the mat", "A feline rested on the rug"
+TOKENS = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]",
+          "a", "fe", "##line", "rested", "on", "the", "rug", "[SEP]"]
+PAIRS = [(A, B), ("A dog ran.", "The puppy is running across the big green field.")]
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return load_bert()
+
+
+def run(model, batch, prior=None):
+    with torch.no_grad():
+        extra = {} if prior is None else {"prior": prior}
+        return model(**batch.inputs, **extra, output_attentions=True)
+
+
+# ---------------------------------------------------------------- the prior matrix
+
+
+def test_prior_on_hand_checked_pair(bert):
+    S = C.similarity_prior(A, B, model=bert)
+    tokens = bert.tokenizer.convert_ids_to_tokens(encode(A, B, bert)["input_ids"][0])
+    assert tokens == TOKENS and S.shape == (16, 16) and S.dtype == np.float32
+    i = {t: k for k, t in enumerate(tokens[:8])}
+    j = {t: k for k, t in enumerate(tokens[8:], start=8)}
+    assert (S[:8, :8] == 1).all() and (S[8:, 8:] == 1).all()  # within each sentence
+    assert S[i["cat"], j["fe"]] == S[i["cat"], j["##line"]] == pytest.approx(0.8)  # hypernym
+    assert S[i["sat"], j["rested"]] == 1.0 and S[i["mat"], j["rug"]] == 1.0  # synonyms
+    assert S[i["on"], j["on"]] == 0.0 and S[i["the"], j["the"]] == 0.0  # stop words
+    assert (S[0, 8:] == 0).all() and (S[7, 8:] == 0).all() and (S[:8, 15] == 0).all()  # specials
+    assert S[i["cat"], j["rested"]] == 0.0  # unrelated content words
+    np.testing.assert_array_equal(S, S.T)
+    assert np.count_nonzero(S[:8, 8:]) == 4  # cat-fe, cat-##line, sat-rested, mat-rug
+
+
+def test_prior_accepts_word_lists_and_a_custom_lexicon(bert):
+    S = C.similarity_prior(A.split(), B.split(), model=bert, lexicon={("cat", "rug"): 0.3,
+                                                                       ("rug", "cat"): 0.3})
+    assert S[2, 14] == pytest.approx(0.3) and S[2, 9] == 0.0 and S[3, 11] == 0.0
+
+
+def test_identical_words_get_one_and_plural_s_is_looked_up(bert):
+    S = C.similarity_prior("Cats sleep.", "The cat sleeps on a rug.", model=bert)
+    t = bert.tokenizer.convert_ids_to_tokens(encode("Cats sleep.", "The cat sleeps on a rug.",
+                                                     bert)["input_ids"][0])
+    assert S[t.index("cats"), t.index("cat")] == 1.0  # "cats" found as "cat"
+    assert S[t.index("."), len(t) - 2] == 0.0  # punctuation is 0 across
+
+
+def test_embedding_prior_is_clipped_cosine_of_input_embeddings(bert):
+    S = C.similarity_prior(A, B, source="embedding", model=bert)
+    E = bert.model.get_input_embeddings().weight.detach()
+    ids = bert.tokenizer.convert_tokens_to_ids
+    cat, feline = E[ids("cat")], E[[ids("fe"), ids("##line")]].mean(0)
+    expected = max(0.0, torch.nn.functional.cosine_similarity(cat, feline, dim=0).item())
+    assert S[2, 9] == S[2, 10] == pytest.approx(expected, abs=1e-6)
+    assert (S >= 0).all() and (S <= 1).all() and S[4, 12] == 0.0  # "on" is a stop word
+    same = C.similarity_prior("The cat sat.", "A cat ran.", source="embedding", model=bert)
+    assert same[2, 7] == 1.0  # [CLS] the cat sat . [SEP] a cat ran . [SEP]
+
+
+def test_wordnet_without_nltk_says_how_to_enable_it(bert, monkeypatch):
+    monkeypatch.setitem(sys.modules, "nltk", None)
+    with pytest.raises(ValueError, match=r"pip install nltk.*nltk.downloader wordnet"):
+        C.similarity_prior(A, B, source="wordnet", model=bert)
+
+
+def test_wordnet_source_uses_synonyms_antonyms_and_wu_palmer(bert, monkeypatch):
+    class Synset:
+        def __init__(self, depth, antonyms=()):
+            self.depth, self.antonyms = depth, antonyms
+
+        def lemmas(self):  # one lemma whose antonyms are lemmas of other synsets
+            lemma = types.SimpleNamespace(antonyms=lambda: [
+                types.SimpleNamespace(synset=lambda s=s: s) for s in self.antonyms])
+            return [lemma]
+
+        def wup_similarity(self, other):
+            return 2 * min(self.depth, other.depth) / (self.depth + other.depth) / 2
+
+    stand = Synset(3)
+    cat, feline, sit = Synset(8), Synset(6), Synset(3, (stand,))
+    table = {"cat": [cat], "feline": [feline], "sat": [sit], "stood": [stand], "mat": [],
+             "rested": [sit]}
+    wordnet = types.SimpleNamespace(synsets=lambda w: table.get(w, []))
+    corpus = types.ModuleType("nltk.corpus")
+    corpus.wordnet = wordnet
+    monkeypatch.setitem(sys.modules, "nltk", types.ModuleType("nltk"))
+    monkeypatch.setitem(sys.modules, "nltk.corpus", corpus)
+    S = C.similarity_prior("cat sat mat", "feline rested mat stood", source="wordnet", model=bert)
+    # [CLS] cat sat mat [SEP] fe ##line rested mat stood [SEP]
+    assert S[1, 5] == S[1, 6] == pytest.approx(6 / 14)  # Wu-Palmer of the fake synsets
+    assert S[2, 7] == 1.0  # shared synset
+    assert S[3, 8] == 1.0  # same word without synsets
+    assert S[3, 7] == 0.0  # no synsets: 0 unless identical
+    assert S[2, 9] == 1.0  # antonym
+
+
+# ---------------------------------------------------------------- plugging it into BERT
+
+
+def test_all_ones_prior_equals_standard_attention_exactly_in_all_layers_with_padding(bert):
+    batch = C.pair_batch(PAIRS, model=bert)
+    assert batch.inputs["attention_mask"].min() == 0  # the batch really has padding
+    ref = run(bert.model, batch)
+    with C.use_prior_attention(bert, layers=range(6)):
+        out = run(bert.model, batch, torch.ones_like(batch.prior))
+    # multiply mode with S = 1 does the very same float operations: max diff exactly 0.0
+    assert torch.equal(out.last_hidden_state, ref.last_hidden_state)
+    for a, b in zip(out.attentions, ref.attentions, strict=True):
+        assert torch.equal(a, b)
+    with C.use_prior_attention(bert, layers=list(range(6)), mode="parallel", gate=0.3):
+        par = run(bert.model, batch, torch.ones_like(batch.prior))
+    # parallel: 0.7 A + 0.3 A rounds differently from A, so equal to 1e-6
+    assert (par.last_hidden_state - ref.last_hidden_state).abs().max() <= 1e-5
+    for a, b in zip(par.attentions, ref.attentions, strict=True):
+        assert (a - b).abs().max() <= 1e-6
+
+
+def test_prior_is_applied_only_in_the_chosen_layers(bert):
+    batch = C.pair_batch([(A, B)], model=bert)
+    ref = run(bert.model, batch)
+    with C.use_prior_attention(bert, layers=[2]) as handle:
+        assert handle.layers == (2,)
+        out = run(bert.model, batch, batch.prior)
+    for layer in (0, 1):
+        assert torch.equal(out.attentions[layer], ref.attentions[layer])
+    for layer in range(2, 6):
+        assert (out.attentions[layer] - ref.attentions[layer]).abs().max() > 1e-3
+
+
+def test_guided_layer_computes_softmax_of_scores_times_prior_plus_mask(bert):
+    batch = C.pair_batch(PAIRS, model=bert)
+    with C.use_prior_attention(bert, layers=[0]):
+        with torch.no_grad():
+            out = bert.model(**batch.inputs, prior=batch.prior, output_attentions=True,
+                             output_hidden_states=True)
+    attn = bert.model.encoder.layer[0].attention.self
+    X = out.hidden_states[0]  # (batch, n, d), the embeddings
+    b, n, _ = X.shape
+
+    def heads(linear):
+        return linear(X).view(b, n, 12, 32).transpose(1, 2)  # (batch, h, n, d_k)
+
+    with torch.no_grad():
+        scores = heads(attn.query) @ heads(attn.key).transpose(-1, -2) / np.sqrt(32)
+    mask = torch.where(batch.inputs["attention_mask"].bool(), 0.0, -torch.inf)[:, None, None]
+    expected = torch.softmax(scores * batch.prior[:, None] + mask, dim=-1)
+    assert (out.attentions[0] - expected).abs().max() <= 1e-6
+
+
+def test_mask_is_additive_float_so_padding_gets_no_weight(bert):
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    batch = C.pair_batch(PAIRS, model=bert)
+    short = C.pair_batch(PAIRS[:1], model=bert)
+    m = int(short.inputs["input_ids"].shape[1])
+    with C.use_prior_attention(bert, layers=[0, 3], mode="parallel"):
+        assert ALL_MASK_ATTENTION_FUNCTIONS[C.PRIOR_ATTENTION] is eager_mask
+        out = run(bert.model, batch, batch.prior)
+        alone = run(bert.model, short, short.prior)
+    padded = ~batch.inputs["attention_mask"][0].bool()
+    assert padded.sum() > 0
+    for layer in range(6):
+        assert out.attentions[layer][0][..., padded].max() < 1e-6
+    torch.testing.assert_close(out.last_hidden_state[0, :m], alone.last_hidden_state[0],
+                               atol=1e-5, rtol=0)
+
+
+def test_undo_restores_the_original_model_exactly(bert):
+    batch = C.pair_batch([(A, B)], model=bert)
+    before = {k: v.clone() for k, v in bert.model.state_dict().items()}
+    ref = run(bert.model, batch)
+    n_params = len(list(bert.model.parameters()))
+    handle = C.use_prior_attention(bert, layers=[0, 5], mode="parallel", learn_gate=True)
+    assert bert.model.config._attn_implementation == C.PRIOR_ATTENTION
+    assert len(list(bert.model.parameters())) == n_params + 2  # one learned gate per layer
+    handle.undo()
+    handle.undo()  # a second undo does nothing
+    assert bert.model.config._attn_implementation == "eager"
+    after = bert.model.state_dict()
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[k], before[k]) for k in before)
+    assert not any(hasattr(layer.attention.self, "prior_gate")
+                   for layer in bert.model.encoder.layer)
+    out = run(bert.model, batch)
+    assert torch.equal(out.last_hidden_state, ref.last_hidden_state)
+    with C.use_prior_attention(bert):
+        pass
+    assert bert.model.config._attn_implementation == "eager"
+
+
+def test_parallel_gate_mixes_the_two_attentions(bert):
+    batch = C.pair_batch([(A, B)], model=bert)
+    runs = {}
+    for name, kwargs in {"multiply": {}, "g0": {"mode": "parallel", "gate": 0.0},
+                         "g1": {"mode": "parallel", "gate": 1.0},
+                         "g25": {"mode": "parallel", "gate": 0.25}}.items():
+        with C.use_prior_attention(bert, layers=[0], **kwargs):
+            runs[name] = run(bert.model, batch, batch.prior).attentions[0]
+    standard = run(bert.model, batch).attentions[0]
+    assert (runs["g0"] - standard).abs().max() <= 1e-6
+    assert (runs["g1"] - runs["multiply"]).abs().max() <= 1e-6
+    expected = 0.75 * standard + 0.25 * runs["multiply"]
+    assert (runs["g25"] - expected).abs().max() <= 1e-6
+
+
+def test_learned_gate_is_a_trainable_parameter_and_fixed_gate_is_not(bert):
+    model = copy.deepcopy(bert.model)
+    n_before = sum(p.numel() for p in model.parameters())
+    with C.use_prior_attention(model, layers=[0], mode="parallel", gate=0.5) as h:
+        assert sum(p.numel() for p in model.parameters()) == n_before
+        assert h.gates()[0].gate() == 0.5
+    with C.use_prior_attention(model, layers=[0, 1], mode="parallel", gate=0.2,
+                               learn_gate=True) as h:
+        assert sum(p.numel() for p in model.parameters()) == n_before + 2
+        gate = h.gates()[0]
+        assert gate.gate().item() == pytest.approx(0.2)
+        batch = C.pair_batch([(A, B)], model=bert)
+        C.pair_cosines(model, batch).sum().backward()
+        assert gate.gate_logit.grad is not None and gate.gate_logit.grad.abs() > 0
+
+
+def test_real_prior_raises_attention_from_cat_to_feline_in_layer_0(bert):
+    batch = C.pair_batch([(A, B)], model=bert)
+    before = run(bert.model, batch).attentions[0][0, :, 2, 9:11].sum(-1)
+    with C.use_prior_attention(bert):
+        after = run(bert.model, batch, batch.prior).attentions[0][0, :, 2, 9:11].sum(-1)
+    assert after.mean() > before.mean()
+
+
+# ---------------------------------------------------------------- data, training, Spearman
+
+
+def test_pairs_and_lexicon_data():
+    pairs = C.load_pairs()
+    train, test = C.load_pairs("train"), C.load_pairs("test")
+    assert len(pairs) >= 150 and len(train) + len(test) == len(pairs) and len(test) >= 40
+    assert {p.score for p in pairs} == {0, 1, 2, 3, 4, 5}
+    assert not {p.sentence_a for p in train} & {p.sentence_a for p in test}
+    lexicon = C.load_lexicon()
+    assert lexicon["cat", "feline"] == lexicon["feline", "cat"] == C.RELATION_SCORES["hypernym"]
+    assert lexicon["mat", "rug"] == 1.0
+    with pytest.raises(ValueError, match="split must be"):
+        C.load_pairs("dev")
+
+
+def test_pair_batch_shapes_and_padding(bert):
+    batch = C.pair_batch(PAIRS, model=bert)
+    b, n = batch.inputs["input_ids"].shape
+    assert batch.prior.shape == (b, n, n) and batch.mask_a.shape == batch.mask_b.shape == (b, n)
+    k = int(batch.inputs["attention_mask"][0].sum())
+    assert (batch.prior[0, k:] == 0).all() and (batch.prior[0, :, k:] == 0).all()
+    np.testing.assert_array_equal(batch.prior[0, :k, :k].numpy(), C.similarity_prior(A, B))
+    assert batch.mask_a[0].tolist() == [0] + [1] * 6 + [0] * (n - 7)
+    assert batch.mask_b[0, 8:15].tolist() == [1] * 7 and batch.mask_b[0, 15:].sum() == 0
+
+
+def test_fine_tune_is_reproducible_and_leaves_embeddings_frozen(bert):
+    pairs = C.load_pairs("train")[:6]
+    runs = []
+    for _ in range(2):
+        model = copy.deepcopy(bert.model)
+        with C.use_prior_attention(model, mode="parallel", learn_gate=True) as h:
+            losses = C.fine_tune(model, pairs, epochs=1, batch_size=3, seed=4)
+            gate = h.gates()[0].gate().item()
+        runs.append((losses, gate, model))
+    (l1, g1, m1), (l2, g2, m2) = runs
+    assert len(l1) == 2 and np.isfinite(l1).all() and l1 == l2 and g1 == g2 != 0.5
+    original = bert.model.state_dict()
+    trained = m1.state_dict()
+    assert torch.equal(trained["embeddings.word_embeddings.weight"],
+                       original["embeddings.word_embeddings.weight"])
+    assert not torch.equal(trained["encoder.layer.0.attention.self.query.weight"],
+                           original["encoder.layer.0.attention.self.query.weight"])
+    assert not m1.training and not torch.are_deterministic_algorithms_enabled()
+
+
+def test_spearman_matches_scipy_and_a_hand_case():
+    assert C.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert C.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    # ranks with ties: x -> [0, 1.5, 1.5, 3], y -> [0, 1, 2, 3]; r = 4.5 / sqrt(4.5 * 5)
+    assert C.spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / np.sqrt(4.5 * 5))
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 6, 50).astype(float), rng.normal(size=50)
+    assert C.spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
+
+
+# ---------------------------------------------------------------- bad input -> clear errors
+
+
+def test_prior_of_the_wrong_shape_for_the_batch(bert):
+    batch = C.pair_batch(PAIRS, model=bert)
+    with C.use_prior_attention(bert):
+        with pytest.raises(ValueError, match=r"prior must have shape \(batch, n, n\) = \(2, "):
+            run(bert.model, batch, batch.prior[:1])
+        with pytest.raises(ValueError, match="no prior was given"):
+            run(bert.model, batch)
+        with pytest.raises(TypeError, match="torch tensor"):
+            run(bert.model, batch, batch.prior.numpy())
+
+
+@pytest.mark.parametrize("value, message", [(-0.5, ">= 0 everywhere"), (float("nan"), "NaN"),
+                                            (float("inf"), "NaN or inf")])
+def test_negative_or_nan_prior(bert, value, message):
+    batch = C.pair_batch([(A, B)], model=bert)
+    prior = batch.prior.clone()
+    prior[0, 2, 9] = value
+    with C.use_prior_attention(bert), pytest.raises(ValueError, match=message):
+        run(bert.model, batch, prior)
+    assert bert.model.config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize("layers", [6, -1, [0, 7], [], "0", [True], 1.5])
+def test_layer_index_out_of_range(bert, layers):
+    with pytest.raises(ValueError, match=r"0\.\.5"):
+        C.use_prior_attention(bert, layers=layers)
+    assert bert.model.config._attn_implementation == "eager"
+
+
+def test_unknown_mode_bad_gate_and_double_use(bert):
+    with pytest.raises(ValueError, match=r"mode must be one of \('multiply', 'parallel'\), got 'add'"):
+        C.use_prior_attention(bert, mode="add")
+    with pytest.raises(ValueError, match=r"gate must be a number in \[0, 1\], got 1.5"):
+        C.use_prior_attention(bert, mode="parallel", gate=1.5)
+    with pytest.raises(ValueError, match="strictly inside"):
+        C.use_prior_attention(bert, mode="parallel", gate=1.0, learn_gate=True)
+    with C.use_prior_attention(bert), pytest.raises(ValueError, match="already on"):
+        C.use_prior_attention(bert)
+    with pytest.raises(TypeError, match="LoadedBert"):
+        C.use_prior_attention("bert")
+
+
+def test_a_pair_longer_than_the_model_allows(bert):
+    with pytest.raises(ValueError, match="512 positions"):
+        C.similarity_prior(A, "word " * 600, model=bert)
+    with pytest.raises(ValueError, match="512 positions"):
+        C.pair_batch([(A, B), ("cat " * 300, "dog " * 300)], model=bert)
+
+
+@pytest.mark.parametrize("a, b", [("", B), (A, "   "), ([], B)])
+def test_an_empty_sentence_in_a_pair(bert, a, b):
+    with pytest.raises(ValueError, match="empty"):
+        C.similarity_prior(a, b, model=bert)
+
+
+def test_other_bad_inputs(bert):
+    with pytest.raises(ValueError, match="source must be one of"):
+        C.similarity_prior(A, B, source="thesaurus", model=bert)
+    with pytest.raises(TypeError, match="tokens_a must be a sentence"):
+        C.similarity_prior(42, B, model=bert)
+    with pytest.raises(ValueError, match="non-empty list"):
+        C.pair_batch([], model=bert)
+    with pytest.raises(ValueError, match="constant"):
+        C.spearman([1, 1, 1], [1, 2, 3])
+    with pytest.raises(ValueError, match="same length"):
+        C.spearman([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="finite"):
+        C.spearman([1, np.nan], [1, 2])
+    with pytest.raises(ValueError, match="epochs must be"):
+        C.fine_tune(bert.model, C.load_pairs("train")[:2], epochs=0)

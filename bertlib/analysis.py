@@ -173,14 +173,14 @@ def _run_batch(parts: list[tuple[str, str | None]], model) -> list:
     attentions = torch.stack(out.attentions, 1).numpy()  # (B, L, H, N, N)
     hidden = torch.stack(out.hidden_states, 1).numpy()  # (B, L + 1, N, d)
     runs = []
-    for b, n in enumerate(enc["attention_mask"].sum(1).tolist()):
-        ids = enc["input_ids"][b, :n].numpy().copy()
+    for b, real in enumerate(enc["attention_mask"].numpy().astype(bool)):
+        ids = enc["input_ids"][b].numpy()[real]  # the real tokens, wherever the padding sits
         runs.append(BertRun(
             tokens=model.tokenizer.convert_ids_to_tokens(ids.tolist()),
             input_ids=ids,
-            token_type_ids=enc["token_type_ids"][b, :n].numpy().copy(),
-            hidden_states=hidden[b, :, :n].copy(),
-            attentions=attentions[b, :, :, :n, :n].copy(),
+            token_type_ids=enc["token_type_ids"][b].numpy()[real],
+            hidden_states=hidden[b][:, real],
+            attentions=attentions[b][:, :, real][..., real],
         ))
     return runs
 
@@ -395,8 +395,9 @@ def word_ids_from_pieces(tokens: Sequence[str]) -> list[int | None]:
     """The word each piece belongs to, from WordPiece's "##" continuation marks.
 
     A piece starting with "##" continues the previous word; special tokens ([CLS], [SEP], [PAD])
-    get None. Same convention as a fast tokenizer's ``encoding.word_ids()`` for BERT, except that
-    numbering restarts for neither segment of a pair (ids keep increasing).
+    get None. The same grouping as a fast tokenizer's ``encoding.word_ids()`` for BERT (which
+    also splits off punctuation as words of their own), except that in a pair the ids keep
+    increasing into the second sentence where the tokenizer restarts them at 0.
     """
     tokens = _check_tokens(tokens, len(tokens))
     ids: list[int | None] = []
@@ -420,8 +421,9 @@ def word_level_maps(attentions, tokens: Sequence[str],
     its pieces:  W[a, b] = (1/|a|) Σ_{i∈a} Σ_{j∈b} α_ij, so rows still sum to 1.
     attentions: (layers, heads, n, n) (or rank 2/3); tokens: n pieces; word_ids: n entries, the
     word of each piece (None = a unit of its own, e.g. [CLS]); default from "##" marks via
-    :func:`word_ids_from_pieces`. Pass ``encoding.word_ids()`` from a fast tokenizer to use
-    its word boundaries. For a pair, give ids that differ between the segments.
+    :func:`word_ids_from_pieces`, or ``encoding.word_ids()`` from a fast tokenizer. A None
+    starts a new span, so equal ids on the two sides of a [SEP] (a pair, where the tokenizer
+    restarts its numbering) stay different words.
     Returns WordMaps(words (m,), attentions (layers, heads, m, m), groups).
     """
     A = check_maps(attentions)
@@ -431,14 +433,16 @@ def word_level_maps(attentions, tokens: Sequence[str],
     if len(word_ids) != n:
         raise ValueError(f"{len(word_ids)} word ids for n = {n} tokens: need one per token")
     groups: list[list[int]] = []
-    where: dict[int, int] = {}
+    where: dict[tuple[int, int], int] = {}  # (span, word id) -> index of its group
+    span = 0
     for i, w in enumerate(word_ids):
         if w is None:
+            span += 1
             groups.append([i])
-        elif w in where:
-            groups[where[w]].append(i)
+        elif (span, w) in where:
+            groups[where[span, w]].append(i)
         else:
-            where[w] = len(groups)
+            where[span, w] = len(groups)
             groups.append([i])
     M = np.zeros((len(groups), n))  # M[a, j] = 1 if piece j belongs to word a
     for a, g in enumerate(groups):

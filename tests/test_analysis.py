@@ -408,3 +408,16 @@ def test_value_norms_match_the_value_projection_by_hand():
     np.testing.assert_allclose(norms[layer, head], expected, rtol=1e-4)
     with pytest.raises(ValueError, match=r"\(7, n, 384\)"):
         an.value_norms(run.hidden_states[:3])
+
+
+def test_word_grouping_matches_the_fast_tokenizer_on_a_pair():
+    bert = load_bert()
+    first, second = "Sunflowers grow behind the hand-made shed.", "Hedgehogs sleep there."
+    run = run_bert(first, second)
+    A = run.attentions
+    ours = an.word_level_maps(A, run.tokens)
+    theirs = an.word_level_maps(A, run.tokens, bert.tokenizer(first, second).word_ids())
+    assert ours.groups == theirs.groups
+    assert ours.words[:4] == ["[CLS]", "sunflowers", "grow", "behind"]
+    assert "hedgehogs" in ours.words and ours.words.count("[SEP]") == 2
+    np.testing.assert_allclose(ours.attentions, theirs.attentions)

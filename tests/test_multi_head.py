@@ -263,6 +263,27 @@ def test_valid_masks_broadcast_per_key_and_per_pair():
     assert np.all(w[:, 0, 1:] == 0)
 
 
+def test_a_per_head_mask_reaches_only_its_head():
+    Ws, bs = random_weights(4, seed=3)
+    X = np.random.default_rng(4).normal(size=(5, 4))
+    mask = np.stack([np.tril(np.ones((5, 5), bool)), np.ones((5, 5), bool)])  # (h, n, n)
+    _, w = multi_head_attention(X, *Ws, 2, mask=mask, biases=bs)
+    _, w_free = multi_head_attention(X, *Ws, 2, biases=bs)
+    assert np.all(w[0][~mask[0]] == 0) and np.any(w_free[0][~mask[0]] > 0)
+    np.testing.assert_array_equal(w[1], w_free[1])
+
+
+def test_fully_masked_query_gets_zero_weights_and_only_the_output_bias():
+    Ws, bs = random_weights(4, seed=5)
+    X = np.random.default_rng(6).normal(size=(3, 4))
+    mask = np.ones((3, 3), bool)
+    mask[1] = False  # query 1 may attend to nothing
+    out, w = multi_head_attention(X, *Ws, 2, mask=mask, biases=bs)
+    assert np.isfinite(out).all() and np.all(w[:, 1] == 0)
+    np.testing.assert_allclose(w.sum(-1)[:, [0, 2]], 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out[1], bs[3], rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("where", ["X", "X_kv", "W_K", "b_O"])
 def test_nan_input_names_the_array(where):
     Ws, bs = random_weights(4, seed=0)

@@ -224,8 +224,9 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, 
     W_Q = linear.weight.T.
     h: the number of heads, a divisor of d.
     mask: bool, broadcastable to (..., h, n_q, n_k), True where a query may attend: e.g. (n_k,)
-    for key padding, (n_q, n_k) shared by all heads. None = all.
-    biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None.
+    for key padding, (B, 1, 1, n_k) for a batch's key padding, (n_q, n_k) shared by all heads,
+    (h, n_q, n_k) one per head. None = all.
+    biases: None or a list/tuple (b_Q, b_K, b_V, b_O), each (d,) or None.
     Returns (output (..., n_q, d), weights (..., h, n_q, n_k)); each row of weights sums to 1
     (0 for a fully masked row).
     """
@@ -250,9 +251,9 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, 
                           ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V"), (W_O, "W_O")))
     if biases is None:
         biases = (None,) * 4
-    elif isinstance(biases, np.ndarray) or len(biases) != 4:
-        raise TypeError("biases must be None or a sequence (b_Q, b_K, b_V, b_O) of (d,) vectors "
-                        "or None")
+    elif not isinstance(biases, list | tuple) or len(biases) != 4:
+        raise TypeError("biases must be None or a list or tuple (b_Q, b_K, b_V, b_O) of (d,) "
+                        f"vectors or None, got {type(biases).__name__}")
     b_Q, b_K, b_V, b_O = (0.0 if b is None else _check_weights(b, name, (d,), d) for b, name in
                           zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
     Q = split_heads(X @ W_Q + b_Q, h)  # (..., h, n_q, d_k)

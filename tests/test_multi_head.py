@@ -238,8 +238,9 @@ def test_bias_shape_and_biases_form():
     bs[2] = np.ones(3)
     with pytest.raises(ValueError, match=r"b_V .*\(4,\); got \(3,\)"):
         multi_head_attention(np.ones((3, 4)), *Ws, 2, biases=bs)
-    with pytest.raises(TypeError, match="b_Q, b_K, b_V, b_O"):
-        multi_head_attention(np.ones((3, 4)), *Ws, 2, biases=bs[:3])
+    for bad in (bs[:3], np.zeros((4, 4)), 0.5):
+        with pytest.raises(TypeError, match="b_Q, b_K, b_V, b_O"):
+            multi_head_attention(np.ones((3, 4)), *Ws, 2, biases=bad)
 
 
 def test_mask_not_broadcasting_to_h_n_n():

@@ -245,6 +245,10 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
     """
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if lexicon is not None:
+        bad = {k: v for k, v in lexicon.items() if not 0.0 <= v <= 1.0}
+        if bad:
+            raise ValueError(f"lexicon similarities must be in [0, 1], got {bad}")
     model = model or load_bert()
     enc = encode(_as_sentence(tokens_a, "tokens_a"), _as_sentence(tokens_b, "tokens_b"), model)
     ids = enc["input_ids"][0].tolist()
@@ -449,6 +453,8 @@ def use_prior_attention(model, layers: int | Sequence[int] = (0,), mode: str = "
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if isinstance(gate, bool) or not isinstance(gate, int | float) or not 0.0 <= gate <= 1.0:
         raise ValueError(f"gate must be a number in [0, 1], got {gate!r}")
+    if learn_gate and mode != "parallel":
+        raise ValueError("learn_gate=True needs mode='parallel' (the gate mixes two attentions)")
     if learn_gate and not 0.0 < gate < 1.0:
         raise ValueError(f"a learned gate starts strictly inside (0, 1), got gate={gate!r}")
     if bert.config._attn_implementation == PRIOR_ATTENTION:

@@ -338,6 +338,8 @@ def test_unknown_mode_bad_gate_and_double_use(bert):
         C.use_prior_attention(bert, mode="add")
     with pytest.raises(ValueError, match=r"gate must be a number in \[0, 1\], got 1.5"):
         C.use_prior_attention(bert, mode="parallel", gate=1.5)
+    with pytest.raises(ValueError, match="needs mode='parallel'"):
+        C.use_prior_attention(bert, learn_gate=True)
     with pytest.raises(ValueError, match="strictly inside"):
         C.use_prior_attention(bert, mode="parallel", gate=1.0, learn_gate=True)
     with C.use_prior_attention(bert), pytest.raises(ValueError, match="already on"):
@@ -362,6 +364,8 @@ def test_an_empty_sentence_in_a_pair(bert, a, b):
 def test_other_bad_inputs(bert):
     with pytest.raises(ValueError, match="source must be one of"):
         C.similarity_prior(A, B, source="thesaurus", model=bert)
+    with pytest.raises(ValueError, match=r"lexicon similarities must be in \[0, 1\]"):
+        C.similarity_prior(A, B, model=bert, lexicon={("cat", "feline"): -1.0})
     with pytest.raises(TypeError, match="tokens_a must be a sentence"):
         C.similarity_prior(42, B, model=bert)
     with pytest.raises(ValueError, match="non-empty list"):

@@ -262,7 +262,10 @@ def to_token_shares(attentions, tokens: Sequence[str]) -> dict[str, np.ndarray]:
     For a token class T in "[CLS]", "[SEP]", "punctuation":  share_T = (1/n) Σ_i Σ_{j∈T} α_ij
     (summed over the target tokens, averaged over the queries).
     "self" = (1/n) Σ_i α_ii;  "previous" = 1/(n−1) Σ_{i≥1} α_{i,i−1};
-    "next" = 1/(n−1) Σ_{i≤n−2} α_{i,i+1} (averaged over the queries that have such a neighbour).
+    "next" = 1/(n−1) Σ_{i≤n−2} α_{i,i+1} (averaged over the queries that have such a neighbour,
+    so a perfect previous-token head scores 1; Clark et al.'s code divides by n instead, which
+    gives such a head (n−1)/n). "punctuation" is any piece made only of punctuation characters;
+    Clark et al. counted "." and "," only.
     Returns a dict of (layers, heads) arrays. Needs n >= 2.
     """
     A = check_maps(attentions)
@@ -349,11 +352,15 @@ def attention_distance(attentions) -> np.ndarray:
     return (A * np.abs(idx[:, None] - idx[None, :])).sum(-1).mean(-1)
 
 
-def value_norms(hidden_states, model=None) -> np.ndarray:
-    """Length of every token's value vector in every head: ‖v_j^(l,h)‖ = ‖x_j W_V^(l,h) + b^(l,h)‖.
+def value_norms(hidden_states, model=None, output_projection: bool = True) -> np.ndarray:
+    """Length of what each token can add through each head, per layer (Kobayashi et al. 2020).
 
-    A head's output at token i is Σ_j α_ij v_j, so weight on a token whose value vector is
-    near zero adds almost nothing (Kobayashi et al. 2020, "Attention is not only a weight").
+    Head h of a layer writes Σ_j α_ij f_h(x_j) into the residual stream, with
+    f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h: the token's value vector v_j^h = x_j W_V^h + b_V^h
+    (d_k numbers) mapped by the head's slice W_O^h (d_k × d) of the output projection. Weight on
+    a token whose ‖f_h(x_j)‖ is small adds little, however large α_ij is (Kobayashi, Kuribayashi,
+    Yokoi & Inui 2020, "Attention is Not Only a Weight: Analyzing Transformers with Vector Norms").
+    output_projection=True returns ‖f_h(x_j)‖ (their measure); False returns ‖v_j^h‖ alone.
     hidden_states: (layers + 1, n, d), the input of each layer (``BertRun.hidden_states``;
     index l is what layer l reads). model: a LoadedBert (default the bundled one).
     Returns (layers, heads, n).
@@ -371,11 +378,16 @@ def value_norms(hidden_states, model=None) -> np.ndarray:
         )
     check_finite(X, "hidden_states")
     H = int(model.model.config.num_attention_heads)
+    d_k = d // H
     norms = []
     for layer, x in zip(layers, X[:-1], strict=True):
         value = layer.attention.self.value
         V = x @ value.weight.detach().numpy().T + value.bias.detach().numpy()  # (n, d)
-        norms.append(np.linalg.norm(V.reshape(len(x), H, d // H), axis=-1).T)  # (H, n)
+        V = V.reshape(len(x), H, d_k).transpose(1, 0, 2)  # (H, n, d_k): v_j^h
+        if output_projection:
+            W_O = layer.attention.output.dense.weight.detach().numpy().T  # (d, d), x @ W_O
+            V = V @ W_O.reshape(H, d_k, d)  # (H, n, d): f_h(x_j) = v_j^h W_O^h
+        norms.append(np.linalg.norm(V, axis=-1))  # (H, n)
     return np.stack(norms).astype(np.float64)
 
 

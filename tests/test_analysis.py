@@ -396,7 +396,7 @@ def test_sentence_vectors_mean_pool_the_last_layer():
 def test_value_norms_match_the_value_projection_by_hand():
     bert = load_bert()
     run = run_bert("The fox slipped under the fence.")
-    norms = an.value_norms(run.hidden_states)
+    norms = an.value_norms(run.hidden_states, output_projection=False)
     L, H = 6, 12
     assert norms.shape == (L, H, len(run.tokens))
     sd = bert.model.state_dict()
@@ -408,6 +408,22 @@ def test_value_norms_match_the_value_projection_by_hand():
     np.testing.assert_allclose(norms[layer, head], expected, rtol=1e-4)
     with pytest.raises(ValueError, match=r"\(7, n, 384\)"):
         an.value_norms(run.hidden_states[:3])
+
+
+def test_value_norms_through_the_output_projection_match_torch():
+    """‖f_h(x_j)‖: the head's value vector alone (other heads zero) through W_O, no bias."""
+    bert = load_bert()
+    run = run_bert("Bees carry pollen home.")
+    norms = an.value_norms(run.hidden_states)
+    attention = bert.model.encoder.layer[2].attention
+    head = 5
+    with torch.no_grad():
+        V = attention.self.value(torch.tensor(run.hidden_states[2]))  # (n, d)
+        only_h = torch.zeros_like(V)
+        only_h[:, head * 32:(head + 1) * 32] = V[:, head * 32:(head + 1) * 32]
+        f = attention.output.dense(only_h) - attention.output.dense.bias
+    np.testing.assert_allclose(norms[2, head], f.norm(dim=-1).numpy(), rtol=1e-4)
+    assert not np.allclose(norms, an.value_norms(run.hidden_states, output_projection=False))
 
 
 def test_word_grouping_matches_the_fast_tokenizer_on_a_pair():

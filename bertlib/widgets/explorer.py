@@ -67,7 +67,7 @@ def draw_attention(tokens: list[str], attentions: np.ndarray, layer: int, head: 
 
     W = selected_weights(attentions, layer, head)
     n = len(tokens)
-    side = min(9.0, max(3.5, 0.32 * n + 1.5))
+    side = min(7.0, max(3.5, 0.32 * n + 1.5))
     fig = Figure(figsize=(2 * side + 1.5, side))
     ax_map, ax_lines = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1]})
     attention_heatmap(W, tokens, ax=ax_map, title=_describe(attentions, layer, head),
@@ -274,21 +274,19 @@ class AttentionExplorer:
         from IPython.display import HTML, display
 
         self.message = f"{type(exc).__name__}: {exc}"
-        message = self.message
         if self.attentions is None:
             self.output.clear_output(wait=True)
             with self.output:
-                display(HTML(message_html(message)))
+                display(HTML(message_html(self.message)))
             return
-        previous = " ".join(t for t in self.tokens[1:4]) + " …"
-        note = f"{message} — still showing the last valid view ({previous})"
+        previous = " ".join(self.tokens[1:4]) + " …"
+        note = f"{self.message} — still showing the last valid view ({previous})"
 
         def draw() -> None:
             display(HTML(message_html(note)))
             self._draw()
 
         render_safely(self.output, draw)
-        self.message = message
 
 
 def _bench(repeats: int = 5) -> None:
@@ -314,7 +312,8 @@ def _bench(repeats: int = 5) -> None:
             explorer.figure.savefig(io.BytesIO(), format="png", bbox_inches="tight")  # as inline
             return time.perf_counter() - start
 
-    explorer = AttentionExplorer("The quick brown fox jumps over the lazy dog.")
+    with contextlib.redirect_stdout(io.StringIO()):
+        explorer = AttentionExplorer("The quick brown fox jumps over the lazy dog.")
     words = ("the model reads every word of this long text and attends to all of them at once "
              "in each layer and head").split()
     results = {}

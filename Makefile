@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Two workers; --dist loadscope keeps each notebook on one worker (its cells share a kernel).
 PYTEST_ARGS ?= -n 2 --dist loadscope
-NBVAL := --nbval --sanitize-with tests/nbval_sanitize.cfg
+NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 # JupyterLab refuses to run as root (containers, CI) unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 

@@ -381,6 +381,12 @@ def test_head_importance_equals_full_forward_passes_with_the_head_ablated():
             changed = an.sentence_vectors(texts)
         cos = (base * changed).sum(-1) / np.linalg.norm(base, axis=-1) / np.linalg.norm(changed, axis=-1)
         assert importance[layer, head] == pytest.approx(1 - cos.mean(), abs=1e-6)
+    uniform = an.head_importance(texts, mode="uniform")  # padded batch: uniform over real tokens
+    with an.ablated_head(3, 4, "uniform"):
+        changed = an.sentence_vectors(texts)
+    cos = (base * changed).sum(-1) / np.linalg.norm(base, axis=-1) / np.linalg.norm(changed, axis=-1)
+    assert uniform[3, 4] == pytest.approx(1 - cos.mean(), abs=1e-6)
+    assert not np.allclose(uniform, importance, atol=1e-4)
 
 
 def test_sentence_vectors_mean_pool_the_last_layer():

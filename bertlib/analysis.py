@@ -10,6 +10,8 @@ The measures follow the papers that first made them:
   per head: Clark, Khandelwal, Levy & Manning (2019), "What Does BERT Look At?";
 - pattern classes (vertical, diagonal, vertical+diagonal, block, heterogeneous): Kovaleva,
   Romanov, Rogers & Rumshisky (2019), "Revealing the Dark Secrets of BERT";
+- norms of what each token passes on through a head: Kobayashi, Kuribayashi, Yokoi & Inui
+  (2020), "Attention is Not Only a Weight: Analyzing Transformers with Vector Norms";
 - attention rollout: Abnar & Zuidema (2020), "Quantifying Attention Flow in Transformers";
 - head ablation: Michel, Levy & Neubig (2019), "Are Sixteen Heads Really Better than One?".
 """

@@ -41,6 +41,7 @@ __all__ = [
     "linformer_projections",
     "linformer_attention",
     "orthogonal_features",
+    "performer_features",
     "performer_attention",
     "lsh_buckets",
     "lsh_pattern",
@@ -363,6 +364,25 @@ def _log_features(X: np.ndarray, omega: np.ndarray) -> np.ndarray:
     return X @ omega.T - 0.5 * (X**2).sum(1, keepdims=True) - 0.5 * np.log(omega.shape[0])
 
 
+def performer_features(X, omega) -> np.ndarray:
+    """FAVOR+'s positive random features φ(x) = exp(ωᵢᵀx − ‖x‖²/2)/√m, i = 1..m, for each row x.
+
+    For ω ~ N(0, I), E[exp(ωᵀq − ‖q‖²/2) exp(ωᵀk − ‖k‖²/2)] = exp(q·k), so φ(q)·φ(k) is an
+    unbiased estimate of exp(q·k), averaged over the m features (orthogonal ω keep it unbiased:
+    each ω is still N(0, I) on its own). Not stabilised: large ‖x‖ can overflow, which
+    :func:`performer_attention` avoids.
+    X: (n, d); omega: (m, d), e.g. :func:`orthogonal_features`. Returns (n, m), all positive.
+    """
+    X = _as_float_array(X, "X", 2)
+    omega = _as_float_array(omega, "omega", 2)
+    if X.ndim != 2 or omega.ndim != 2 or X.shape[1] != omega.shape[1]:
+        raise ValueError(f"X must be (n, d) and omega (m, d) with the same d, got shapes "
+                         f"{X.shape} and {omega.shape}")
+    check_finite(X, "X")
+    check_finite(omega, "omega")
+    return np.exp(_log_features(X, omega))
+
+
 def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: bool = False):
     """Performer's FAVOR+ attention: exp(q·k) estimated by positive random features.
 
@@ -438,21 +458,28 @@ def lsh_buckets(X, n_buckets: int, n_hashes: int = 1, seed: int | None = 0) -> n
 
 
 def _lsh_rounds(Q: np.ndarray, n_buckets: int, n_hashes: int, seed, chunk: int):
-    """Per hash round: query ids (c_n, chunk), key ids (c_n, 2·chunk; −1 = none), allowed mask.
+    """Buckets (n_hashes, n), and per hash round: query ids (c_n, chunk), key ids (c_n, 2·chunk;
+    −1 = none), allowed (c_n, chunk, 2·chunk) bool.
 
     Tokens are sorted by (bucket, position) and cut into chunks; a chunk's queries see the keys
-    of their own and the previous chunk that share their bucket.
+    of their own and the previous chunk that share their bucket. A token does not see itself if
+    any round gives it another key (Reformer's rule for shared QK); then some rounds may leave
+    it no key at all (an all-False row).
     """
     n = Q.shape[0]
     buckets = lsh_buckets(Q, n_buckets, n_hashes, seed)  # (n_hashes, n)
     rounds = []
+    has_other = np.zeros(n, dtype=bool)  # some round offers the token a key other than itself
     for b in buckets:
         order = np.lexsort((np.arange(n), b)).reshape(-1, chunk)  # (c_n, chunk) token ids
         previous = np.concatenate([np.full((1, chunk), -1), order[:-1]])
         keys = np.concatenate([previous, order], axis=1)  # (c_n, 2·chunk)
         allowed = (keys[:, None, :] >= 0) & (b[order][:, :, None] == b[keys][:, None, :])
-        rounds.append((order, keys, allowed))
-    return rounds
+        is_self = keys[:, None, :] == order[:, :, None]
+        has_other[order] |= (allowed & ~is_self).any(axis=-1)
+        rounds.append((order, keys, allowed, is_self))
+    return buckets, [(order, keys, allowed & ~(is_self & has_other[order][:, :, None]))
+                     for order, keys, allowed, is_self in rounds]
 
 
 def lsh_pattern(Q, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
@@ -460,7 +487,9 @@ def lsh_pattern(Q, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     """Which pairs Reformer's LSH attention keeps for these queries, as an (n, n) bool mask.
 
     Pair (i, j) is kept when, in some hash round, j shares i's bucket and sits in i's chunk or the
-    chunk before it (after sorting by bucket). Q: (n, d). Returns (n, n) bool.
+    chunk before it (after sorting by bucket). The diagonal (i, i) is kept only for a token that
+    no round gives another key (shared QK: q_i·k_i would otherwise dominate).
+    Q: (n, d). Returns (n, n) bool.
     """
     Q = _as_float_array(Q, "Q", 2)
     if Q.ndim != 2:
@@ -469,7 +498,7 @@ def lsh_pattern(Q, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     n = Q.shape[0]
     n_buckets, n_hashes, chunk = _lsh_checks(n, n_buckets, n_hashes, chunk)
     mask = np.zeros((n, n), dtype=bool)
-    for order, keys, allowed in _lsh_rounds(Q, n_buckets, n_hashes, seed, chunk):
+    for order, keys, allowed in _lsh_rounds(Q, n_buckets, n_hashes, seed, chunk)[1]:
         rows = np.broadcast_to(order[:, :, None], allowed.shape)
         mask[rows[allowed], np.broadcast_to(keys[:, None, :], allowed.shape)[allowed]] = True
     return mask
@@ -483,9 +512,11 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     angular-LSH bucket, so sort tokens by bucket, cut them into chunks, and let each query attend
     within its chunk and the previous one. Keys are shared with queries: k_j = q_j / ‖q_j‖.
         out_i = Σ_{j ∈ N(i)} softmax_j(q_i·k_j / √d) v_j,  N(i) from :func:`lsh_pattern`.
-    With several hash rounds N(i) is the union over rounds; a pair found in c rounds has its
-    weight divided by c, so this is exactly softmax over the union. Unlike the paper, a token may
-    attend to itself, so one bucket and one chunk give exactly full shared-QK attention.
+    As in the paper, a token does not attend to itself (with shared QK, q_i·k_i = ‖q_i‖ would
+    win almost always) unless it has no other key in reach. With several hash rounds N(i) is the
+    union over rounds; a pair found in c rounds has its weight divided by c, so this is exactly
+    softmax over the union. One bucket (one chunk) gives full shared-QK attention without the
+    diagonal.
     Cost: O(n_hashes·n·chunk·d) time and O(n_hashes·n·chunk) memory, plus the O(n log n) sort.
     Defaults: chunk = n / n_buckets (so n_buckets must divide n); n_buckets 1 or even.
 
@@ -497,8 +528,7 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     n_buckets, n_hashes, chunk = _lsh_checks(n, n_buckets, n_hashes, chunk)
     norms = np.linalg.norm(Q, axis=1, keepdims=True)
     K = np.divide(Q, norms, out=np.zeros_like(Q), where=norms > 0)
-    rounds = _lsh_rounds(Q, n_buckets, n_hashes, seed, chunk)
-    buckets = lsh_buckets(Q, n_buckets, n_hashes, seed)
+    buckets, rounds = _lsh_rounds(Q, n_buckets, n_hashes, seed, chunk)
     chunk_of = np.empty((n_hashes, n), dtype=int)  # chunk index of each token, per round
     for r, (order, _, _) in enumerate(rounds):
         chunk_of[r, order] = np.arange(order.shape[0])[:, None]
@@ -512,16 +542,18 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
         scores = (Q[order] @ np.swapaxes(K[kj[:, 0]], 1, 2)) * _scale(d)  # (c_n, chunk, 2·chunk)
         logits = np.where(allowed, scores - np.log(np.maximum(seen, 1)), -np.inf)
         top = logits.max(axis=-1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)  # a row with no key in this round
         e = np.exp(logits - top)
         total = e.sum(axis=-1, keepdims=True)
         out_r = np.zeros((n, V.shape[1]), dtype=Q.dtype)
-        out_r[order] = (e @ V[kj[:, 0]]) / total
-        lse_r = np.zeros(n, dtype=Q.dtype)
-        lse_r[order] = (top + np.log(total))[..., 0]
+        out_r[order] = (e @ V[kj[:, 0]]) / np.where(total > 0, total, 1.0)
+        lse_r = np.full(n, -np.inf, dtype=Q.dtype)  # log Σ exp over this round's keys
+        log_total = np.log(total, out=np.full_like(total, -np.inf), where=total > 0)
+        lse_r[order] = (top + log_total)[..., 0]
         outs.append(out_r)
         lses.append(lse_r)
         parts.append((qi, kj, logits))
-    lse = np.logaddexp.reduce(np.stack(lses), axis=0)  # (n,)
+    lse = np.logaddexp.reduce(np.stack(lses), axis=0)  # (n,): every token has a key in some round
     out = sum(np.exp(l_r - lse)[:, None] * o_r for l_r, o_r in zip(lses, outs, strict=True))
     if not return_weights:
         return out

@@ -20,6 +20,7 @@ from bertlib.variants import (
     lsh_pattern,
     orthogonal_features,
     performer_attention,
+    performer_features,
     relative_error,
     sliding_window_attention,
     sliding_window_pattern,
@@ -211,6 +212,30 @@ def test_performer_error_shrinks_as_m_grows():
     assert errors[2] < 0.5 * errors[0]
 
 
+def test_performer_features_estimate_exp_of_the_dot_product_without_bias():
+    rng = np.random.default_rng(1)
+    X = 0.4 * rng.standard_normal((4, 6))
+
+    def estimate(seed):
+        phi = performer_features(X, orthogonal_features(8, 6, seed))
+        return phi @ phi.T
+
+    mean = np.mean([estimate(s) for s in range(3000)], axis=0)
+    np.testing.assert_allclose(mean, np.exp(X @ X.T), rtol=0.04)  # one draw is off by ~30 %
+    assert np.abs(estimate(0) / np.exp(X @ X.T) - 1).max() > 0.1
+
+
+def test_orthogonal_feature_lengths_follow_a_gaussian_vectors():
+    lengths = np.linalg.norm(orthogonal_features(4000, 8, seed=0), axis=1)
+    assert abs((lengths**2).mean() - 8) < 0.3  # E‖ω‖² = d for ω ~ N(0, I_d)
+    assert lengths.std() > 0.5  # not all rescaled to one length
+
+
+def test_performer_features_bad_shapes_are_named():
+    with pytest.raises(ValueError, match="same d"):
+        performer_features(np.ones((3, 4)), np.ones((5, 6)))
+
+
 def test_performer_weights_are_positive_rows_summing_to_one():
     Q, K, V = qkv(scale=3.0)  # large scores: the stabiliser must keep exp finite
     out, weights = performer_attention(Q, K, V, 32, seed=0, return_weights=True)
@@ -244,12 +269,21 @@ def test_performer_bad_m_is_named(m):
 # ---------------------------------------------------------------- LSH (Reformer)
 
 
-def test_lsh_with_one_bucket_is_full_shared_qk_attention():
+def test_lsh_with_one_bucket_is_full_shared_qk_attention_without_the_diagonal():
     Q, _, V = qkv()
-    K = unit_keys(Q)
-    t = [torch.from_numpy(a) for a in (Q, K, V)]
-    expected = F.scaled_dot_product_attention(*t).numpy()
+    expected = torch_masked(Q, unit_keys(Q), V, ~np.eye(24, dtype=bool))
     np.testing.assert_allclose(lsh_attention(Q, V, n_buckets=1), expected, **TOL)
+
+
+def test_lsh_token_attends_to_itself_only_when_nothing_else_is_in_reach():
+    Q, _, V = qkv(n=24)
+    mask = lsh_pattern(Q, 4, 1, seed=2, chunk=2)
+    others = mask & ~np.eye(24, dtype=bool)
+    np.testing.assert_array_equal(mask.diagonal(), ~others.any(axis=1))
+    assert mask.diagonal().any()  # this seed leaves one token alone in its bucket and chunk
+    _, weights = lsh_attention(Q, V, 4, 1, seed=2, chunk=2, return_weights=True)
+    np.testing.assert_allclose(weights.diagonal(), mask.diagonal().astype(float), **TOL)
+    np.testing.assert_allclose(lsh_attention(Q[:1], V[:1], 1), V[:1], **TOL)  # n = 1
 
 
 @pytest.mark.parametrize("n_hashes", [1, 2, 4])
@@ -260,7 +294,8 @@ def test_lsh_is_exact_softmax_over_its_pattern(n_hashes):
     np.testing.assert_allclose(out, torch_masked(Q, unit_keys(Q), V, mask), **TOL)
     assert np.all(weights[~mask] == 0)
     np.testing.assert_allclose(weights.sum(1), 1.0, **TOL)
-    assert mask.diagonal().all()
+    others = mask & ~np.eye(32, dtype=bool)
+    np.testing.assert_array_equal(mask.diagonal(), ~others.any(axis=1))  # itself only if alone
 
 
 def test_more_hash_rounds_keep_more_pairs():

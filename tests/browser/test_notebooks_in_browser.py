@@ -53,6 +53,7 @@ def test_notebook_runs_in_jupyterlab(name, browser, lab_url, screenshots):
         if has_figures:
             page.wait_for_timeout(500)
             assert nb.rendered_images() > 0, f"{name}: figures in outputs but none rendered"
+        dismiss_news_prompt(page)
         page.screenshot(path=str(screenshots / f"{Path(name).stem}.png"), full_page=False)
         if page.locator(".bertlib-attention-explorer").count():
             check_explorer(page, name, screenshots)
@@ -60,6 +61,13 @@ def test_notebook_runs_in_jupyterlab(name, browser, lab_url, screenshots):
             check_bertviz(page, name)
     finally:
         page.close()
+
+
+def dismiss_news_prompt(page) -> None:
+    """Answer JupyterLab's "get notified about news?" toast, so screenshots show the notebook."""
+    no = page.locator(".jp-toast-container button", has_text="No")
+    if no.count():
+        no.first.click()
 
 
 def explorer_variable(name: str) -> str:
@@ -130,5 +138,5 @@ def check_bertviz(page, name: str) -> None:
         labels.first.wait_for(timeout=30_000)
     except Exception as exc:
         raise AssertionError(f"{name}: bertviz drew no SVG text (scripts not loaded?)") from exc
-    texts = {t.strip() for t in labels.all_inner_texts()}
+    texts = {(t or "").strip() for t in labels.all_text_contents()}
     assert {"quick", "brown", "fox"} <= texts, f"{name}: bertviz labels {sorted(texts)[:20]}"

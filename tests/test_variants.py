@@ -103,6 +103,12 @@ def test_bad_window_says_why(w, why):
         sliding_window_attention(Q, K, V, w)
 
 
+def test_global_index_that_is_not_a_position_is_named():
+    Q, K, V = qkv()
+    with pytest.raises(TypeError, match="global_idx must be a list of token positions"):
+        sliding_window_attention(Q, K, V, 4, global_idx=[0.5])
+
+
 def test_window_must_be_a_whole_number():
     with pytest.raises(TypeError, match="whole number"):
         sliding_window_pattern(8, 2.5)

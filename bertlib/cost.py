@@ -456,6 +456,7 @@ def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = 
     Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v); leading axes broadcast.
     mask: (..., n_q, n_k) bool tensor, True where a query may attend; None = all.
     Returns the output (..., n_q, d_v); a query that may attend to nothing gets zeros.
+    Forward pass only: inputs that require grad raise a ValueError outside ``torch.no_grad()``.
 
     The online softmax (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022): for each
     block of keys j, with scores S_j = s·Q K_jᵀ (s = 1/√d_k by default),
@@ -488,22 +489,36 @@ def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = 
                 f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
                 f"{(*batch, n_q, n_k)} (..., n_q, n_k)"
             ) from None
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (Q, K, V)):
+        raise ValueError(
+            "tiled_attention computes the forward pass only (it reuses buffers in place, which "
+            "autograd cannot follow): call it under torch.no_grad(), or use naive_attention"
+        )
     dtype = torch.promote_types(torch.promote_types(Q.dtype, K.dtype), V.dtype)
+    rows = (*batch, n_q)
     Qs = Q.to(dtype) * scale
+    Kt = K.to(dtype).transpose(-2, -1)
     # V with a column of ones: P @ [V, 1] gives P V and P's row sums in one product.
     V1 = torch.cat([V.to(dtype), V.new_ones((*V.shape[:-1], 1), dtype=dtype)], dim=-1)
-    m = torch.full((*batch, n_q, 1), -math.inf, dtype=dtype, device=Q.device)
-    Ol = torch.zeros((*batch, n_q, V1.shape[-1]), dtype=dtype, device=Q.device)  # [O, ℓ]
+    m = torch.full((*rows, 1), -math.inf, dtype=dtype, device=Q.device)
+    Ol = torch.zeros((*rows, V1.shape[-1]), dtype=dtype, device=Q.device)  # [O, ℓ]
+    # Two buffers reused for every block: allocating fresh ones each time costs more than the
+    # arithmetic (page faults), and is what a fused kernel avoids too.
+    S_full = torch.empty((*rows, min(block, n_k)), dtype=dtype, device=Q.device)
+    PV = torch.empty_like(Ol)
     for start in range(0, n_k, block):
         keys = slice(start, start + block)
-        S = Qs @ K[..., keys, :].to(dtype).transpose(-2, -1)
+        width = min(block, n_k - start)
+        S = S_full if width == S_full.shape[-1] else S_full.new_empty((*rows, width))
+        torch.matmul(Qs, Kt[..., keys], out=S)
         if mask is not None:
             S.masked_fill_(~mask[..., keys], -math.inf)
         m_new = torch.maximum(m, S.amax(dim=-1, keepdim=True))
         # a fully masked row so far has m_new = -inf: any finite shift will do
         shift = m_new if mask is None else torch.where(torch.isinf(m_new), 0.0, m_new)
         P = S.sub_(shift).exp_()
-        Ol = Ol * torch.exp(m - shift) + P @ V1[..., keys, :]
+        torch.matmul(P, V1[..., keys, :], out=PV)
+        Ol.mul_(torch.exp(m - shift)).add_(PV)
         m = m_new
     O, l = Ol[..., :-1], Ol[..., -1:]
     return torch.where(l > 0, O / torch.where(l > 0, l, 1.0), 0.0)

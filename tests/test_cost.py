@@ -471,3 +471,24 @@ def test_main_writes_json_png_and_table(tmp_path, capsys):
 def test_main_rejects_bad_sizes(tmp_path):
     with pytest.raises(SystemExit):
         cost.main(["--min-n", "64", "--max-n", "32", "--out", str(tmp_path)])
+
+
+def test_tiled_broadcasts_leading_axes():
+    gen = torch.Generator().manual_seed(8)
+    Q = torch.randn(1, 4, 30, 8, generator=gen, dtype=torch.float64)
+    K = torch.randn(3, 1, 30, 8, generator=gen, dtype=torch.float64)
+    V = torch.randn(3, 4, 30, 5, generator=gen, dtype=torch.float64)
+    out = tiled_attention(Q, K, V, block=7)
+    ref = F.scaled_dot_product_attention(Q.expand(3, 4, 30, 8), K.expand(3, 4, 30, 8), V)
+    assert out.shape == (3, 4, 30, 5)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+
+
+def test_tiled_refuses_gradients_clearly_but_runs_under_no_grad():
+    Q, K, V = qkv((6, 4))
+    Q.requires_grad_(True)
+    with pytest.raises(ValueError, match="forward pass only.*torch.no_grad"):
+        tiled_attention(Q, K, V)
+    with torch.no_grad():
+        out = tiled_attention(Q, K, V, block=4)
+    assert (out - F.scaled_dot_product_attention(Q, K, V)).abs().max().item() <= 1e-5

@@ -507,9 +507,14 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
     rng = np.random.default_rng(seed)
     batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
     encoded = [(pair_batch(b), torch.tensor([p.score / 5 for p in b])) for b in batches]
-    params = [p for name, p in bert.named_parameters()
-              if train_embeddings or not name.startswith("embeddings.")]
-    optimizer = torch.optim.AdamW(params, lr=lr)
+    frozen = [] if train_embeddings else [p for p in bert.embeddings.parameters()
+                                          if p.requires_grad]
+    for p in frozen:  # no gradient is computed for them at all (saves time and memory)
+        p.requires_grad_(False)
+    # foreach=False: one parameter at a time, so the update needs no temporaries the size of
+    # the whole model (a smaller peak memory; the same arithmetic)
+    optimizer = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad], lr=lr,
+                                  foreach=False)
     losses = []
     bert.train()
     try:
@@ -523,6 +528,8 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
                 losses.append(loss.item())
     finally:
         bert.eval()
+        for p in frozen:
+            p.requires_grad_(True)
         torch.use_deterministic_algorithms(was_deterministic)
     return losses
 

@@ -204,6 +204,18 @@ def test_undo_restores_the_original_model_exactly(bert):
     assert bert.model.config._attn_implementation == "eager"
 
 
+def test_plugging_in_leaves_the_state_dict_unchanged(bert):
+    before = bert.model.state_dict()
+    for kwargs in ({"mode": "multiply"}, {"mode": "parallel", "gate": 0.3}):
+        with C.use_prior_attention(bert, layers=[0, 3], **kwargs):
+            during = bert.model.state_dict()
+            assert during.keys() == before.keys()
+            assert all(torch.equal(during[k], before[k]) for k in before)
+    with C.use_prior_attention(bert, layers=[0, 3], mode="parallel", learn_gate=True):
+        extra = bert.model.state_dict().keys() - before.keys()
+    assert extra == {f"encoder.layer.{i}.attention.self.prior_gate.gate_logit" for i in (0, 3)}
+
+
 def test_parallel_gate_mixes_the_two_attentions(bert):
     batch = C.pair_batch([(A, B)], model=bert)
     runs = {}
@@ -288,17 +300,31 @@ def test_fine_tune_is_reproducible_and_leaves_embeddings_frozen(bert):
     assert not torch.equal(trained["encoder.layer.0.attention.self.query.weight"],
                            original["encoder.layer.0.attention.self.query.weight"])
     assert not m1.training and not torch.are_deterministic_algorithms_enabled()
+    # the frozen embeddings got no gradient at all, and are trainable again afterwards
+    assert all(p.grad is None and p.requires_grad for p in m1.embeddings.parameters())
 
 
-def test_spearman_matches_scipy_and_a_hand_case():
+def _naive_average_ranks(v):
+    """Rank of each value = (number smaller) + (number equal - 1) / 2: the tie rule, spelled out."""
+    return [sum(w < x for w in v) + (sum(w == x for w in v) - 1) / 2 for x in v]
+
+
+def test_spearman_on_hand_cases_with_ties():
     assert C.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert C.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
     # ranks with ties: x -> [0, 1.5, 1.5, 3], y -> [0, 1, 2, 3]; r = 4.5 / sqrt(4.5 * 5)
     assert C.spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / np.sqrt(4.5 * 5))
-    stats = pytest.importorskip("scipy.stats")
+    # ties on both sides: x ranks [0.5, 0.5, 2, 3], y ranks [0, 2, 2, 2]; centred (mean 1.5):
+    # x [-1, -1, .5, 1.5], y [-1.5, .5, .5, .5] -> r = 2 / sqrt(4.5 * 3)
+    assert C.spearman([5, 5, 7, 9], [0, 1, 1, 1]) == pytest.approx(2 / np.sqrt(4.5 * 3))
+
+
+def test_spearman_is_pearson_of_naively_computed_average_ranks():
     rng = np.random.default_rng(0)
-    x, y = rng.integers(0, 6, 50).astype(float), rng.normal(size=50)
-    assert C.spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
+    x, y = rng.integers(0, 6, 50).astype(float), np.round(rng.normal(size=50), 1)  # many ties
+    expected = np.corrcoef(_naive_average_ranks(x), _naive_average_ranks(y))[0, 1]
+    assert C.spearman(x, y) == pytest.approx(expected, abs=1e-12)
+    assert C.spearman(y, x) == pytest.approx(expected, abs=1e-12)
 
 
 # ---------------------------------------------------------------- bad input -> clear errors

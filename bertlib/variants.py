@@ -169,8 +169,8 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     How: queries go in blocks of B = w/2; block t (queries tB..tB+B−1) reads one contiguous
     slab of B + w keys (tB − w/2 .. tB + B − 1 + w/2), which holds every key its queries may see,
     and masks the slab to the band |i − j| ≤ w/2 (Longformer's "sliding chunks").
-    Cost: O(n·(w + g)·d) time and O(n·(w + g)) memory for g global tokens: scores are
-    (n/B, B, B + w), i.e. 3·n·w/2 numbers, never n×n.
+    Cost: O(n·(w + g)·d) time and O(n·(w + g + d)) memory for g global tokens: scores are
+    (n/B, B, B + w), i.e. 3·n·w/2 numbers, never n×n; the key and value slabs 3·n·d each.
 
     Q, K: (n, d_k); V: (n, d_v); w: positive even int; global_idx: positions in 0..n−1.
     Returns out (n, d_v), or (out, weights (n, n)) when return_weights is True.
@@ -192,8 +192,13 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     real_key = (cols >= 0) & (cols < n) & ~is_global[np.clip(cols, 0, n - 1)]  # globals apart
     keep = in_band & real_key & (rows < n)  # (n_blocks, B, S)
     pad = ((half, n_blocks * B - n + half), (0, 0))
-    K_slab = sliding_window_view(np.pad(K, pad), S, axis=0)[::B]  # (n_blocks, d_k, S) view
-    V_slab = sliding_window_view(np.pad(V, pad), S, axis=0)[::B]  # (n_blocks, d_v, S) view
+
+    def slabs(X):  # (n_blocks, d, S): block t's S rows of X, a strided view of the padded X
+        # made contiguous (3·n·d numbers), so that the batched products below run in BLAS
+        return np.ascontiguousarray(sliding_window_view(np.pad(X, pad), S, axis=0)[::B])
+
+    K_slab = slabs(K)  # (n_blocks, d_k, S)
+    V_slab = np.swapaxes(slabs(V), 1, 2)  # (n_blocks, S, d_v)
     Q_blocks = np.pad(Q, ((0, n_blocks * B - n), (0, 0))).reshape(n_blocks, B, d_k)
     scale = _scale(d_k)
     band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, S)
@@ -201,7 +206,7 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     weights = softmax(np.concatenate([band, to_global], axis=2),
                       where=np.concatenate([keep, np.ones(to_global.shape, bool)], axis=2))
     w_band, w_global = weights[..., :S], weights[..., S:]
-    out = (w_band @ np.swapaxes(V_slab, 1, 2) + w_global @ V[g]).reshape(-1, V.shape[1])[:n]
+    out = (w_band @ V_slab + w_global @ V[g]).reshape(-1, V.shape[1])[:n]
     out_g, weights_g = scaled_dot_product_attention(Q[g], K, V)  # global rows see everything
     out[g] = out_g
     if not return_weights:

@@ -14,6 +14,7 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "check_finite",
+    "check_qkv_shapes",
     "split_heads",
     "merge_heads",
     "multi_head_attention",
@@ -47,6 +48,24 @@ def check_finite(x: np.ndarray, name: str) -> None:
         raise ValueError(
             f"{name} contains {int(bad.sum())} NaN/inf value(s) (first at index {first}); "
             "attention needs finite numbers"
+        )
+
+
+def check_qkv_shapes(Q_shape, K_shape, V_shape) -> None:
+    """Raise ValueError unless Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v) fit.
+
+    Takes shapes (tuples or torch.Size), so numpy and torch code share one check; the message
+    names both shapes that disagree.
+    """
+    Q_shape, K_shape, V_shape = tuple(Q_shape), tuple(K_shape), tuple(V_shape)
+    if Q_shape[-1] != K_shape[-1]:
+        raise ValueError(
+            f"Q and K must share d_k (their last axis): Q has shape {Q_shape}, K has {K_shape}"
+        )
+    if K_shape[-2] != V_shape[-2]:
+        raise ValueError(
+            f"K and V must have the same number of keys n_k (second-last axis): "
+            f"K has shape {K_shape}, V has {V_shape}"
         )
 
 
@@ -104,15 +123,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None)
     Q = _as_float_array(Q, "Q", 2)
     K = _as_float_array(K, "K", 2)
     V = _as_float_array(V, "V", 2)
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            f"Q and K must share d_k (their last axis): Q has shape {Q.shape}, K has {K.shape}"
-        )
-    if K.shape[-2] != V.shape[-2]:
-        raise ValueError(
-            f"K and V must have the same number of keys n_k (second-last axis): "
-            f"K has shape {K.shape}, V has {V.shape}"
-        )
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
     for name, arr in (("Q", Q), ("K", K), ("V", V)):
         check_finite(arr, name)
     d_k = Q.shape[-1]

@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bertlib.attention import check_qkv_shapes
+
 __all__ = [
     "Measurement",
     "Fit",
@@ -404,16 +406,7 @@ def _check_qkv(Q, K, V):
             raise ValueError(
                 f"{name} must have at least 2 dimensions (..., n, d), got shape {tuple(t.shape)}"
             )
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            f"Q and K must share d_k (their last axis): Q has shape {tuple(Q.shape)}, "
-            f"K has {tuple(K.shape)}"
-        )
-    if K.shape[-2] != V.shape[-2]:
-        raise ValueError(
-            f"K and V must have the same number of keys n_k (second-last axis): "
-            f"K has shape {tuple(K.shape)}, V has {tuple(V.shape)}"
-        )
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
     try:
         batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     except RuntimeError:

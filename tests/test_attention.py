@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from bertlib.attention import (
     causal_mask,
+    check_qkv_shapes,
     padding_mask,
     scaled_dot_product_attention,
     softmax,
@@ -175,3 +176,11 @@ def test_mask_that_would_enlarge_the_scores_is_rejected():
     with pytest.raises(ValueError, match=r"\(2, 3, 3\) does not broadcast .*\(3, 3\)"):
         scaled_dot_product_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 2)),
                                      mask=np.ones((2, 3, 3), bool))
+
+
+def test_check_qkv_shapes_accepts_torch_sizes_and_names_both_shapes():
+    check_qkv_shapes(torch.Size([2, 5, 4]), (2, 7, 4), (2, 7, 3))
+    with pytest.raises(ValueError, match=r"\(2, 5, 4\).*\(2, 7, 5\)"):
+        check_qkv_shapes(torch.Size([2, 5, 4]), (2, 7, 5), (2, 7, 3))
+    with pytest.raises(ValueError, match=r"n_k.*\(7, 4\).*\(6, 3\)"):
+        check_qkv_shapes((5, 4), (7, 4), (6, 3))

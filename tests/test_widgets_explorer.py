@@ -1,25 +1,20 @@
 """bertlib.widgets.explorer: the attention explorer builds, redraws, and turns bad input into a
 message while the last valid view stays usable."""
 
-import matplotlib
+import html
+import re
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
-from bertlib.models import attention_maps, load_bert  # noqa: E402
-from bertlib.widgets.explorer import (  # noqa: E402
+from bertlib.models import attention_maps, load_bert
+from bertlib.widgets.explorer import (
+    MIN_LINE_WEIGHT,
+    TOP_KEYS,
     AttentionExplorer,
-    draw_attention,
     selected_weights,
+    view_html,
 )
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.fixture
@@ -28,18 +23,23 @@ def explorer():
 
 
 def title(ex):
-    return ex.figure.axes[0].get_title()
+    return html.unescape(re.search(r'class="view-title">(.*?)</text>', ex.view.value).group(1))
+
+
+def column_labels(source):
+    return [html.unescape(t) for t in re.findall(r'rotate\(-90\)" text-anchor="end">(.*?)</text>',
+                                                 source)]
 
 
 def x_labels(ex):
-    return [t.get_text() for t in ex.figure.axes[0].get_xticklabels()]
+    return column_labels(ex.view.value)
 
 
 def test_builds_with_controls_on_top_and_view_below(explorer):
     children = explorer.widget.children
     assert children[0] is explorer.text_box and children[1] is explorer.pair_box
-    assert explorer.output in children and explorer.overlay_html in children
-    assert children.index(explorer.output) > 2
+    assert explorer.view in children and explorer.overlay_html in children
+    assert children.index(explorer.view) > 2
     assert explorer.text_box.continuous_update is False
     assert explorer.layer_box.continuous_update is False
     assert explorer.message == ""
@@ -77,10 +77,12 @@ def test_drawn_map_is_the_selected_head(explorer):
     tokens, att = attention_maps("The cat sat on the mat")
     explorer.set_layer(1)
     explorer.set_head(4)
-    shown = explorer.figure.axes[0].images[0].get_array()
-    assert np.allclose(shown, att[1, 4])
+    assert np.allclose(explorer.weights, att[1, 4])
+    source = explorer.view.value
+    assert source.count("<line ") == (att[1, 4] >= MIN_LINE_WEIGHT).sum()
     explorer.set_head(None)
-    assert np.allclose(explorer.figure.axes[0].images[0].get_array(), att[1].mean(0))
+    assert np.allclose(explorer.weights, att[1].mean(0))
+    assert explorer.view.value != source
 
 
 @pytest.mark.parametrize("text", ["", "   "])
@@ -88,6 +90,9 @@ def test_empty_sentence_shows_a_message_and_keeps_the_last_view(explorer, text):
     assert explorer.set_text(text) is False
     assert "empty or only whitespace" in explorer.message
     assert explorer.tokens[2] == "cat"  # the last valid sentence is still loaded
+    message_end = explorer.view.value.index("</div>")  # the message, then the last valid view
+    assert "empty or only whitespace" in explorer.view.value[:message_end]
+    assert explorer.view.value.endswith(explorer.view_source) and "explorer-view" in explorer.view_source
     assert explorer.set_head(2) and explorer.message == ""  # and its controls still work
 
 
@@ -139,13 +144,29 @@ def test_overlay_error_becomes_a_message():
         AttentionExplorer(overlay="not callable")
 
 
-def test_selected_weights_and_draw_attention_long_input():
+def test_selected_weights_and_view_of_a_long_input():
     att = np.full((2, 3, 60, 60), 1 / 60)
     assert np.allclose(selected_weights(att, 1, None).sum(-1), 1)
     with pytest.raises(ValueError, match=r"head must be in 0\.\.2"):
         selected_weights(att, 0, 3)
-    fig = draw_attention([f"t{i}" for i in range(60)], att, 1, 2)
-    assert len(fig.axes[0].get_xticklabels()) <= 48  # long inputs get fewer labels
+    source = view_html([f"t{i}" for i in range(60)], att, 1, 2)
+    assert column_labels(source) == [f"t{i}" for i in range(0, 60, 2)]  # fewer labels
+    assert source.count("<line ") == 60 * TOP_KEYS  # only each query's strongest keys
+    assert "layer 1, head 2" in source
+
+
+def test_view_is_html_with_escaped_token_text():
+    att = np.full((1, 1, 3, 3), 1 / 3)
+    source = view_html(["[CLS]", "<b>&", "[SEP]"], att, 0, None)
+    assert source.startswith('<div class="explorer-view"')
+    assert "&lt;b&gt;&amp;" in source and "<b>&" not in source
+    assert "layer 0, mean of 1 heads" in source
+
+
+def test_view_of_a_real_sentence_names_its_tokens(explorer):
+    explorer.set_text("Birds fly south when winter comes")
+    text = re.sub(r"<[^>]+>", " ", explorer.view.value)
+    assert "birds" in text.split() and "winter" in text.split()
 
 
 def test_displays_itself(explorer, monkeypatch):

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
 from collections.abc import Callable
 
 import numpy as np
 
 from bertlib.models import check_layer_head, load_bert, run_bert
-from bertlib.widgets import INPUT_ERRORS, message_html, render_safely
+from bertlib.viz import attention_svg, lines_svg
+from bertlib.widgets import INPUT_ERRORS, message_html
 
-__all__ = ["AttentionExplorer", "selected_weights", "draw_attention", "update_attention"]
+__all__ = ["AttentionExplorer", "selected_weights", "view_html"]
 
 MEAN = "mean"
 _LABELLED_TICKS = 48  # above this many tokens, label only every k-th tick
 MIN_LINE_WEIGHT = 0.01  # lines fainter than this are not drawn
+TOP_KEYS = 4  # above _LABELLED_TICKS tokens, lines only to each query's strongest keys
 
 
 def selected_weights(attentions: np.ndarray, layer: int, head: int | None) -> np.ndarray:
@@ -39,60 +40,31 @@ def selected_weights(attentions: np.ndarray, layer: int, head: int | None) -> np
     return attentions[layer, head]
 
 
-def _thin_ticks(ax, tokens: list[str]) -> None:
-    n = len(tokens)
-    if n <= _LABELLED_TICKS:
-        return
-    step = int(np.ceil(n / _LABELLED_TICKS))
-    keep = list(range(0, n, step))
-    ax.set_xticks(keep, [tokens[i] for i in keep], rotation=90)
-    ax.set_yticks(keep, [tokens[i] for i in keep])
-
-
 def _describe(attentions: np.ndarray, layer: int, head: int | None) -> str:
     which = f"mean of {attentions.shape[1]} heads" if head is None else f"head {head}"
     return f"layer {layer}, {which}"
 
 
-def draw_attention(tokens: list[str], attentions: np.ndarray, layer: int, head: int | None):
-    """Heatmap (left) and token-to-token lines (right) of one head, or the mean of the heads.
+def view_html(tokens: list[str], attentions: np.ndarray, layer: int, head: int | None) -> str:
+    """The explorer's view as HTML for the browser to draw: heatmap (left) and token-to-token
+    lines (right) of one head, or the mean of the heads, inside ``<div class="explorer-view">``.
 
-    tokens: n labels; attentions: (layers, heads, n, n). Returns a matplotlib Figure that pyplot
-    does not manage (show it with ``IPython.display.display``; update it with
-    :func:`update_attention`). Lines under MIN_LINE_WEIGHT are left out (invisible anyway).
+    tokens: n labels; attentions: (layers, heads, n, n). Lines under MIN_LINE_WEIGHT are left out
+    (invisible anyway); above _LABELLED_TICKS tokens only each query's TOP_KEYS strongest keys get
+    a line and only every k-th token a label. No matplotlib figure: a string, built in ms.
     """
-    from matplotlib.figure import Figure
-
-    from bertlib.viz import attention_heatmap, line_view
-
     W = selected_weights(attentions, layer, head)
-    n = len(tokens)
-    side = min(7.0, max(3.5, 0.32 * n + 1.5))
-    fig = Figure(figsize=(2 * side + 1.5, side))
-    ax_map, ax_lines = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1]})
-    attention_heatmap(W, tokens, ax=ax_map, title=_describe(attentions, layer, head),
-                      annotate=False)
-    _thin_ticks(ax_map, tokens)
-    line_view(W, tokens, ax=ax_lines, min_weight=MIN_LINE_WEIGHT, max_labels=_LABELLED_TICKS,
-              title="each line: query → key, opacity = weight")
-    with warnings.catch_warnings():  # CJK etc. draw as boxes in the default font; no noise
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-        fig.tight_layout()
-    return fig
-
-
-def update_attention(fig, attentions: np.ndarray, layer: int, head: int | None) -> None:
-    """Show another layer/head in a figure from :func:`draw_attention` (same tokens): only the
-    heatmap's data, its title and the lines change, which is much faster than a new figure."""
-    from bertlib.viz import line_segments
-
-    W = selected_weights(attentions, layer, head)
-    ax_map, ax_lines = fig.axes[:2]
-    ax_map.images[0].set_data(W)
-    ax_map.set_title(_describe(attentions, layer, head))
-    segments, colors = line_segments(W, min_weight=MIN_LINE_WEIGHT)
-    ax_lines.collections[0].set_segments(segments)
-    ax_lines.collections[0].set_colors(colors)
+    long = len(tokens) > _LABELLED_TICKS
+    heatmap = attention_svg(W, tokens, title=_describe(attentions, layer, head),
+                            max_labels=_LABELLED_TICKS)
+    lines = lines_svg(W, tokens, title="each line: query → key, opacity = weight",
+                      min_weight=MIN_LINE_WEIGHT, top_k=TOP_KEYS if long else None,
+                      max_labels=_LABELLED_TICKS)
+    note = (f'<div style="font-size:11px;color:#555">{len(tokens)} tokens: every '
+            f"{int(np.ceil(len(tokens) / _LABELLED_TICKS))}th label shown; lines for each "
+            f"query's {TOP_KEYS} strongest keys</div>" if long else "")
+    return ('<div class="explorer-view" style="display:flex;flex-wrap:wrap;gap:12px;'
+            f'align-items:flex-start">{heatmap}{lines}</div>{note}')
 
 
 class AttentionExplorer:
@@ -120,12 +92,12 @@ class AttentionExplorer:
         self.n_layers, self.n_heads = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
         self.overlay = overlay
         self.message = ""
-        self.figure = None
+        self.view_source = ""  # the HTML of the last valid view
+        self.weights: np.ndarray | None = None  # the (n, n) map it shows
         self.tokens: list[str] = []
         self.attentions: np.ndarray | None = None
         self._layer, self._head = self.n_layers - 1, None
         self._muted = False
-        self._figure_key: tuple = ()
 
         wide = w.Layout(width="95%")
         self.text_box = w.Text(value=text, description="sentence", continuous_update=False,
@@ -140,11 +112,11 @@ class AttentionExplorer:
         self.head_box = w.Dropdown(
             options=[("mean of heads", MEAN)] + [(f"head {h}", h) for h in range(self.n_heads)],
             value=MEAN, description="head")
-        self.output = w.Output()
+        self.view = w.HTML()
         self.overlay_html = w.HTML()
         self.widget = w.VBox([self.text_box, self.pair_box,
                               w.HBox([self.layer_box, self.head_box]),
-                              self.output, self.overlay_html])
+                              self.view, self.overlay_html])
         self.widget.add_class("bertlib-attention-explorer")
         for name, box in (("text", self.text_box), ("pair", self.pair_box),
                           ("layer", self.layer_box), ("head", self.head_box)):
@@ -228,33 +200,17 @@ class AttentionExplorer:
         self._head = None if value == MEAN else int(value)
         return self._redraw()
 
-    def _draw(self) -> None:
-        from IPython.display import display
-
-        key = (tuple(self.tokens), id(self.attentions))
-        if self.figure is None or self._figure_key != key:
-            self.figure = draw_attention(self.tokens, self.attentions, self._layer, self._head)
-            self._figure_key = key
-        else:
-            update_attention(self.figure, self.attentions, self._layer, self._head)
-        display(self.figure)
-
     def _redraw(self) -> bool:
         if self.attentions is None:
             return False
-        self.message = ""
-        errors: list[Exception] = []
-
-        def draw() -> None:
-            try:
-                self._draw()
-            except INPUT_ERRORS as exc:
-                errors.append(exc)
-                raise
-
-        if not render_safely(self.output, draw):
-            self.message = f"{type(errors[0]).__name__}: {errors[0]}"
+        try:
+            source = view_html(self.tokens, self.attentions, self._layer, self._head)
+        except INPUT_ERRORS as exc:
+            self._show_error(exc)
             return False
+        self.message = ""
+        self.weights = selected_weights(self.attentions, self._layer, self._head)
+        self.view_source = self.view.value = source
         return self._draw_overlay()
 
     def _draw_overlay(self) -> bool:
@@ -271,76 +227,65 @@ class AttentionExplorer:
 
     def _show_error(self, exc: Exception) -> None:
         """The message where the view would be, then the last valid view (still usable)."""
-        from IPython.display import HTML, display
-
         self.message = f"{type(exc).__name__}: {exc}"
-        if self.attentions is None:
-            self.output.clear_output(wait=True)
-            with self.output:
-                display(HTML(message_html(self.message)))
+        if not self.view_source:
+            self.view.value = message_html(self.message)
             return
         previous = " ".join(self.tokens[1:4]) + " …"
         note = f"{self.message} — still showing the last valid view ({previous})"
-
-        def draw() -> None:
-            display(HTML(message_html(note)))
-            self._draw()
-
-        render_safely(self.output, draw)
+        self.view.value = message_html(note) + self.view_source
 
 
 def _bench(repeats: int = 5) -> None:
     """Print the explorer's latencies: head/layer change, new sentences of 128 and 512 pieces.
 
-    A redraw is timed up to a rendered PNG, made as the notebook's inline backend makes it
-    (what the front end receives). A new sentence is timed without the cache (never seen).
+    A step is timed until the view's HTML is built and serialised as the widget message the
+    front end receives (the browser then draws it). A new sentence is timed without the cache
+    (never seen). Wall-clock and CPU time of this process are both printed (a busy machine slows
+    the first, not the second).
     """
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import json
 
     from bertlib import models
 
-    def rendered(step: Callable[[], object]) -> float:
-        # outside a kernel, clearing an Output prints terminal escape codes: hide them
-        with contextlib.redirect_stdout(io.StringIO()):
-            start = time.perf_counter()
-            step()
-            explorer.figure.savefig(io.BytesIO(), format="png", bbox_inches="tight")  # as inline
-            return time.perf_counter() - start
+    def timed(step: Callable[[], object]) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        step()
+        json.dumps({"method": "update", "state": {"value": explorer.view.value}})
+        return time.perf_counter() - wall, time.process_time() - cpu
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        explorer = AttentionExplorer("The quick brown fox jumps over the lazy dog.")
+    explorer = AttentionExplorer("The quick brown fox jumps over the lazy dog.")
     words = ("the model reads every word of this long text and attends to all of them at once "
              "in each layer and head").split()
-    results = {}
-    head_times = [rendered(lambda h=h: explorer.set_head(h)) for h in range(repeats)]
-    layer_times = [rendered(lambda i=i: explorer.set_layer(i % explorer.n_layers))
-                   for i in range(repeats)]
-    results["head change (11 tokens)"] = head_times
-    results["layer change (11 tokens)"] = layer_times
+    results = {
+        "head change (11 tokens)": [timed(lambda h=h: explorer.set_head(h))
+                                    for h in range(repeats)],
+        "layer change (11 tokens)": [timed(lambda i=i: explorer.set_layer(i % explorer.n_layers))
+                                     for i in range(repeats)],
+    }
     for n in (128, 512):
         times = []
         for r in range(max(2, repeats // 2)):
             text = " ".join(words[(i + r) % len(words)] for i in range(n - 2))
             models.clear_run_cache()
-            times.append(rendered(lambda t=text: explorer.set_text(t)))
+            times.append(timed(lambda t=text: explorer.set_text(t)))
             assert len(explorer.tokens) == n, (len(explorer.tokens), explorer.message)
         results[f"new sentence ({n} tokens)"] = times
-        results[f"head change ({n} tokens)"] = [rendered(lambda h=h: explorer.set_head(h))
-                                                for h in range(3)]
+        results[f"head change ({n} tokens)"] = [timed(lambda h=h: explorer.set_head(h))
+                                                for h in range(repeats)]
+        results[f"view size ({n} tokens)"] = len(explorer.view.value)
     targets = {"head change": 0.1, "layer change": 0.1, "new sentence (128": 0.3,
                "new sentence (512": 1.0}
-    print(f"{'step':32s} {'median':>9s} {'max':>9s}  target")
+    print(f"{'step':28s} {'wall median':>11s} {'wall max':>9s} {'CPU median':>10s}  target")
     for name, times in results.items():
+        if isinstance(times, int):
+            print(f"{name:28s} {times / 1000:8.0f} kB of HTML")
+            continue
+        wall, cpu = np.array(times).T * 1000
         target = next((f"≤ {t * 1000:.0f} ms" for k, t in targets.items() if name.startswith(k)),
                       "")
-        print(f"{name:32s} {np.median(times) * 1000:7.0f} ms {max(times) * 1000:7.0f} ms  "
-              f"{target}")
-    plt.close("all")
+        print(f"{name:28s} {np.median(wall):8.1f} ms {wall.max():6.1f} ms "
+              f"{np.median(cpu):7.1f} ms  {target}")
 
 
 if __name__ == "__main__":

@@ -84,38 +84,42 @@ def check_explorer(page, name: str, screenshots: Path) -> None:
     var = explorer_variable(name)
     box = page.locator(".bertlib-attention-explorer").last
     box.scroll_into_view_if_needed()
-    image = box.locator(".jp-OutputArea-output img").first
+    view = box.locator(".explorer-view").first
 
-    def image_src() -> str:
-        image.wait_for(state="visible", timeout=30_000)
-        return image.get_attribute("src") or ""
+    def view_text() -> str:
+        view.wait_for(state="visible", timeout=30_000)
+        return view.text_content() or ""
 
     def commit(selector: str, value: str) -> None:
         field = box.locator(f"{selector} input")
         field.fill(value)
         field.press("Enter")
 
-    def wait_for_new_image(old: str, what: str) -> str:
+    def wait_for_new_view(old: str, what: str) -> str:
         try:
             page.wait_for_function(
-                "([el, old]) => { const img = el.querySelector('.jp-OutputArea-output img');"
-                " return img && img.getAttribute('src') !== old; }",
+                "([el, old]) => { const v = el.querySelector('.explorer-view');"
+                " return v && v.textContent !== old; }",
                 arg=[box.element_handle(), old], timeout=60_000)
         except Exception as exc:
             raise AssertionError(f"{name}: the explorer did not redraw after {what}") from exc
-        return image_src()
+        return view_text()
 
-    before = image_src()
+    before = view_text()
     commit(".explorer-text", "Birds fly south when winter comes")
-    after_text = wait_for_new_image(before, "a new sentence")
+    after_text = wait_for_new_view(before, "a new sentence")
+    labels = {(t or "").strip() for t in view.locator("svg text").all_text_contents()}
+    assert {"birds", "winter"} <= labels, f"{name}: view labels {sorted(labels)[:20]}"
     state = kernel_print(page, f"print({var}.tokens, repr({var}.message))")
     assert "'birds'" in state and "'winter'" in state, f"{name}: explorer state {state!r}"
     assert state.rstrip().endswith("''"), f"{name}: explorer shows an error: {state!r}"
 
     commit(".explorer-layer", "2")
-    after_layer = wait_for_new_image(after_text, "a layer change")
+    after_layer = wait_for_new_view(after_text, "a layer change")
+    assert "layer 2" in after_layer, f"{name}: view after layer 2: {after_layer[:80]!r}"
     box.locator(".explorer-head select").select_option(label="head 3")
-    wait_for_new_image(after_layer, "a head change")
+    after_head = wait_for_new_view(after_layer, "a head change")
+    assert "layer 2, head 3" in after_head, f"{name}: view after head 3: {after_head[:80]!r}"
     state = kernel_print(page, f"print({var}._layer, {var}._head)")
     assert state.split() == ["2", "3"], f"{name}: explorer at layer/head {state!r}, wanted 2 3"
     page.screenshot(path=str(screenshots / f"{Path(name).stem}_explorer.png"))
@@ -126,6 +130,7 @@ def check_explorer(page, name: str, screenshots: Path) -> None:
     box.get_by_text(re.compile("empty")).first.wait_for(timeout=30_000)
     assert box.locator(".jp-OutputArea-output [data-mime-type*=error]").count() == 0, (
         f"{name}: the explorer shows a traceback instead of a message")
+    assert "Traceback" not in (box.text_content() or ""), f"{name}: a traceback in the explorer"
     assert box.locator(".explorer-text input").is_enabled()
 
 

@@ -41,8 +41,9 @@ def variant_vs_full(variant: str, knob: int, Q, K, V, seed: int = 0):
     """Full attention and one variant on the same head.
 
     variant: a key of VARIANTS; knob: its knob (w, block, k, m or n_buckets). Block-sparse uses
-    one random and one global block; LSH uses one hash round and keys shared with the queries
-    (so it differs from BERT's attention even with one bucket).
+    one random and one global block; LSH uses one hash round and keys shared with the queries,
+    and a token does not attend to itself (so it differs from BERT's attention even with one
+    bucket).
     Q, K: (n, d_k); V: (n, d_v).
     Returns (full weights (n, n), variant weights (n, n), relative error of the variant's output
     (n, d_v) against full attention's).

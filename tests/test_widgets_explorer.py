@@ -153,6 +153,7 @@ def test_selected_weights_and_view_of_a_long_input():
     assert column_labels(source) == [f"t{i}" for i in range(0, 60, 2)]  # fewer labels
     assert source.count("<line ") == 60 * TOP_KEYS  # only each query's strongest keys
     assert "layer 1, head 2" in source
+    assert "60 tokens: one label in 2 shown; lines for each query's 4 strongest keys" in source
 
 
 def test_view_is_html_with_escaped_token_text():

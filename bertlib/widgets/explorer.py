@@ -60,8 +60,8 @@ def view_html(tokens: list[str], attentions: np.ndarray, layer: int, head: int |
     lines = lines_svg(W, tokens, title="each line: query → key, opacity = weight",
                       min_weight=MIN_LINE_WEIGHT, top_k=TOP_KEYS if long else None,
                       max_labels=_LABELLED_TICKS)
-    note = (f'<div style="font-size:11px;color:#555">{len(tokens)} tokens: every '
-            f"{int(np.ceil(len(tokens) / _LABELLED_TICKS))}th label shown; lines for each "
+    note = (f'<div style="font-size:11px;color:#555">{len(tokens)} tokens: one label in '
+            f"{int(np.ceil(len(tokens) / _LABELLED_TICKS))} shown; lines for each "
             f"query's {TOP_KEYS} strongest keys</div>" if long else "")
     return ('<div class="explorer-view" style="display:flex;flex-wrap:wrap;gap:12px;'
             f'align-items:flex-start">{heatmap}{lines}</div>{note}')
@@ -76,9 +76,11 @@ class AttentionExplorer:
     (attentions (layers, heads, n, n); head an int, or None for the mean of the heads).
 
     The forward pass is cached per sentence (:func:`bertlib.models.run_bert`), so changing the
-    layer or head only redraws. Bad input (empty sentence, more than 512 pieces, a layer or head
-    out of range) shows ``message`` where the view would be, followed by the last valid view,
-    whose controls keep working. ``widget`` is the ipywidgets box; the object displays itself.
+    layer or head only redraws: ``view`` (an ipywidgets.HTML) receives :func:`view_html`'s
+    string, which the browser draws; ``weights`` is the (n, n) map shown. Bad input (empty
+    sentence, more than 512 pieces, a layer or head out of range) shows ``message`` where the
+    view would be, followed by the last valid view, whose controls keep working. ``widget`` is
+    the ipywidgets box; the object displays itself.
     """
 
     def __init__(self, text: str = "The cat sat on the mat", text_pair: str | None = None,
@@ -241,7 +243,8 @@ def _bench(repeats: int = 5) -> None:
 
     A step is timed until the view's HTML is built and serialised as the widget message the
     front end receives (the browser then draws it). A new sentence is timed without the cache
-    (never seen). Wall-clock and CPU time of this process are both printed (a busy machine slows
+    (never seen); its forward pass alone (:func:`bertlib.models.run_bert`) is timed again
+    separately. Wall-clock and CPU time of this process are both printed (a busy machine slows
     the first, not the second).
     """
     import json
@@ -264,13 +267,16 @@ def _bench(repeats: int = 5) -> None:
                                      for i in range(repeats)],
     }
     for n in (128, 512):
-        times = []
+        times, forward = [], []
         for r in range(max(2, repeats // 2)):
             text = " ".join(words[(i + r) % len(words)] for i in range(n - 2))
             models.clear_run_cache()
             times.append(timed(lambda t=text: explorer.set_text(t)))
             assert len(explorer.tokens) == n, (len(explorer.tokens), explorer.message)
+            models.clear_run_cache()  # the same sentence again, forward pass only
+            forward.append(timed(lambda t=text: models.run_bert(t, None, explorer.model)))
         results[f"new sentence ({n} tokens)"] = times
+        results[f"  of which forward pass ({n})"] = forward
         results[f"head change ({n} tokens)"] = [timed(lambda h=h: explorer.set_head(h))
                                                 for h in range(repeats)]
         results[f"view size ({n} tokens)"] = len(explorer.view.value)

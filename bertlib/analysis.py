@@ -609,10 +609,7 @@ def ablated_head(layer: int, head: int, mode: str = "uniform", model=None) -> It
     implementation is restored on exit, even after an error. The weights are never changed.
     Note: ``bertlib.models.run_bert`` is cached and ignores this; use :func:`sentence_vectors`.
     """
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.masking_utils import eager_mask
-
-    from bertlib.models import check_layer_head, load_bert
+    from bertlib.models import check_layer_head, load_bert, register_attention
 
     model = model or load_bert()
     layer, head = check_layer_head(model, layer, head, allow_mean=False)
@@ -621,8 +618,7 @@ def ablated_head(layer: int, head: int, mode: str = "uniform", model=None) -> It
     previous = model.model.config._attn_implementation
     if previous == _ABLATION_NAME:
         raise ValueError("ablated_head blocks cannot be nested: one head at a time")
-    AttentionInterface.register(_ABLATION_NAME, _ablation_attention(layer, head, mode))
-    AttentionMaskInterface.register(_ABLATION_NAME, eager_mask)
+    register_attention(_ABLATION_NAME, _ablation_attention(layer, head, mode))
     model.model.set_attn_implementation(_ABLATION_NAME)
     try:
         yield model

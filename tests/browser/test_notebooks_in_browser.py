@@ -17,17 +17,28 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
+def cell_text(outputs: list[dict]) -> str:
+    """A cell's printed text and results, joined in order.
+
+    JupyterLab merges consecutive outputs of the same stream while nbformat files may keep them
+    apart, so cells are compared as a whole, not output by output.
+    """
+    return "".join(output_text(o) for o in outputs
+                   if o.get("output_type") in ("stream", "execute_result")).strip()
+
+
+def checked_texts(cells: list[tuple[str, list[dict]]]) -> list[str]:
+    """Text of each (source, outputs) cell whose output nbval compares, skipping empty ones."""
+    texts = [cell_text(outputs) for source, outputs in cells
+             if "NBVAL_IGNORE_OUTPUT" not in source]
+    return [t for t in texts if t]
+
+
 def committed_outputs(name: str) -> list[str]:
-    """Texts of the committed notebook's stream/result outputs, in order (nbval keeps them true)."""
+    """The committed notebook's checked cell texts, in order (nbval keeps them true)."""
     nb = json.loads((ROOT / "notebooks" / name).read_text())
-    texts = []
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "code" or "NBVAL_IGNORE_OUTPUT" in "".join(cell["source"]):
-            continue
-        for out in cell.get("outputs", []):
-            if out.get("output_type") in ("stream", "execute_result") and output_text(out).strip():
-                texts.append(output_text(out).strip())
-    return texts
+    return checked_texts([("".join(c["source"]), c.get("outputs", [])) for c in nb["cells"]
+                          if c["cell_type"] == "code"])
 
 
 def test_there_are_notebooks():
@@ -41,14 +52,11 @@ def test_notebook_runs_in_jupyterlab(name, browser, lab_url, screenshots):
         nb = LabNotebook(page, lab_url, name)
         cells = nb.run_all()
         assert not nb.errors(cells), f"{name}: error outputs in the browser: {nb.errors(cells)}"
-        live = [output_text(o).strip() for c in cells
-                if "NBVAL_IGNORE_OUTPUT" not in c["source"]
-                for o in c["outputs"]
-                if o.get("output_type") in ("stream", "execute_result") and output_text(o).strip()]
+        live = checked_texts([(c["source"], c["outputs"]) for c in cells])
         expected = committed_outputs(name)
         assert expected, f"{name}: the committed notebook has no checked text output"
-        assert live and live[0] == expected[0], f"{name}: first output differs"
-        assert live[-1] == expected[-1], f"{name}: last output differs"
+        assert live and live[0] == expected[0], f"{name}: first checked cell's output differs"
+        assert live[-1] == expected[-1], f"{name}: last checked cell's output differs"
         has_figures = any("image/png" in o.get("data", {}) for c in cells for o in c["outputs"])
         if has_figures:
             page.wait_for_timeout(500)

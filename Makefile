@@ -11,7 +11,7 @@ NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 # JupyterLab refuses to run as root (containers, CI) unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test test-unit test-notebooks test-any-bert test-browser bench lint execute clean
+.PHONY: lab test test-unit test-notebooks test-any-bert test-browser test-binder bench lint execute clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,10 +26,10 @@ lab: $(STAMP)
 
 # Unit tests of bertlib + strict nbval: every notebook re-executed and its outputs compared.
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) --ignore=tests/browser tests notebooks
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) --ignore=tests/browser --ignore=tests/binder tests notebooks
 
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) --ignore=tests/browser tests
+	$(BIN)/python -m pytest $(PYTEST_ARGS) --ignore=tests/browser --ignore=tests/binder tests
 
 test-notebooks: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) notebooks
@@ -49,6 +49,15 @@ test-browser: $(STAMP) $(VENV)/.browser-installed
 
 $(VENV)/.browser-installed: tests/browser/requirements.txt $(STAMP)
 	$(BIN)/python -m pip install --quiet -r tests/browser/requirements.txt
+	touch $@
+
+# What Binder will build: repo2docker's plan for binder/ (no Docker needed) and every pin
+# resolved from PyPI for the image's Python on Linux x86-64 (needs PyPI; fails without it).
+test-binder: $(STAMP) $(VENV)/.binder-installed
+	$(BIN)/python -m pytest -p no:xdist -v -rP tests/test_binder.py tests/binder
+
+$(VENV)/.binder-installed: tests/binder/requirements.txt $(STAMP)
+	$(BIN)/python -m pip install --quiet -r tests/binder/requirements.txt
 	touch $@
 
 lint: $(STAMP)

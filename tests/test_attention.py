@@ -13,7 +13,10 @@ from bertlib.attention import (
     softmax,
 )
 
-RTOL, ATOL = 1e-10, 1e-12  # float64 on both sides: agreement to rounding
+# float64 on both sides (eps 2.2e-16); sums of d <= 8 terms, a softmax and one more product:
+# ~1e-15 relative -> RTOL; ATOL for entries near 0. Elsewhere in this file assert_allclose's
+# default rtol 1e-7 is far above float64 rounding.
+RTOL, ATOL = 1e-10, 1e-12
 
 
 def torch_sdpa(Q, K, V, mask=None):
@@ -28,7 +31,7 @@ def test_matches_torch_sdpa_without_mask(shape):
     Q, K, V = (rng.normal(size=shape) for _ in range(3))
     out, w = scaled_dot_product_attention(Q, K, V)
     np.testing.assert_allclose(out, torch_sdpa(Q, K, V), rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=0, atol=1e-12)  # n <= 7 terms: 2e-15
 
 
 def test_cross_attention_shapes_and_values():

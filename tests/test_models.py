@@ -1,32 +1,48 @@
-"""bertlib.models: the bundled real BERT loads offline; bad input gives clear errors."""
+"""bertlib.models: the bundled real BERT loads offline; bad input gives clear errors; no cache
+serves a pass of weights the model no longer has; loading leaves process-wide settings alone."""
 
+import copy
+import gc
+import json
+import socket
 import warnings
+import weakref
 
 import numpy as np
 import pytest
 import torch
+from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+from transformers.utils import logging as hf_logging
 
-from bertlib import models
+from bertlib import custom, models
+from bertlib.bert import bert_weights, forward_text
 from bertlib.models import (
     DEFAULT_MODEL,
+    LoadedBert,
     attention_maps,
     check_layer_head,
     encode,
     load_bert,
+    register_attention,
     run_bert,
 )
 
 SENTENCE = "The cat sat on the mat"
+# transformers computes in float32 (eps 1.2e-7); the numpy BERT in float64. Rounding errors of
+# d-term sums grow like sqrt(d) and add up over the L layers: 1.2e-7 * sqrt(384 * 6) = 5.7e-6
+# relative, on attention weights <= 1 -> 1e-5 (as in test_bert.py).
+ATOL_NUMPY_ATTENTION = 1e-5
+# Each edit below moves some attention weight by far more than that (measured: 1e-3 .. 0.9).
+CHANGED = 1e-4
 
 
-@pytest.fixture(scope="module")
-def bert():
-    return load_bert()
+@pytest.mark.model
+def test_load_bert_offline_gives_the_bundled_six_layer_model(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("this test has no network")
 
-
-def test_load_bert_offline_gives_the_bundled_six_layer_model(bert, monkeypatch):
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)
-    model, tokenizer, name = bert
+    monkeypatch.setattr(socket.socket, "connect", refuse)  # any connection attempt fails
+    model, tokenizer, name = models._load.__wrapped__(None)  # a fresh load, not the cached one
     assert name == "all-MiniLM-L6-v2"
     cfg = model.config
     assert (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size) == (6, 12, 384)
@@ -128,14 +144,16 @@ def test_emoji_cjk_and_accents_tokenize_without_crashing(bert):
     assert "cafe" in tokens and "naive" in tokens  # accents stripped (uncased vocabulary)
     assert "[UNK]" in tokens  # the emoji is not in the vocabulary
     assert "日" in tokens and "本" in tokens  # CJK characters are split one per piece
-    assert np.allclose(att.sum(-1), 1, atol=1e-5)
+    # a float32 row of n <= 16 weights, each rounded once (eps 1.2e-7), sums to 1 within
+    # n * eps = 2e-6 -> 1e-5
+    np.testing.assert_allclose(att.sum(-1), 1, rtol=0, atol=1e-5)
 
 
 def test_attention_rows_sum_to_one_and_shapes(bert):
     tokens, att = attention_maps(SENTENCE, model=bert)
     assert tokens == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
     assert att.shape == (6, 12, 8, 8)
-    assert np.allclose(att.sum(-1), 1, atol=1e-5)
+    np.testing.assert_allclose(att.sum(-1), 1, rtol=0, atol=1e-5)  # n * eps32 = 1e-6 -> 1e-5
     assert (att >= 0).all()
 
 
@@ -152,7 +170,8 @@ def test_run_bert_matches_transformers_and_is_read_only(bert):
     enc = encode(SENTENCE, model=bert)
     with torch.no_grad():
         out = bert.model(**enc, output_attentions=True)
-    assert np.allclose(run.attentions[2], out.attentions[2][0].numpy(), atol=1e-6)
+    # the very same forward pass (same inputs, same kernels, same order): exactly equal
+    np.testing.assert_array_equal(run.attentions[2], out.attentions[2][0].numpy())
     assert run_bert(SENTENCE, model=bert) is run  # cached
     with pytest.raises(ValueError, match="read-only"):
         run.attentions[0, 0, 0, 0] = 1.0
@@ -203,11 +222,197 @@ def test_register_attention_pairs_the_function_with_the_additive_mask():
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import eager_mask
 
-    from bertlib.models import register_attention
-
     def fn(module, query, key, value, attention_mask, **kwargs):  # pragma: no cover - not run
         raise AssertionError
 
     register_attention("bertlib_test_registration", fn)
     assert AttentionInterface()["bertlib_test_registration"] is fn
     assert AttentionMaskInterface()["bertlib_test_registration"] is eager_mask
+
+
+# ---------------------------------------------------------------- no stale state
+
+
+@pytest.fixture
+def own_bert(bert):
+    """A private copy of the bundled BERT that a test may change freely (same tokenizer)."""
+    return LoadedBert(copy.deepcopy(bert.model), bert.tokenizer, bert.name)
+
+
+def transformers_pass(loaded, text=SENTENCE):
+    """(attentions (L, h, n, n), hidden states (L+1, n, d)) straight from the model, no cache."""
+    with torch.no_grad():
+        out = loaded.model(**encode(text, model=loaded), output_attentions=True,
+                           output_hidden_states=True)
+    return torch.stack(out.attentions)[:, 0].numpy(), torch.stack(out.hidden_states)[:, 0].numpy()
+
+
+def assert_every_path_sees_the_model_as_it_is(loaded, maps_before):
+    """attention_maps, run_bert and the numpy bert_forward agree with a fresh pass of ``loaded``,
+    which differs from ``maps_before`` (what they returned before the change)."""
+    attentions, hidden = transformers_pass(loaded)
+    assert np.abs(attentions - maps_before).max() > CHANGED, "the edit changed nothing"
+    stale = []
+    # the very same forward pass as transformers_pass: exactly equal
+    if not np.array_equal(attention_maps(SENTENCE, model=loaded)[1], attentions):
+        stale.append("attention_maps")
+    if not np.array_equal(run_bert(SENTENCE, model=loaded).hidden_states, hidden):
+        stale.append("run_bert")
+    ours = forward_text(SENTENCE, model=loaded).attentions  # numpy's bert_forward
+    if np.abs(ours - attentions).max() > ATOL_NUMPY_ATTENTION:
+        stale.append("bert_forward")
+    assert not stale, f"results of the model as it was, from {stale}"
+
+
+def cache_everything(loaded):
+    """Fill every cache (run_bert's and bert_weights') for ``loaded``; return its maps."""
+    forward_text(SENTENCE, model=loaded)
+    return attention_maps(SENTENCE, model=loaded)[1].copy()
+
+
+def test_a_query_weight_scaled_in_place_is_seen(own_bert):
+    before = cache_everything(own_bert)
+    with torch.no_grad():
+        own_bert.model.encoder.layer[0].attention.self.query.weight.mul_(3)
+    assert_every_path_sees_the_model_as_it_is(own_bert, before)
+
+
+def test_a_replaced_weight_tensor_is_seen(own_bert):
+    before = cache_everything(own_bert)
+    query = own_bert.model.encoder.layer[0].attention.self.query
+    query.weight.data = query.weight.data * 3  # a new tensor; the in-place counter never moved
+    assert_every_path_sees_the_model_as_it_is(own_bert, before)
+
+
+@pytest.mark.slow
+def test_one_fine_tuning_step_is_seen(own_bert):
+    before = cache_everything(own_bert)
+    losses = custom.fine_tune(own_bert, custom.load_pairs("train")[:2], epochs=1, batch_size=2,
+                              lr=1e-3)
+    assert len(losses) == 1  # exactly one optimizer step
+    assert_every_path_sees_the_model_as_it_is(own_bert, before)
+
+
+def test_a_switched_attention_implementation_is_seen(own_bert):
+    def uniform(weight):
+        def attention(module, query, key, value, attention_mask, **kwargs):
+            n = key.shape[2]
+            weights = torch.full((*query.shape[:3], n), weight / n)
+            return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+        return attention
+
+    tokens, before = attention_maps(SENTENCE, model=own_bert)
+    n = len(tokens)
+    register_attention("bertlib_test_uniform", uniform(1.0))
+    own_bert.model.set_attn_implementation("bertlib_test_uniform")
+    assert np.all(attention_maps(SENTENCE, model=own_bert)[1] == np.float32(1 / n))
+    # the same name registered again with another function (as ablated_head does per head)
+    register_attention("bertlib_test_uniform", uniform(0.5))
+    assert np.all(attention_maps(SENTENCE, model=own_bert)[1] == np.float32(0.5 / n))
+    own_bert.model.set_attn_implementation("eager")
+    np.testing.assert_array_equal(attention_maps(SENTENCE, model=own_bert)[1], before)
+
+
+def test_unchanged_model_is_served_from_the_caches(own_bert):
+    run = run_bert(SENTENCE, model=own_bert)
+    weights = bert_weights(own_bert)
+    assert run_bert(SENTENCE, model=own_bert) is run
+    assert bert_weights(own_bert) is weights
+
+
+def test_a_freed_model_leaves_nothing_behind(bert):
+    # a later model may get the freed one's id(); nothing may be found under it
+    models.clear_run_cache()
+    copied = LoadedBert(copy.deepcopy(bert.model), bert.tokenizer, bert.name)
+    run_bert(SENTENCE, model=copied)
+    bert_weights(copied)
+    assert len(models._RUN_CACHE) == 1
+    alive = weakref.ref(copied.model)
+    del copied
+    gc.collect()
+    assert alive() is None, "a cache keeps the model alive"
+    assert len(models._RUN_CACHE) == 0
+
+
+# ---------------------------------------------------------------- process-wide settings
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_folder(tmp_path_factory, bert):
+    """A random 2-layer BERT (hidden 32) saved with the bundled tokenizer: loads offline."""
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, vocab_size=len(bert.tokenizer))
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    bert.tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("bars_on", [True, False])
+def test_loading_leaves_progress_bars_and_log_level_as_they_were(tiny_bert_folder, bars_on):
+    was_on, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    (hf_logging.enable_progress_bar if bars_on else hf_logging.disable_progress_bar)()
+    try:
+        loaded = models._load.__wrapped__(str(tiny_bert_folder))  # a fresh load, no cache
+        assert loaded.model.config.num_hidden_layers == 2
+        assert hf_logging.is_progress_bar_enabled() is bars_on
+        assert hf_logging.get_verbosity() == level
+    finally:
+        (hf_logging.enable_progress_bar if was_on else hf_logging.disable_progress_bar)()
+
+
+# ---------------------------------------------------------------- a folder that is not a BERT
+
+
+def test_a_gpt2_folder_is_refused_naming_what_a_bert_folder_holds(tmp_path, monkeypatch):
+    GPT2Config().save_pretrained(tmp_path)
+    monkeypatch.setenv("BERTLIB_MODEL", str(tmp_path))
+    with pytest.raises(ValueError) as info:
+        load_bert()
+    message = str(info.value)
+    assert "'gpt2', not \"bert\"" in message
+    assert 'config.json with "model_type": "bert"' in message and "vocab.txt" in message
+    assert "model.safetensors" in message and DEFAULT_MODEL in message
+    assert "BERTLIB_MODEL" in message
+
+
+def test_a_bert_folder_without_tokenizer_is_refused(tiny_bert_folder, tmp_path):
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / name).write_bytes((tiny_bert_folder / name).read_bytes())
+    with pytest.raises(ValueError, match=r"it has no tokenizer files \(vocab\.txt or "
+                                         r"tokenizer\.json\)") as info:
+        load_bert(str(tmp_path))
+    assert "config.json" not in str(info.value).split("BERT checkpoint:")[1].split(".")[0]
+    assert DEFAULT_MODEL in str(info.value)
+
+
+def test_an_empty_folder_is_refused_listing_everything_missing(tmp_path):
+    with pytest.raises(ValueError) as info:
+        load_bert(str(tmp_path))
+    message = str(info.value)
+    for missing in ("no config.json", "no weights", "no tokenizer files"):
+        assert missing in message
+    assert DEFAULT_MODEL in message
+
+
+def test_a_config_that_is_not_json_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text("model_type = bert")
+    with pytest.raises(ValueError, match="config.json cannot be read as a JSON object"):
+        load_bert(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(["bert"]))
+    with pytest.raises(ValueError, match="config.json cannot be read as a JSON object"):
+        load_bert(str(tmp_path))
+
+
+def test_a_downloaded_model_that_is_not_a_bert_is_refused(monkeypatch):
+    tiny = GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=16)
+    monkeypatch.setattr(models, "load_pretrained", lambda auto_class, name, **kw: GPT2Model(tiny))
+    with pytest.raises(ValueError, match=r"'some-org/gpt2-like' is a 'gpt2' model, not a BERT"):
+        models._load.__wrapped__("some-org/gpt2-like")
+
+
+def test_the_tiny_bert_folder_loads(tiny_bert_folder):
+    loaded = load_bert(str(tiny_bert_folder))
+    tokens, maps = attention_maps(SENTENCE, model=loaded)
+    assert maps.shape == (2, 2, len(tokens), len(tokens))

@@ -11,8 +11,11 @@ from bertlib.attention import (
     scaled_dot_product_attention,
     split_heads,
 )
+from bertlib.models import encode, run_bert
 
-RTOL, ATOL = 1e-10, 1e-12  # float64 on both sides: agreement to rounding
+# float64 on both sides (eps 2.2e-16), sums of d <= 24 terms through 3 products and a softmax:
+# ~1e-14 relative -> RTOL; ATOL for the entries near 0
+RTOL, ATOL = 1e-10, 1e-12
 
 
 def random_weights(d, seed, biases=True):
@@ -89,6 +92,7 @@ def test_toy_two_heads_track_sat_and_mat():
     _, w = multi_head_attention(X, *toy.two_head_projections(), h=2)
     cat, sat, mat = 1, 2, 5
     assert w[0, cat].argmax() == sat and w[1, cat].argmax() == mat
+    # the values notebook 02 prints with 3 decimals
     assert w[0, cat, sat] == pytest.approx(0.625, abs=1e-3)
     assert w[1, cat, mat] == pytest.approx(0.477, abs=1e-3)
 
@@ -103,6 +107,7 @@ def test_matches_torch_multihead_attention(h):
     out, w = multi_head_attention(X, *Ws, h, biases=bs)
     t_out, t_w = torch_mha(Ws, bs, h, X)
     assert out.shape == (B, n, d) and w.shape == (B, h, n, n)
+    # torch packs W_Q, W_K, W_V in one (3d, d) product: other blocking, same float64 bound, x10
     np.testing.assert_allclose(out, t_out, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(w, t_w, rtol=1e-9, atol=1e-11)
 
@@ -148,13 +153,10 @@ def test_without_biases_equals_zero_biases():
 # --- BERT's own layer 0 ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def bert_layer0():
-    from bertlib.models import encode, load_bert, run_bert
-
+def bert_layer0(bert):
     text = "The cat sat on the mat, and the dog watched."
-    bert = load_bert()
     layer = bert.model.encoder.layer[0].attention
-    run = run_bert(text)
+    run = run_bert(text, model=bert)
     captured = {}
 
     def keep_output(module, inputs, output):  # returns None: the forward pass is unchanged
@@ -163,7 +165,7 @@ def bert_layer0():
     hook = layer.output.dense.register_forward_hook(keep_output)
     try:
         with torch.no_grad():
-            bert.model(**encode(text))
+            bert.model(**encode(text, model=bert))
     finally:
         hook.remove()
 
@@ -189,6 +191,8 @@ def test_weights_equal_bert_layer0_attentions(bert_layer0):
     L = bert_layer0
     _, w = multi_head_attention(L["X"], *L["Ws"], L["h"], biases=L["bs"])
     assert w.shape == L["attentions0"].shape
+    # torch's float32, one layer: sums over d = 384 round to eps * sqrt(d) = 2.3e-6 relative;
+    # weights <= 1 -> 1e-5
     np.testing.assert_allclose(w, L["attentions0"], rtol=0, atol=1e-5)
 
 
@@ -196,6 +200,8 @@ def test_output_equals_bert_self_attention_before_layernorm(bert_layer0):
     L = bert_layer0
     out, _ = multi_head_attention(L["X"], *L["Ws"], L["h"], biases=L["bs"])
     scale = np.abs(L["dense_out"]).max()
+    # two more d-term products than the weights (values, W_O): the same 2.3e-6 relative,
+    # times the largest output -> 1e-5 * max(1, scale)
     np.testing.assert_allclose(out, L["dense_out"], rtol=0, atol=1e-5 * max(1.0, scale))
 
 

@@ -1,0 +1,83 @@
+"""pyproject.toml declares what bertlib needs at run time, in ranges that hold the exact pins."""
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from bertlib import viz
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+#: Imported only inside ``try: ... except ImportError`` with a message saying how to add it.
+OPTIONAL = {"nltk"}
+#: Needed without an import statement: the offline bertviz views read files out of these
+#: packages (viz._LIBRARIES), tokenizers runs transformers' fast tokenizers, and
+#: ``python -m bertlib.execute`` starts an ipykernel.
+NOT_IMPORTED = {pkg for pkg, _ in viz._LIBRARIES.values()} | {"tokenizers", "ipykernel"}
+
+
+def declared(requirements) -> dict[str, Requirement]:
+    reqs = (Requirement(r) for r in requirements)
+    return {re.sub(r"[-_.]+", "-", r.name).lower(): r for r in reqs}
+
+
+def third_party_imports() -> set[str]:
+    """Top-level names of every module that bertlib's source imports, stdlib and bertlib aside."""
+    names = set()
+    for path in (ROOT / "bertlib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n != "bertlib"}
+
+
+def distribution(module: str) -> str:
+    """The distribution that installs ``module`` here (e.g. PIL -> pillow)."""
+    dists = importlib.metadata.packages_distributions().get(module)
+    if not dists:
+        raise AssertionError(f"bertlib imports {module!r}, which is not installed here")
+    return re.sub(r"[-_.]+", "-", dists[0]).lower()
+
+
+def pins() -> dict[str, str]:
+    """{package: version} of requirements.txt's name==version lines (local labels dropped)."""
+    out = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([^\s;+#]+)\S*", line.split("#")[0].strip())
+        if m:
+            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    return out
+
+
+def test_every_third_party_module_bertlib_imports_is_declared():
+    runtime, extras = declared(PROJECT["dependencies"]), PROJECT["optional-dependencies"]
+    optional = declared(r for group in extras.values() for r in group)
+    needed = {m: distribution(m) for m in third_party_imports() - OPTIONAL}
+    missing = {m: d for m, d in needed.items() if d not in runtime}
+    assert not missing, f"imported by bertlib but not in pyproject's dependencies: {missing}"
+    assert {declared([m]).popitem()[0] for m in OPTIONAL} <= set(optional)
+    assert not {declared([p]).popitem()[0] for p in NOT_IMPORTED} - set(runtime)
+
+
+def test_every_range_holds_the_pin_of_requirements_txt():
+    pinned = pins()
+    assert {"torch", "transformers", "numpy"} <= set(pinned), "requirements.txt lost its pins"
+    for name, req in declared(PROJECT["dependencies"]).items():
+        version = pinned.get(name) or importlib.metadata.version(name)  # unpinned: what runs here
+        assert req.specifier.contains(version, prereleases=True), (
+            f"pyproject's {req} does not allow {name} {version} (requirements.txt / installed)")
+        assert req.specifier, f"{name}: give a range (>=tested,<next major), not a bare name"
+
+
+def test_declared_pins_of_requirements_txt_are_all_runtime_or_tooling():
+    # Whatever requirements.txt pins is either a bertlib dependency or a known tool of the repo.
+    tools = {"jupyterlab", "pytest", "pytest-xdist", "nbval", "ruff", "pyyaml"}
+    unexplained = set(pins()) - set(declared(PROJECT["dependencies"])) - tools
+    assert not unexplained, f"pinned but neither a bertlib dependency nor a tool: {unexplained}"

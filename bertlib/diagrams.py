@@ -182,7 +182,8 @@ def multi_head_flow(n: int, d: int, h: int, shown: int = 3):
     box(ax, (5.3, 2.5), f"split into heads\n({n}, {d})\n→ ({h}, {n}, {d_k})", "op", width=1.9,
         height=1.1)
     arrow(ax, (3.9, 2.5), (4.35, 2.5))
-    ys = [4.1 - k * 1.6 for k in range(len(drawn))]
+    top = 2.5 + 0.8 * (len(drawn) - 1)  # the heads' column, centred on the input's row
+    ys = [top - 1.6 * k for k in range(len(drawn))]
     for y, i in zip(ys, drawn, strict=True):
         box(ax, (8.2, y), f"head {i}: softmax(Q{i} K{i}ᵀ / √d_k) V{i}\n({n}, {d_k})", "weights",
             width=3.4, height=0.8)

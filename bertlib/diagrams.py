@@ -64,3 +64,135 @@ def arrow(ax, start: tuple[float, float], end: tuple[float, float], text: str | 
         mx = (start[0] + end[0]) / 2 + offset[0]
         my = (start[1] + end[1]) / 2 + offset[1]
         ax.text(mx, my, text, ha="center", va="bottom", fontsize=fontsize, color="#333333")
+
+
+# --- notebook 01 ---
+
+def rnn_vs_attention(tokens: list[str], target: int | None = None):
+    """Two routes for information from the first word to word ``target`` (default: the last).
+
+    Top: a recurrent network, one hidden state h_t per word, each computed from h_{t−1}: the first
+    word reaches word t only through t steps. Bottom: attention, word ``target`` looks every word
+    up directly, one step each. tokens: the n ≥ 2 words. Returns the Figure.
+    """
+    n = len(tokens)
+    if n < 2:
+        raise ValueError(f"tokens must hold at least 2 words, got {n}")
+    target = n - 1 if target is None else target
+    if not isinstance(target, int) or not 0 < target < n:
+        raise ValueError(f"target must be a position in 1..{n - 1}, got {target!r}")
+    step = 1.45
+    fig, ax = canvas(step * n + 0.6, 5.2, title="Getting the first word to "
+                     f"{tokens[target]!r}: a chain of steps, or one look-up")
+    xs = [0.3 + step * (k + 0.5) for k in range(n)]
+    ax.text(0.1, 4.85, f"recurrent network: {target} steps, one after another",
+            fontsize=9, ha="left")
+    for k, (x, t) in enumerate(zip(xs, tokens, strict=True)):
+        box(ax, (x, 3.1), t, "input", width=1.0, height=0.5)
+        box(ax, (x, 4.1), f"h{k}", "op", width=0.8, height=0.5)
+        arrow(ax, (x, 3.35), (x, 3.85))
+        if k:
+            arrow(ax, (xs[k - 1] + 0.4, 4.1), (x - 0.4, 4.1))
+    ax.text(0.1, 2.3, f"attention: {tokens[target]!r} reads every word directly, 1 step each",
+            fontsize=9, ha="left")
+    for x, t in zip(xs, tokens, strict=True):
+        box(ax, (x, 0.55), t, "key", width=1.0, height=0.5)
+    box(ax, (xs[target], 1.75), f"z ({tokens[target]})", "output", width=1.1, height=0.5)
+    for x in xs:
+        arrow(ax, (x, 0.8), (xs[target], 1.5))
+    return fig
+
+
+def qkv_scores_flow(n: int, d: int, d_k: int):
+    """Data flow of one attention head, every box labelled with its shape.
+
+    X (n, d) is projected by W_Q, W_K, W_V (d, d_k) into Q, K, V (n, d_k); S = Q Kᵀ / √d_k is the
+    (n, n) score matrix, one row per query and one column per key; a softmax per row gives the
+    weights A (n, n); Z = A V (n, d_k). Returns the Figure.
+    """
+    for name, v in (("n", n), ("d", d), ("d_k", d_k)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {v!r}")
+    fig, ax = canvas(11.5, 4.6, title="One attention head: projections, the n × n scores, "
+                     "the weighted sum")
+    box(ax, (0.9, 2.3), f"X\n({n}, {d})", "input", width=1.2)
+    rows = {"Q": ("query", 3.8), "K": ("key", 2.3), "V": ("value", 0.8)}
+    for name, (role, y) in rows.items():
+        box(ax, (3.4, y), f"{name} = X W_{name}\n({n}, {d_k})", role, width=1.7)
+        arrow(ax, (1.5, 2.3), (2.55, y), f"W_{name} ({d}, {d_k})", offset=(0.0, 0.05))
+    box(ax, (6.1, 3.05), f"S = Q Kᵀ / √d_k\n({n}, {n})", "scores", width=1.9)
+    arrow(ax, (4.25, 3.8), (5.15, 3.2))
+    arrow(ax, (4.25, 2.3), (5.15, 2.9), "Kᵀ", offset=(0.0, -0.35))
+    box(ax, (8.5, 3.05), f"A = softmax(S)\nper row ({n}, {n})", "weights", width=1.9)
+    arrow(ax, (7.05, 3.05), (7.55, 3.05))
+    box(ax, (10.5, 1.9), f"Z = A V\n({n}, {d_k})", "output", width=1.4)
+    arrow(ax, (9.45, 3.05), (10.2, 2.3))
+    arrow(ax, (4.25, 0.8), (9.8, 1.75), "V", offset=(0.0, -0.4))
+    return fig
+
+
+def hatch_masked(ax, mask, label: str = "masked: no weight allowed"):
+    """Cover the cells of a heatmap on ``ax`` where ``mask`` (n_q, n_k) is False with hatching.
+
+    mask: bool, True where a query may attend (the library's convention). Masked cells are not
+    learned zeros but cells the softmax never sees, so they are drawn as hatched blanks over
+    whatever was there (numbers included). Returns the number of cells hatched.
+    """
+    import numpy as np
+    from matplotlib.patches import Patch, Rectangle
+
+    m = np.asarray(mask)
+    if m.ndim != 2 or m.dtype != bool:
+        raise ValueError(f"mask must be a 2-D bool array (True = may attend), got "
+                         f"{m.dtype} of shape {m.shape}")
+    cells = np.argwhere(~m)
+    for i, j in cells:
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", edgecolor="#888888",
+                               hatch="///", linewidth=0.5, zorder=5))
+    if len(cells):
+        ax.legend(handles=[Patch(facecolor="white", edgecolor="#888888", hatch="///",
+                                 label=label)],
+                  loc="upper center", bbox_to_anchor=(0.5, -0.28), fontsize=8, frameon=False)
+    return len(cells)
+
+
+# --- notebook 02 ---
+
+def multi_head_flow(n: int, d: int, h: int, shown: int = 3):
+    """Data flow of multi-head attention with every shape: split, attend, concatenate, W_O.
+
+    X (n, d) → Q, K, V (n, d) → split each into h heads (h, n, d_k), d_k = d / h → every head
+    attends on its own: softmax(Q_i K_iᵀ / √d_k) V_i (n, d_k) → concatenate (n, h·d_k) = (n, d)
+    → times W_O (d, d) → output (n, d). ``shown`` heads are drawn (the rest as "…").
+    """
+    for name, v in (("n", n), ("d", d), ("h", h), ("shown", shown)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {v!r}")
+    if d % h:
+        raise ValueError(f"d = {d} must be divisible by h = {h} heads")
+    d_k = d // h
+    drawn = list(range(min(h, shown)))
+    if h > len(drawn):
+        drawn[-1] = h - 1  # the last head, after a "…"
+    fig, ax = canvas(14.0, 5.0, title=f"Multi-head attention: {h} heads of d_k = d / h = {d_k}")
+    box(ax, (0.8, 2.5), f"X\n({n}, {d})", "input", width=1.1)
+    box(ax, (3.0, 2.5), f"Q = X W_Q\nK = X W_K\nV = X W_V\neach ({n}, {d})", "query",
+        width=1.8, height=1.3)
+    arrow(ax, (1.35, 2.5), (2.1, 2.5))
+    box(ax, (5.3, 2.5), f"split into heads\n({n}, {d})\n→ ({h}, {n}, {d_k})", "op", width=1.9,
+        height=1.1)
+    arrow(ax, (3.9, 2.5), (4.35, 2.5))
+    top = 2.5 + 0.8 * (len(drawn) - 1)  # the heads' column, centred on the input's row
+    ys = [top - 1.6 * k for k in range(len(drawn))]
+    for y, i in zip(ys, drawn, strict=True):
+        box(ax, (8.2, y), f"head {i}: softmax(Q{i} K{i}ᵀ / √d_k) V{i}\n({n}, {d_k})", "weights",
+            width=3.4, height=0.8)
+        arrow(ax, (6.25, 2.5), (6.5, y))
+        arrow(ax, (9.9, y), (10.45, 2.5))
+    if h > len(drawn):
+        ax.text(8.2, (ys[-2] + ys[-1]) / 2, "…", ha="center", va="center", fontsize=14)
+    box(ax, (11.2, 2.5), f"concatenate\n({n}, {h}·{d_k})\n= ({n}, {d})", "op", width=1.5,
+        height=1.1)
+    box(ax, (13.1, 2.5), f"× W_O\n({d}, {d})\n→ ({n}, {d})", "output", width=1.3, height=1.1)
+    arrow(ax, (11.95, 2.5), (12.45, 2.5))
+    return fig

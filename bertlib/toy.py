@@ -1,8 +1,9 @@
 """The toy sentence "The cat sat on the mat", with numbers small enough to check by hand.
 
 Each word gets a 4-number embedding whose dimensions mean something we chose:
-``[determiner, noun, verb, place]``. The projections are whole numbers picked so that the
-attention weights tell a story a learner can predict before computing it:
+``[determiner, noun, verb, spatial]``. "spatial" marks words about where something is: the
+preposition "on" and the noun "mat" (a place to sit on) carry it. The projections are whole
+numbers picked so that the attention weights tell a story a learner can predict before computing it:
 
 - single head (notebook 01): nouns look for a verb, so "cat" attends most to "sat", and second
   to "mat";
@@ -18,7 +19,7 @@ import numpy as np
 
 TOKENS: list[str] = ["the", "cat", "sat", "on", "the", "mat"]
 SENTENCE = "The cat sat on the mat"
-FEATURES: list[str] = ["determiner", "noun", "verb", "place"]
+FEATURES: list[str] = ["determiner", "noun", "verb", "spatial"]
 
 #: d_model = 4: one row per token, one column per feature above.
 _EMBEDDING = {
@@ -30,11 +31,11 @@ _EMBEDDING = {
 }
 
 # Single head, d_k = d_v = 2. Rows: input features; columns: the 2 query/key/value dimensions.
-# Key dim 0 = "I am a verb", key dim 1 = "I am a noun or place".
+# Key dim 0 = "I am a verb", key dim 1 = "I am a noun or a spatial word".
 _W_Q = [[0, 1],  # a determiner looks for a noun
         [2, 1],  # a noun looks for a verb (strongly) and a noun (weakly)
         [0, 2],  # a verb looks for nouns
-        [0, 1]]  # a place word looks for nouns
+        [0, 1]]  # a spatial word looks for nouns
 _W_K = [[0, 0],
         [0, 1],
         [2, 0],
@@ -44,7 +45,7 @@ _W_V = [[1, 0],
         [1, 1],
         [0, 0]]
 
-# Head 1 of the two-head example: a noun looks for a related noun that is a place.
+# Head 1 of the two-head example: a noun looks for a noun that is also spatial (a place).
 _W_Q1 = [[0, 0],
          [1, 1],
          [0, 0],

@@ -100,3 +100,53 @@ def test_other_heads_fail_with_their_score_and_rank(det_noun_scores):
 def test_bad_layer_or_head_gets_a_message_not_an_error(layer, head, text):
     fb = check_det_noun_head(layer, head)
     assert not fb.ok and text in fb.message
+
+
+# --- stubs, the cost prediction, the W_O design task ---------------------------------------
+
+def test_unsolved_stubs_say_not_answered_yet():
+    from bertlib.exercises.nb02 import check_cost_guess, check_w_o_swap
+
+    for fb in (check_split_heads(None), check_split_heads(lambda X, h: None),
+               check_cost_guess(None), check_w_o_swap(None), check_det_noun_head(None, None)):
+        assert not fb.ok and "not answered yet" in fb.message
+
+
+def test_cost_guess():
+    from bertlib.exercises.nb02 import check_cost_guess
+
+    assert check_cost_guess(12).ok
+    assert "d_k = d / h" in check_cost_guess(1).message
+    assert "too many" in check_cost_guess(144).message
+    assert "number" in check_cost_guess("12").message
+
+
+def test_w_o_swap():
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    swap = np.zeros((4, 4))
+    swap[2:, :2] = swap[:2, 2:] = np.eye(2)
+    assert check_w_o_swap(swap).ok
+    assert "identity" in check_w_o_swap(np.eye(4)).message
+    assert "(4, 4)" in check_w_o_swap(np.eye(3)).message
+    half = np.eye(4)
+    half[:, :2] = swap[:, :2]
+    assert "[0, 1] are right" in check_w_o_swap(half).message
+
+
+def test_batched_split_heads():
+    def right(X, h):
+        b, n, d = X.shape
+        return X.reshape(b, n, h, d // h).transpose(0, 2, 1, 3)
+
+    assert check_split_heads(right, batched=True).ok
+    assert check_split_heads(split_heads, batched=True).ok
+    fb = check_split_heads(lambda X, h: X.reshape(X.shape[0], h, X.shape[1], -1), batched=True)
+    assert "memory order" in fb.message
+    fb = check_split_heads(lambda X, h: right(X, h).transpose(1, 0, 2, 3), batched=True)
+    assert "batch axis must stay first" in fb.message
+    fb = check_split_heads(lambda X, h: X.reshape(X.shape[1], h, -1).transpose(1, 0, 2),
+                           batched=True)  # the one-sentence answer, applied to a batch
+    assert "should have shape (batch, h, n, d / h)" in fb.message
+    fb = check_split_heads(lambda X, h: X.transpose(0, 2, 1).reshape(7, 7), batched=True)
+    assert "raised ValueError" in fb.message

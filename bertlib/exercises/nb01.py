@@ -1,14 +1,21 @@
 """Checkers for notebook 01's "Try it" exercises, on the toy sentence "The cat sat on the mat".
 
-Each checker takes the learner's array and returns a :class:`~bertlib.exercises.Feedback` that
-names the mistake it recognises: a wrong shape, a forgotten 1/√d_k, division by √d (the model
-width) instead of √d_k, softmax over the wrong axis (columns summing to 1 instead of rows), keys
-used where values belong, a mask applied after the softmax or the wrong way round.
+Each checker takes the learner's answer and returns a :class:`~bertlib.exercises.Feedback` that
+names the mistake it recognises (a forgotten 1/√d_k, a softmax over the wrong axis, keys used
+where values belong, a mask applied after the softmax, ...). An unanswered stub (``None``) gets a
+"not answered yet" message, never an exception.
+
+- :func:`check_causal_guess`: predict, then check: which word "cat" attends to most under a
+  causal mask.
+- :func:`check_attention_fn`: a learner's attention written with loops, tried on random inputs.
+- :func:`check_design`: edit W_Q (and W_K if needed) so that "mat" attends most to "cat".
+- :func:`check_window_weights`: the toy's weights when each word sees only its neighbours.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -16,190 +23,213 @@ from bertlib import toy
 from bertlib.attention import causal_mask, softmax
 from bertlib.exercises import Feedback
 
-__all__ = ["check_weights", "check_output", "check_causal_weights", "ATOL"]
+__all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
+           "window_mask", "ATOL"]
 
-#: Absolute tolerance for a match: loose enough for float32 (torch) answers, tight enough to
-#: tell every mistake below apart (the closest two differ by more than 0.01).
+#: Absolute tolerance for a match: loose enough for float32 (torch) answers (about 1e-7 relative
+#: rounding on weights of order 1), tight enough to tell every mistake below apart (the closest
+#: two differ by more than 0.01).
 ATOL = 1e-5
 
 _N = len(toy.TOKENS)
+_NOT_YET = "not answered yet: replace None with your answer and run the cell again"
 
 
-def _toy_qkv() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _toy_qkv(W_Q: np.ndarray | None = None, W_K: np.ndarray | None = None):
     X = toy.embeddings()
-    W_Q, W_K, W_V = toy.projections()
-    return X @ W_Q, X @ W_K, X @ W_V
-
-
-def _weights(divisor: float, axis: int = -1, mask: np.ndarray | None = None) -> np.ndarray:
-    """softmax(Q Kᵀ / divisor) over ``axis`` of the toy, optionally masked: (6, 6)."""
-    Q, K, _ = _toy_qkv()
-    return softmax(Q @ K.T / divisor, axis=axis, where=mask)
-
-
-def _as_array(answer, what: str) -> np.ndarray | Feedback:
-    """The answer as a float array, or a Feedback saying why it is not one."""
-    if answer is None:
-        return Feedback(False, f"expected {what}, got None (did you forget to assign it?)")
-    if hasattr(answer, "detach"):  # a torch tensor
-        answer = answer.detach().cpu().numpy()
-    try:
-        return np.asarray(answer, dtype=float)
-    except (TypeError, ValueError):
-        return Feedback(False, f"expected {what} as an array of numbers, got "
-                               f"{type(answer).__name__}")
-
-
-def _checked(answer, expected_shape: tuple[int, ...], what: str) -> np.ndarray | Feedback:
-    """The answer as a finite float array of ``expected_shape``, or a Feedback saying why not."""
-    a = _as_array(answer, what)
-    if isinstance(a, Feedback):
-        return a
-    if a.shape != expected_shape:
-        return Feedback(False, f"wrong shape: {what} should have shape {expected_shape}, "
-                               f"yours has {a.shape}")
-    if not np.isfinite(a).all():
-        return Feedback(False, f"your {what} contains NaN or inf; check for a division by zero "
-                               "or exp of a huge score")
-    return a
+    W_Q0, W_K0, W_V0 = toy.projections()
+    W_Q = W_Q0 if W_Q is None else W_Q
+    W_K = W_K0 if W_K is None else W_K
+    return X @ W_Q, X @ W_K, X @ W_V0
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.allclose(a, b, rtol=0, atol=ATOL))
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=ATOL))
 
 
-def _divisors() -> dict[str, float]:
-    """Divisor name -> value for the toy (d_k = 2, d = 4): the right one and two mistakes."""
-    Q, _, _ = _toy_qkv()
-    return {"√d_k": math.sqrt(Q.shape[1]), "none": 1.0, "√d": math.sqrt(toy.embeddings().shape[1])}
+def _as_array(answer, what: str) -> np.ndarray | Feedback:
+    """The answer as a finite float array, or a Feedback saying why it is not one."""
+    if answer is None:
+        return Feedback(False, _NOT_YET)
+    if hasattr(answer, "detach"):  # a torch tensor
+        answer = answer.detach().cpu().numpy()
+    try:
+        a = np.asarray(answer, dtype=float)
+    except (TypeError, ValueError):
+        return Feedback(False, f"expected {what} as an array of numbers, got "
+                               f"{type(answer).__name__}")
+    if not np.isfinite(a).all():
+        return Feedback(False, f"your {what} contains NaN or inf: a row whose scores are all "
+                               "-inf, or exp of a huge score?")
+    return a
 
 
-_SCALE_MISTAKES = {
-    "none": "you forgot the scaling: your weights equal softmax(Q Kᵀ) without dividing the "
-            "scores by √d_k = √2",
-    "√d": "you divided by √d = √4 = 2 (the model width) instead of √d_k = √2 (the width of a "
-          "head)",
-}
-_AXIS_MISTAKE = ("softmax over the wrong axis: your columns sum to 1 instead of your rows; "
-                 "each query's row must sum to 1 (use axis=-1)")
+def check_causal_guess(word) -> Feedback:
+    """Predict-then-check: under a causal mask, which word does "cat" attend to most?
 
-
-def _diagnose_scale_and_axis(a: np.ndarray, mask: np.ndarray | None) -> list[str] | None:
-    """The list of mistakes (scale, axis) whose combination reproduces ``a``; [] = correct."""
-    for scale_name, divisor in _divisors().items():
-        for axis in (-1, 0):
-            if _close(a, _weights(divisor, axis, mask)):
-                mistakes = [_SCALE_MISTAKES[scale_name]] if scale_name in _SCALE_MISTAKES else []
-                return mistakes + ([_AXIS_MISTAKE] if axis == 0 else [])
-    return None
-
-
-def _first_wrong_row(a: np.ndarray, expected: np.ndarray) -> str:
-    i = int(np.argmax(np.abs(a - expected).max(axis=1)))
-    return (f"row {i} (query {toy.TOKENS[i]!r}) should be {np.round(expected[i], 3).tolist()}, "
-            f"yours is {np.round(a[i], 3).tolist()}")
-
-
-def check_weights(weights) -> Feedback:
-    """Exercise 1: the toy's bidirectional attention weights softmax(Q Kᵀ / √d_k), shape (6, 6).
-
-    Row i = query i, column j = key j; every row sums to 1.
+    word: a token of the toy sentence (str). The answer is computed here: the argmax of row "cat"
+    of softmax(Q Kᵀ / √d_k) with keys after "cat" excluded.
     """
-    a = _checked(weights, (_N, _N), "the weight matrix (one row per query, one column per key)")
-    if isinstance(a, Feedback):
-        return a
-    mistakes = _diagnose_scale_and_axis(a, None)
-    if mistakes == []:
-        return Feedback(True, "correct: each row is one query's softmax over the six keys")
-    if mistakes:
-        return Feedback(False, "; and ".join(mistakes))
-    expected = _weights(_divisors()["√d_k"])
-    if _close(a.T, expected):
-        return Feedback(False, "rows and columns are swapped: row i must be query i "
-                               "(transpose your matrix)")
+    if word is None:
+        return Feedback(False, _NOT_YET + " (a word in quotes, e.g. 'the')")
+    if not isinstance(word, str) or word.strip().lower() not in toy.TOKENS:
+        return Feedback(False, f"your guess must be one of the words {sorted(set(toy.TOKENS))}, "
+                               f"got {word!r}")
+    word = word.strip().lower()
     Q, K, _ = _toy_qkv()
-    if _close(a, Q @ K.T / math.sqrt(Q.shape[1])):
-        return Feedback(False, "these are the scaled scores; apply the softmax to each row")
-    if not _close(a.sum(axis=1), np.ones(_N)):
-        return Feedback(False, f"rows must sum to 1, yours sum to {np.round(a.sum(1), 3)}")
-    return Feedback(False, "not the expected weights: " + _first_wrong_row(a, expected))
+    i = toy.TOKENS.index("cat")
+    w = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1, where=causal_mask(_N))[i]
+    best = toy.TOKENS[int(w.argmax())]
+    seen = toy.TOKENS[:i + 1]
+    if word == best:
+        return Feedback(True, f"right: 'cat' sees only {seen}; its query {Q[i].tolist()} scores "
+                              f"{(Q[i] @ K[:i + 1].T).tolist()} against their keys, so it keeps "
+                              f"{w[i]:.3f} of its attention for itself")
+    if word not in seen:
+        return Feedback(False, f"{word!r} comes after 'cat': a causal row cannot see it. "
+                               f"'cat' sees only {seen}")
+    return Feedback(False, f"{word!r} is visible, but compare the scores: the query of 'cat' "
+                           f"{Q[i].tolist()} against the keys of {seen}")
 
 
-def check_output(output, query: str = "mat") -> Feedback:
-    """Exercise 2: the attention output z_i = Σ_j w_ij v_j of one toy query, shape (d_v,) = (2,).
+def check_attention_fn(fn: Callable) -> Feedback:
+    """Check a learner's ``fn(Q, K, V) -> (Z, A)``: A = softmax(Q Kᵀ / √d_k) per row, Z = A V.
 
-    w_i: row i of softmax(Q Kᵀ / √d_k) (6,); v_j: row j of V = X W_V (6, 2).
+    Tried on random inputs with n_q = 4 queries, n_k = 5 keys, d_k = 3, d_v = 2 (all different, so
+    a swapped axis or keys in place of values changes a shape or a number).
+    Q: (4, 3), K: (5, 3), V: (5, 2); expected Z: (4, 2), A: (4, 5), rows of A summing to 1.
     """
-    if query not in toy.TOKENS:
-        return Feedback(False, f"query must be one of {toy.TOKENS}, got {query!r}")
-    i = toy.TOKENS.index(query)
-    Q, K, V = _toy_qkv()
-    d_v = V.shape[1]
-    what = f"the output for {query!r}"
-    a = _as_array(output, what)
-    if isinstance(a, Feedback):
-        return a
-    if a.shape == (_N,):
-        return Feedback(False, f"wrong shape: you gave {_N} numbers, one per key; that looks "
-                               f"like the weights of {query!r}. The output is weights @ V, "
-                               f"shape ({d_v},)")
-    if a.shape == (_N, d_v):
-        return Feedback(False, f"wrong shape: that is the output of all {_N} queries, shape "
-                               f"{(_N, d_v)}; take row {i} for {query!r}, shape ({d_v},)")
-    a = _checked(a, (d_v,), what)
-    if isinstance(a, Feedback):
-        return a
-    for scale_name, divisor in _divisors().items():
+    if fn is None:
+        return Feedback(False, _NOT_YET)
+    rng = np.random.default_rng(1)
+    Q, K, V = rng.normal(size=(4, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    try:
+        result = fn(Q.copy(), K.copy(), V.copy())
+    except Exception as exc:  # a learner's bug becomes feedback, never a traceback
+        return Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
+    if result is None:
+        return Feedback(False, _NOT_YET + " (your function returns None)")
+    if not isinstance(result, tuple) or len(result) != 2:
+        return Feedback(False, "return two things: (Z, A), the outputs and the weights")
+    Z, A = (_as_array(r, name) for r, name in zip(result, ("Z", "A"), strict=True))
+    for r in (A, Z):
+        if isinstance(r, Feedback):
+            return r
+    S = Q @ K.T
+    if A.shape != (4, 5):
+        return Feedback(False, f"A should be (n_q, n_k) = (4, 5), one row per query; yours is "
+                               f"{A.shape}")
+    divisors = {"√d_k": math.sqrt(3), "none": 1.0, "d_k": 3.0}
+    for name, div in divisors.items():
         for axis in (-1, 0):
-            w = _weights(divisor, axis)[i]
-            if _close(a, w @ V):
-                mistakes = [_SCALE_MISTAKES[scale_name]] if scale_name in _SCALE_MISTAKES else []
+            if _close(A, softmax(S / div, axis=axis)):
+                mistakes = []
+                if name == "none":
+                    mistakes.append("you forgot to divide the scores by √d_k")
+                if name == "d_k":
+                    mistakes.append("you divided by d_k; the divisor is its square root, √d_k")
                 if axis == 0:
-                    mistakes.append(_AXIS_MISTAKE)
-                if not mistakes:
-                    return Feedback(True, f"correct: the output of {query!r} is its weighted "
-                                          "average of the value vectors")
-                return Feedback(False, "; and ".join(mistakes))
-            if _close(a, w @ K):
-                return Feedback(False, "you averaged the keys (weights @ K); the output averages "
-                                       "the values (weights @ V)")
-    expected = _weights(_divisors()["√d_k"])[i] @ V
-    return Feedback(False, f"not the expected output: it should be "
-                           f"{np.round(expected, 3).tolist()}, yours is {np.round(a, 3).tolist()}")
+                    mistakes.append("your softmax runs down the columns: each query's ROW must "
+                                    "sum to 1")
+                if mistakes:
+                    return Feedback(False, "; and ".join(mistakes))
+                break
+        else:
+            continue
+        break
+    else:
+        if not _close(A.sum(axis=1), np.ones(4)):
+            return Feedback(False, f"the rows of A must sum to 1, yours sum to "
+                                   f"{np.round(A.sum(axis=1), 3).tolist()}")
+        return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
+    if Z.shape == (4, 3) and _close(Z, A @ K):
+        return Feedback(False, "A is right, but Z averages the keys; it must average the values")
+    if Z.shape != (4, 2):
+        return Feedback(False, f"A is right; Z should be (n_q, d_v) = (4, 2), yours is {Z.shape}")
+    if not _close(Z, A @ V):
+        return Feedback(False, "A is right, but Z is not Σ_j A[i, j] · V[j] for every query i")
+    return Feedback(True, "correct on random inputs with 4 queries, 5 keys, d_k = 3, d_v = 2")
 
 
-def check_causal_weights(weights) -> Feedback:
-    """Exercise 3: the toy's causal (GPT-style) weights, shape (6, 6).
+def check_design(W_Q, W_K=None) -> Feedback:
+    """Design task: edit the toy's W_Q (4, 2), and W_K (4, 2) if needed, so that "mat" attends most
+    to "cat": weight on "cat" strictly larger than on any other key. W_K None = the toy's W_K.
 
-    softmax over each row of Q Kᵀ / √d_k, with the scores of later keys (j > i) excluded before
-    the softmax, so row i spreads over keys 0..i and sums to 1.
+    Says how close an answer is: the weight on "cat", the word that beats it and by how much.
     """
-    a = _checked(weights, (_N, _N), "the causal weight matrix")
+    if W_Q is None:
+        return Feedback(False, _NOT_YET)
+    arrays = []
+    for name, W in (("W_Q", W_Q), ("W_K", W_K if W_K is not None else toy.projections()[1])):
+        a = _as_array(W, name)
+        if isinstance(a, Feedback):
+            return a
+        if a.shape != (4, 2):
+            return Feedback(False, f"{name} must stay (d, d_k) = (4, 2), yours is {a.shape}")
+        arrays.append(a)
+    Q, K, _ = _toy_qkv(*arrays)
+    i_mat, i_cat, i_on = toy.TOKENS.index("mat"), toy.TOKENS.index("cat"), toy.TOKENS.index("on")
+    w = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)[i_mat]
+    others = [j for j in range(_N) if j != i_cat]
+    rival = max(others, key=lambda j: w[j])
+    if w[i_cat] > w[rival] + ATOL:
+        return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of "
+                              f"{toy.TOKENS[rival]!r} ({w[rival]:.3f}); its query is "
+                              f"{np.round(Q[i_mat], 3).tolist()}")
+    hint = ""
+    if np.allclose(K[i_cat], K[i_on]):
+        hint = (f". Note: 'cat' and 'on' have the same key {K[i_cat].tolist()}, so no query can "
+                "prefer one to the other; change W_K too, so that the keys differ")
+    return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
+                           f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
+                           f"{np.round(Q[i_mat], 3).tolist()}){hint}")
+
+
+def window_mask(n: int, radius: int = 1) -> np.ndarray:
+    """(n, n) bool mask, True where |i − j| ≤ radius: each word sees itself and its neighbours."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive whole number, got {n!r}")
+    if isinstance(radius, bool) or not isinstance(radius, int) or radius < 0:
+        raise ValueError(f"radius must be a whole number ≥ 0, got {radius!r}")
+    i = np.arange(n)
+    return np.abs(i[:, None] - i[None, :]) <= radius
+
+
+def check_window_weights(weights) -> Feedback:
+    """Exercise: the toy's weights when word i sees only words i−1, i, i+1, shape (6, 6).
+
+    softmax over each row of Q Kᵀ / √d_k with the scores outside the window set to −∞ before
+    the softmax, so each row spreads over at most three keys and sums to 1.
+    """
+    a = _as_array(weights, "weight matrix")
     if isinstance(a, Feedback):
         return a
-    mask = causal_mask(_N)
-    mistakes = _diagnose_scale_and_axis(a, mask)
-    if mistakes == []:
-        return Feedback(True, "correct: every word sees itself and the words before it only")
-    if mistakes:
-        return Feedback(False, "; and ".join(mistakes))
-    divisor = _divisors()["√d_k"]
-    bidirectional = _weights(divisor)
-    if _close(a, bidirectional):
-        return Feedback(False, "no mask applied: these are the bidirectional weights; "
-                               "'the' (row 0) still gives weight to words after it")
-    if _close(a, _weights(divisor, mask=mask.T)):
-        return Feedback(False, "the mask is the wrong way round: each word sees itself and the "
-                               "words AFTER it; keep keys j <= i (lower triangle)")
-    if _close(a, bidirectional * mask):
-        return Feedback(False, "you zeroed the future after the softmax, so rows no longer sum "
-                               "to 1; exclude the future scores (set them to -inf) BEFORE the "
-                               "softmax")
-    future = np.triu(np.abs(a), k=1) > ATOL
-    if future.any():
-        i, j = (int(x) for x in np.argwhere(future)[0])
-        return Feedback(False, f"query {toy.TOKENS[i]!r} (position {i}) gives weight "
-                               f"{a[i, j]:.3f} to {toy.TOKENS[j]!r} (position {j}), which comes "
-                               "later: a causal row may not look ahead")
-    return Feedback(False, "not the expected weights: "
-                           + _first_wrong_row(a, _weights(divisor, mask=mask)))
+    if a.shape != (_N, _N):
+        return Feedback(False, f"the weights should be (6, 6), one row per query; yours are "
+                               f"{a.shape}")
+    Q, K, _ = _toy_qkv()
+    S = Q @ K.T / math.sqrt(Q.shape[1])
+    mask = window_mask(_N)
+    right = softmax(S, axis=-1, where=mask)
+    if _close(a, right):
+        return Feedback(True, "correct: every word spreads its attention over itself and its "
+                              "two neighbours only")
+    if _close(a, softmax(S, axis=-1) * mask):
+        return Feedback(False, "you zeroed the far words after the softmax, so rows no longer sum "
+                               "to 1; set their scores to -inf BEFORE the softmax")
+    if _close(a, softmax(Q @ K.T, axis=-1, where=mask)):
+        return Feedback(False, "the window is right, but you forgot to divide the scores by √d_k")
+    if _close(a, softmax(S, axis=-1)):
+        return Feedback(False, "no mask applied: these are the full bidirectional weights")
+    if _close(a, softmax(S, axis=-1, where=causal_mask(_N))):
+        return Feedback(False, "that is the causal mask; the window lets a word see one word on "
+                               "EACH side")
+    outside = np.abs(a) * ~mask > ATOL
+    if outside.any():
+        i, j = (int(x) for x in np.argwhere(outside)[0])
+        return Feedback(False, f"query {toy.TOKENS[i]!r} (position {i}) gives {a[i, j]:.3f} to "
+                               f"position {j}, more than one word away")
+    i = int(np.argmax(np.abs(a - right).max(axis=1)))
+    return Feedback(False, f"row {i} (query {toy.TOKENS[i]!r}) should be "
+                           f"{np.round(right[i], 3).tolist()}, yours is "
+                           f"{np.round(a[i], 3).tolist()}")

@@ -1,4 +1,13 @@
-"""Checkers for notebook 02 (multi-head attention): ``split_heads`` and a determiner→noun head."""
+"""Checkers for notebook 02 (multi-head attention).
+
+- :func:`check_cost_guess`: predict, then check: how many times the parameters grow when every
+  head gets the full model width d instead of d / h.
+- :func:`check_split_heads`: a learner's ``split_heads``, for one sentence or a batch.
+- :func:`check_w_o_swap`: design W_O so that the toy's output lists head 1 before head 0.
+- :func:`check_det_noun_head`: find the real model's head that links "the" to its noun.
+
+An unanswered stub (``None``) gets a "not answered yet" message, never an exception.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,10 @@ import numpy as np
 from bertlib.attention import split_heads
 from bertlib.exercises import Feedback
 
-__all__ = ["DET_NOUN_SENTENCES", "check_split_heads", "check_det_noun_head"]
+__all__ = ["DET_NOUN_SENTENCES", "check_cost_guess", "check_split_heads", "check_w_o_swap",
+           "check_det_noun_head"]
+
+_NOT_YET = "not answered yet: replace None with your answer and run the cell again"
 
 #: Sentences for the determiner exercise, each with the noun that every "the" introduces, in
 #: order. Adjectives sit between some pairs, so "look at the next token" is not enough.
@@ -21,38 +33,54 @@ DET_NOUN_SENTENCES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def check_split_heads(fn: Callable) -> Feedback:
+def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     """Check a learner's ``fn(X, h)`` that should turn X (n, d) into (h, n, d / h).
 
     Head i must hold feature columns i·d_k … (i+1)·d_k − 1 of every token (d_k = d / h), the
     layout of :func:`bertlib.attention.split_heads`. Tried on X = 0, 1, 2, … in a (3, 8) array
-    with h = 2 and h = 4, so every misplaced number shows.
+    with h = 2 and h = 4, so every misplaced number shows. ``batched=True``: X is a batch of five
+    sentences, (5, 3, 8), and the result must be (batch, h, n, d_k) = (5, h, 3, 8 / h).
     """
+    if fn is None:
+        return Feedback(False, _NOT_YET)
+    lead = (5,) if batched else ()
     n, d = 3, 8
-    X = np.arange(n * d, dtype=float).reshape(n, d)
+    X = np.arange(int(np.prod(lead + (n, d))), dtype=float).reshape(*lead, n, d)
     for h in (2, 4):
         d_k = d // h
         try:
             got = np.asarray(fn(X.copy(), h))
         except Exception as exc:  # a learner's bug becomes feedback, never a traceback
-            return Feedback(False, f"with h = {h} your function raised {type(exc).__name__}: {exc}")
+            return Feedback(False, f"with X of shape {X.shape} and h = {h} your function raised "
+                                   f"{type(exc).__name__}: {exc}")
+        if got.shape == ():
+            return Feedback(False, _NOT_YET + " (your function returns None)")
         want = split_heads(X, h)
-        if got.shape == (n, h, d_k):
-            return Feedback(False, f"shape {got.shape} is (n, h, d_k): the features are cut into "
-                                   "heads, but the head axis must come first; swap axes 0 and 1")
+        if got.shape == lead + (n, h, d_k):
+            return Feedback(False, f"shape {got.shape} is {'(batch, ' if batched else '('}n, h, "
+                                   "d_k): the features are cut into heads, but the head axis must "
+                                   "come first, before the token axis; swap those two axes")
+        if batched and got.shape == (h, 5, n, d_k):
+            return Feedback(False, f"shape {got.shape}: the batch axis must stay first, "
+                                   "(batch, h, n, d_k)")
         if got.shape != want.shape:
             return Feedback(False, f"with X of shape {X.shape} and h = {h} the result should have "
-                                   f"shape (h, n, d / h) = {want.shape}, got {got.shape}")
+                                   f"shape {'(batch, h, n, d / h)' if batched else '(h, n, d / h)'}"
+                                   f" = {want.shape}, got {got.shape}")
         if np.array_equal(got, want):
             continue
-        if np.array_equal(got, X.reshape(h, n, d_k)):
-            return Feedback(False, "a direct reshape to (h, n, d_k) regroups the numbers in memory "
-                                   "order, so a head receives pieces of several tokens' rows. "
-                                   "Reshape to (n, h, d_k) first, then swap the first two axes")
+        if np.array_equal(got, X.reshape(want.shape)):
+            return Feedback(False, f"a direct reshape to {want.shape} regroups the numbers in "
+                                   "memory order, so a head receives pieces of several tokens' "
+                                   "rows. Reshape to (..., n, h, d_k) first, then swap the token "
+                                   "and head axes")
+        first = want[(0,) * len(lead)]
+        mine = got[(0,) * len(lead)]
         return Feedback(False, f"with h = {h}, head 0 should hold columns 0..{d_k - 1} of every "
-                               f"token, i.e. {want[0].tolist()}; yours holds {got[0].tolist()}")
-    return Feedback(True, "split_heads is right: head i holds columns i·d_k … (i+1)·d_k − 1 of "
-                          "every token, for h = 2 and h = 4")
+                               f"token, i.e. {first[0].tolist()}; yours holds {mine[0].tolist()}")
+    return Feedback(True, f"{getattr(fn, '__name__', 'your function')} is right: head i holds "
+                          f"columns i·d_k … (i+1)·d_k − 1 of every token, for h = 2 and h = 4"
+                          + (", on a batch of five sentences" if batched else ""))
 
 
 def _det_noun_scores() -> tuple[np.ndarray, list[tuple[str, int, int]]]:
@@ -83,6 +111,8 @@ def check_det_noun_head(layer, head) -> Feedback:
     """
     from bertlib.models import check_layer_head, load_bert, run_bert
 
+    if layer is None and head is None:
+        return Feedback(False, _NOT_YET + " (two whole numbers: layer, head)")
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
@@ -103,3 +133,60 @@ def check_det_noun_head(layer, head) -> Feedback:
                            f"on average (rank {rank} of {L * H}); e.g. in {text!r} the last 'the' "
                            f"looks most at {top!r}. One head reaches "
                            f"{float(scores.max()):.2f}: keep looking")
+
+
+def check_cost_guess(guess, h: int = 12) -> Feedback:
+    """Predict-then-check: parameters of h heads of full width d, divided by h heads of d / h.
+
+    The attention layer holds 3·d·(h·d_k) + (h·d_k)·d weights (biases left out), so it depends on
+    h·d_k only: with d_k = d the count is h times that with d_k = d / h. guess: a number.
+    """
+    if guess is None:
+        return Feedback(False, _NOT_YET + " (a number)")
+    if isinstance(guess, bool) or not isinstance(guess, int | float | np.number):
+        return Feedback(False, f"your guess must be a number, got {type(guess).__name__}")
+    if guess == h:
+        return Feedback(True, f"right: every count depends on h·d_k, which grows from d to "
+                              f"{h}·d: {h} times the parameters and the multiply-adds")
+    if guess == 1:
+        return Feedback(False, "that is the case d_k = d / h (the same as one big head); here "
+                               "every head gets all d features")
+    if guess == h * h:
+        return Feedback(False, f"too many: h·d_k grows by {h}, and each count is linear in h·d_k")
+    return Feedback(False, f"not {guess}: write each count in terms of h·d_k and compare "
+                           f"h·d_k = d with h·d_k = {h}·d")
+
+
+def check_w_o_swap(W_O) -> Feedback:
+    """Design task: a (4, 4) W_O for the toy's two heads that outputs [head 1 | head 0].
+
+    With the concatenation C = [head 0 | head 1] (6, 4), the output C W_O must hold head 1's two
+    columns first, then head 0's. Says which output columns are already right.
+    """
+    from bertlib import toy
+    from bertlib.attention import multi_head_attention
+
+    if W_O is None:
+        return Feedback(False, _NOT_YET)
+    try:
+        W = np.asarray(W_O.detach().numpy() if hasattr(W_O, "detach") else W_O, dtype=float)
+    except (TypeError, ValueError):
+        return Feedback(False, f"W_O must be an array of numbers, got {type(W_O).__name__}")
+    if W.shape != (4, 4):
+        return Feedback(False, f"W_O maps the concatenation (n, 4) to the output (n, 4), so it is "
+                               f"(4, 4); yours is {W.shape}")
+    X = toy.embeddings()
+    W_Q, W_K, W_V, I = toy.two_head_projections()
+    concat, _ = multi_head_attention(X, W_Q, W_K, W_V, I, 2)  # W_O = I: the concatenation
+    want = np.hstack([concat[:, 2:], concat[:, :2]])
+    got = concat @ W
+    right = [c for c in range(4) if np.allclose(got[:, c], want[:, c], atol=1e-9)]
+    if len(right) == 4:
+        return Feedback(True, "correct: output columns 0-1 now carry head 1, columns 2-3 head 0; "
+                              "W_O is a permutation matrix")
+    if np.allclose(got, concat, atol=1e-9):
+        return Feedback(False, "this W_O leaves the order as it was ([head 0 | head 1]): it acts "
+                               "like the identity")
+    return Feedback(False, f"output columns {right or 'none'} are right; output column c is "
+                           "C @ W_O[:, c], so column c of W_O picks which concatenated column "
+                           "lands there")

@@ -1,0 +1,54 @@
+"""bertlib.diagrams, notebooks 01 and 02: the pictures draw and carry their labels and shapes."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from bertlib import diagrams  # noqa: E402
+
+
+def texts(fig):
+    return " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_rnn_vs_attention_labels_words_states_and_step_counts():
+    fig = diagrams.rnn_vs_attention(["the", "river", "bank"], target=2)
+    words = texts(fig)
+    assert all(w in words for w in ("river", "h0", "h2", "2 steps", "1 step"))
+    plt.close(fig)
+    with pytest.raises(ValueError, match="target"):
+        diagrams.rnn_vs_attention(["a", "b"], target=5)
+
+
+def test_qkv_scores_flow_shows_every_shape():
+    fig = diagrams.qkv_scores_flow(6, 4, 2)
+    words = texts(fig)
+    for label in ("X\n(6, 4)", "Q = X W_Q\n(6, 2)", "W_K (4, 2)", "(6, 6)", "Z = A V\n(6, 2)"):
+        assert label in words
+    plt.close(fig)
+    with pytest.raises(ValueError, match="d_k"):
+        diagrams.qkv_scores_flow(6, 4, 0)
+
+
+def test_hatch_masked_covers_exactly_the_masked_cells():
+    fig, ax = plt.subplots()
+    ax.imshow(np.ones((3, 3)))
+    assert diagrams.hatch_masked(ax, np.tril(np.ones((3, 3), bool))) == 3
+    assert sum(p.get_hatch() == "///" for p in ax.patches) == 3
+    plt.close(fig)
+    with pytest.raises(ValueError, match="bool"):
+        diagrams.hatch_masked(ax, np.ones((3, 3)))
+
+
+def test_multi_head_flow_split_attend_concat_w_o():
+    fig = diagrams.multi_head_flow(8, 384, 12)
+    words = texts(fig)
+    for label in ("(12, 8, 32)", "head 0", "head 11", "…", "concatenate", "W_O\n(384, 384)"):
+        assert label in words
+    plt.close(fig)
+    with pytest.raises(ValueError, match="divisible"):
+        diagrams.multi_head_flow(8, 10, 3)

@@ -593,10 +593,10 @@ def banded_attention(Q, K, V, w: int):
     V_slab = torch.nn.functional.pad(V, (0, 0, w // 2, pad_end + w // 2)).unfold(-2, S, B)
     Q_blocks = torch.nn.functional.pad(Q, (0, 0, 0, pad_end)).unflatten(-2, (n_blocks, B))
     scores = (Q_blocks @ K_slab) / math.sqrt(d_k)  # (..., n_blocks, B, S)
-    start = torch.arange(n_blocks, device=Q.device)[:, None, None] * B
-    i = start + torch.arange(B, device=Q.device)[None, :, None]
-    j = start - w // 2 + torch.arange(S, device=Q.device)[None, None, :]
-    keep = ((i - j).abs() <= w // 2) & (j >= 0) & (j < n)
+    rows, cols = torch.arange(B, device=Q.device), torch.arange(S, device=Q.device)
+    in_band = (rows[:, None] - cols + w // 2).abs() <= w // 2  # (B, S): the same in every block
+    j = torch.arange(n_blocks, device=Q.device)[:, None] * B - w // 2 + cols  # key index
+    keep = in_band & ((j >= 0) & (j < n))[:, None, :]  # (n_blocks, B, S): real keys in the band
     weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
     out = weights @ V_slab.transpose(-2, -1)  # (..., n_blocks, B, d_v)
     return out.flatten(-3, -2)[..., :n, :]

@@ -1,13 +1,16 @@
 """What attention costs: time and peak memory against sequence length n, measured and counted.
 
-- :func:`measure` times a function over sizes n (median after a warm-up) and records its peak
-  memory; :func:`fit_exponent` fits ``value ∝ n^slope`` on log-log axes.
+- :func:`measure` times a function over sizes n (the fastest run after a warm-up) and records
+  its peak memory; :func:`fit_exponent` fits ``value ∝ n^slope`` on log-log axes.
 - :func:`attention_flops`, :func:`attention_bytes`, :func:`projection_flops`,
   :func:`ffn_flops`, :func:`ffn_bytes`: the counts from the formulas, for comparing attention
   with the rest of a BERT layer.
 - :func:`check_memory` refuses a size whose memory would not fit, before it runs.
 - :func:`naive_attention` (the n×n matrix in full) and :func:`tiled_attention` (keys in blocks
-  with an online softmax, FlashAttention's idea: memory linear in n) in torch.
+  with an online softmax, FlashAttention's idea: memory linear in n) in torch, with
+  :func:`tiled_attention_plain`, its teaching twin (the same loop, written plainly);
+  :func:`banded_attention`, a sliding window in torch; :func:`hbm_accesses_standard` and
+  :func:`hbm_accesses_flash`, the GPU memory traffic of standard and FlashAttention.
 
 ``python -m bertlib.cost`` (``make bench``) runs the larger sweep and writes
 ``benchmarks/results/`` (cost.json, cost.png, cost.md).

@@ -5,7 +5,7 @@ For each n: the fastest of ``--repeats`` timed calls after one warm-up call, and
 memory (``bertlib.cost.measure``; a fused kernel's internal scratch is not seen). Writes
 ``benchmarks/results/window.json`` and ``window.md``; notebook 06 shows them.
 
-    python benchmarks/window_vs_sdpa.py [--sizes 1024 2048 ...] [--window 256] [--repeats 3]
+    python benchmarks/window_vs_sdpa.py [--sizes 1024 2048 ...] [--window 256] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
     parser.add_argument("--window", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     result = run(args.sizes, args.window, args.repeats, args.threads)

@@ -1,13 +1,16 @@
 """What attention costs: time and peak memory against sequence length n, measured and counted.
 
-- :func:`measure` times a function over sizes n (median after a warm-up) and records its peak
-  memory; :func:`fit_exponent` fits ``value ∝ n^slope`` on log-log axes.
+- :func:`measure` times a function over sizes n (the fastest run after a warm-up) and records
+  its peak memory; :func:`fit_exponent` fits ``value ∝ n^slope`` on log-log axes.
 - :func:`attention_flops`, :func:`attention_bytes`, :func:`projection_flops`,
   :func:`ffn_flops`, :func:`ffn_bytes`: the counts from the formulas, for comparing attention
   with the rest of a BERT layer.
 - :func:`check_memory` refuses a size whose memory would not fit, before it runs.
 - :func:`naive_attention` (the n×n matrix in full) and :func:`tiled_attention` (keys in blocks
-  with an online softmax, FlashAttention's idea: memory linear in n) in torch.
+  with an online softmax, FlashAttention's idea: memory linear in n) in torch, with
+  :func:`tiled_attention_plain`, its teaching twin (the same loop, written plainly);
+  :func:`banded_attention`, a sliding window in torch; :func:`hbm_accesses_standard` and
+  :func:`hbm_accesses_flash`, the GPU memory traffic of standard and FlashAttention.
 
 ``python -m bertlib.cost`` (``make bench``) runs the larger sweep and writes
 ``benchmarks/results/`` (cost.json, cost.png, cost.md).
@@ -41,17 +44,23 @@ __all__ = [
     "check_memory",
     "naive_attention",
     "tiled_attention",
+    "tiled_attention_plain",
+    "banded_attention",
+    "hbm_accesses_standard",
+    "hbm_accesses_flash",
     "pick_device",
     "matmul_peak_gflops",
 ]
 
 MEMORY_MODES = ("auto", "torch", "tracemalloc", "none")
+STATISTICS = {"min": min, "median": statistics.median}
 
 
 class Measurement(NamedTuple):
     """One size of a sweep.
 
-    n: the size. seconds: median wall-clock time of one call (NaN if it failed).
+    n: the size. seconds: wall-clock time of one call, the minimum (or median) of the timed runs
+    (NaN if it failed).
     peak_bytes: peak memory the call allocated (None if not measured or it failed).
     error: ``"ExceptionType: message"`` if the setup or the call raised, else None.
     """
@@ -176,12 +185,16 @@ def _tracemalloc_peak(fn: Callable, args: tuple) -> int:
 
 
 def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None, repeats: int = 3,
-            warmup: int = 1, memory: str = "auto", progress: bool = True) -> list[Measurement]:
+            warmup: int = 1, memory: str = "auto", progress: bool = True,
+            statistic: str = "min") -> list[Measurement]:
     """Time ``fn`` and record its peak memory at each size n in ``sizes``.
 
     For each n: ``args = setup(n)`` (not timed; a tuple is the argument list, any other value
     the single argument) or ``(n,)`` without a setup; ``fn(*args)`` runs ``warmup`` times
-    untimed, then ``repeats`` times timed with ``time.perf_counter``; ``seconds`` is the median.
+    untimed, then ``repeats`` times timed with ``time.perf_counter``; ``seconds`` is the minimum
+    (``statistic="min"``, the default: other programs and the machine's noise only ever add time,
+    so the fastest run is the closest to the kernel's own cost) or the median
+    (``statistic="median"``).
     GPU work is waited for (``torch.cuda.synchronize``) before the clock stops.
 
     Peak memory comes from one more call, made apart from the timed ones so that the counting
@@ -218,6 +231,8 @@ def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None, r
         raise ValueError(f"warmup must be a whole number >= 0, got {warmup!r}")
     if memory not in MEMORY_MODES:
         raise ValueError(f"memory must be one of {MEMORY_MODES}, got {memory!r}")
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {tuple(STATISTICS)}, got {statistic!r}")
     from tqdm import tqdm
 
     name = getattr(fn, "__name__", type(fn).__name__)
@@ -242,7 +257,7 @@ def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None, r
                 mode = "torch" if _tensors(args) else "tracemalloc"
             peak = {"torch": _tensor_peak, "tracemalloc": _tracemalloc_peak}.get(mode)
             peak_bytes = peak(fn, args) if peak else None
-            results.append(Measurement(n, statistics.median(times), peak_bytes, None))
+            results.append(Measurement(n, STATISTICS[statistic](times), peak_bytes, None))
         except Exception as exc:  # reported for this size; the sweep goes on
             results.append(Measurement(n, math.nan, None, f"{type(exc).__name__}: {exc}"))
         del args
@@ -515,6 +530,110 @@ def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = 
         m = m_new
     O, l = Ol[..., :-1], Ol[..., -1:]
     return torch.where(l > 0, O / torch.where(l > 0, l, 1.0), 0.0)
+
+
+def tiled_attention_plain(Q, K, V, block: int = 256, mask=None, scale: float | None = None):
+    """The teaching twin of :func:`tiled_attention`: the same online softmax, written plainly.
+
+    Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v), one floating dtype; leading
+    axes broadcast. mask: (..., n_q, n_k) bool tensor, True where a query may attend; None = all.
+    Returns softmax(s·Q Kᵀ) V (..., n_q, d_v), s = 1/√d_k; a query that may attend to nothing
+    gets zeros. For each block j of ``block`` keys (Milakov & Gimelshein 2018; Dao et al. 2022):
+        S_j = s·Q K_jᵀ                      scores of this block          (..., n_q, B)
+        m'  = max(m, rowmax S_j)             the running maximum           (..., n_q, 1)
+        P_j = exp(S_j − m')                  exponentials against it       (..., n_q, B)
+        ℓ'  = e^(m − m')·ℓ + rowsum P_j      the running sum               (..., n_q, 1)
+        O'  = e^(m − m')·O + P_j V_j         the running, unnormalised output (..., n_q, d_v)
+    from m = −∞, ℓ = 0, O = 0; the answer is O / ℓ, divided once at the end (FlashAttention-2's
+    order). Fresh tensors every block and no tricks: read it beside the equations.
+    :func:`tiled_attention` computes the same with reused buffers; a test proves them equal.
+    """
+    import torch
+
+    _check_qkv(Q, K, V)
+    if not _is_whole(block) or block < 1:
+        raise ValueError(f"block must be a whole number >= 1, got {block!r}")
+    s = _check_scale(scale, Q.shape[-1])
+    m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=Q.dtype, device=Q.device)
+    l = torch.zeros_like(m)
+    O = torch.zeros((*Q.shape[:-1], V.shape[-1]), dtype=Q.dtype, device=Q.device)
+    for j in range(0, K.shape[-2], block):
+        S = s * Q @ K[..., j:j + block, :].transpose(-2, -1)
+        if mask is not None:
+            S = S.masked_fill(~mask[..., j:j + block], -math.inf)
+        m_new = torch.maximum(m, S.amax(dim=-1, keepdim=True))
+        m_new = torch.where(m_new == -math.inf, 0.0, m_new)  # no key allowed yet: any shift
+        P = torch.exp(S - m_new)
+        alpha = torch.exp(m - m_new)
+        l = alpha * l + P.sum(dim=-1, keepdim=True)
+        O = alpha * O + P @ V[..., j:j + block, :]
+        m = m_new
+    return torch.where(l > 0, O / l, 0.0)
+
+
+def banded_attention(Q, K, V, w: int):
+    """Sliding-window attention in torch: each query attends to the keys within w/2 of it.
+
+    Q, K: (..., n, d_k); V: (..., n, d_v); w: positive even window (w + 1 keys a row).
+        out_i = Σ_{|i−j| ≤ w/2} softmax_j(q_i·k_j / √d_k) v_j
+    Queries go in blocks of B = w/2; block t reads one slab of B + w keys (a strided view of the
+    zero-padded K) and masks it to the band, so the scores are (..., n/B, B, B + w): 3·n·w/2
+    numbers, never n × n. Returns (..., n, d_v). The numpy teaching twin with global tokens is
+    ``bertlib.variants.sliding_window_attention_plain``.
+    """
+    import torch
+
+    _check_qkv(Q, K, V)
+    _check_counts(w=w)
+    if w % 2:
+        raise ValueError(f"w must be even (w/2 keys on each side), got {w}")
+    n, d_k = Q.shape[-2], Q.shape[-1]
+    B = min(w // 2, n)
+    n_blocks = -(-n // B)
+    pad_end = n_blocks * B - n
+    S = B + w
+    K_slab = torch.nn.functional.pad(K, (0, 0, w // 2, pad_end + w // 2)).unfold(-2, S, B)
+    V_slab = torch.nn.functional.pad(V, (0, 0, w // 2, pad_end + w // 2)).unfold(-2, S, B)
+    Q_blocks = torch.nn.functional.pad(Q, (0, 0, 0, pad_end)).unflatten(-2, (n_blocks, B))
+    scores = (Q_blocks @ K_slab) / math.sqrt(d_k)  # (..., n_blocks, B, S)
+    rows, cols = torch.arange(B, device=Q.device), torch.arange(S, device=Q.device)
+    in_band = (rows[:, None] - cols + w // 2).abs() <= w // 2  # (B, S): the same in every block
+    j = torch.arange(n_blocks, device=Q.device)[:, None] * B - w // 2 + cols  # key index
+    keep = in_band & ((j >= 0) & (j < n))[:, None, :]  # (n_blocks, B, S): real keys in the band
+    weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
+    out = weights @ V_slab.transpose(-2, -1)  # (..., n_blocks, B, d_v)
+    return out.flatten(-3, -2)[..., :n, :]
+
+
+def hbm_accesses_standard(n: int, d: int) -> int:
+    """Numbers standard attention reads from and writes to GPU main memory (HBM), forward pass.
+
+    Dao et al. 2022, Algorithm 0, one head, Q, K, V: (n, d): read Q, K (2nd), write S = Q Kᵀ
+    (n²); read S, write P = softmax(S) (2n²); read P and V (n² + nd), write O = P V (nd).
+    Total 4nd + 4n² numbers: the n² terms are the matrix going to memory and back.
+    """
+    _check_counts(n=n, d=d)
+    return 4 * n * d + 4 * n * n
+
+
+def hbm_accesses_flash(n: int, d: int, sram: int) -> int:
+    """Numbers FlashAttention (Dao et al. 2022, Algorithm 1) reads from and writes to HBM, forward.
+
+    n: sequence length; d: head width; sram: on-chip memory (SRAM) in numbers, M.
+    Key/value blocks of B_c = ⌈M/(4d)⌉ rows, query blocks of B_r = min(B_c, d) rows, so one
+    block of each, and their scores, fit in SRAM. O, ℓ, m start in HBM (nd + 2n written); the
+    outer loop reads each key and value block once (2nd in all); for each of the
+    T_c = ⌈n/B_c⌉ key blocks, the inner loop reads every query block with its O, ℓ, m and writes
+    O, ℓ, m back (3nd + 4n). Total 2nd + nd + 2n + T_c·(3nd + 4n) ≈ 12·n²d²/M for large n:
+    no n² matrix ever goes to HBM.
+    """
+    _check_counts(n=n, d=d, sram=sram)
+    if sram < 4 * d:
+        raise ValueError(f"sram must hold at least 4·d = {4 * d} numbers (one row of each "
+                         f"block), got {sram}")
+    b_c = -(-sram // (4 * d))
+    t_c = -(-n // b_c)
+    return 3 * n * d + 2 * n + t_c * (3 * n * d + 4 * n)
 
 
 # --------------------------------------------------------------------------- machine

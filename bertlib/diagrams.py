@@ -195,4 +195,42 @@ def multi_head_flow(n: int, d: int, h: int, shown: int = 3):
         height=1.1)
     box(ax, (13.1, 2.5), f"× W_O\n({d}, {d})\n→ ({n}, {d})", "output", width=1.3, height=1.1)
     arrow(ax, (11.95, 2.5), (12.45, 2.5))
+
+
+# --- notebook 05 ---
+
+
+def tiled_softmax_picture(n_blocks: int = 3):
+    """The tiled online softmax of notebook 05: queries meet the keys one block at a time.
+
+    Top row: key/value blocks K_j, V_j (B, d_k). Middle: each block's scores S_j = s·Q K_jᵀ
+    (n, B), the only n-by-something matrix alive. Bottom: the running state (m, ℓ: (n, 1);
+    O: (n, d_v)) handed from block to block, rescaled by e^(m − m'); last, out = O / ℓ.
+    n_blocks: how many key blocks to draw (2..6). Returns the matplotlib Figure.
+    """
+    if isinstance(n_blocks, bool) or not isinstance(n_blocks, int) or not 2 <= n_blocks <= 6:
+        raise ValueError(f"n_blocks must be a whole number in 2..6, got {n_blocks!r}")
+    step = 3.0
+    width = 3.0 + step * n_blocks + 2.0
+    fig, ax = canvas(width, 6.2, title="Tiled attention with an online softmax: "
+                                       "one block of keys at a time, never the n × n matrix")
+    box(ax, (1.2, 3.4), "Q\n(n, d_k)", colour="query", width=1.4, height=1.0)
+    box(ax, (1.2, 1.2), "start:\nm = −∞, ℓ = 0\nO = 0", colour="op", width=1.7, height=1.1)
+    previous = (2.05, 1.2)
+    for j in range(1, n_blocks + 1):
+        x = 1.4 + step * j
+        box(ax, (x, 5.3), f"K_{j}, V_{j}\n(B, d_k), (B, d_v)", colour="key", width=2.0, height=0.9)
+        box(ax, (x, 3.4), f"S_{j} = s·Q K_{j}ᵀ\n(n, B)", colour="scores", width=1.9, height=0.9)
+        box(ax, (x, 1.2), f"after block {j}:\nm, ℓ (n, 1)\nO (n, d_v)", colour="weights",
+            width=1.9, height=1.1)
+        arrow(ax, (x, 4.85), (x, 3.85))
+        arrow(ax, (x, 2.95), (x, 1.75), "P = exp(S − m′)", offset=(0.8, -0.1))
+        arrow(ax, previous, (x - 0.95, 1.2), "× e^(m−m′)", offset=(0.0, -0.45))
+        previous = (x + 0.95, 1.2)
+    arrow(ax, (1.9, 3.4), (1.4 + step - 0.95, 3.4), "all n queries,")
+    ax.text(1.2 + step / 2, 2.75, "at every block", ha="center", fontsize=8, color="#333333")
+    box(ax, (width - 1.1, 1.2), "out = O / ℓ\n(n, d_v)", colour="output", width=1.7, height=0.9)
+    arrow(ax, previous, (width - 1.95, 1.2))
+    ax.text(width / 2, 0.2, "B = block size; each step keeps one (n, B) block of scores, so "
+            "memory grows like n, not n²", ha="center", fontsize=8)
     return fig

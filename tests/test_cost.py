@@ -15,14 +15,18 @@ from bertlib.cost import (
     MemoryGuardError,
     attention_bytes,
     attention_flops,
+    banded_attention,
     check_memory,
     ffn_bytes,
     ffn_flops,
     fit_exponent,
+    hbm_accesses_flash,
+    hbm_accesses_standard,
     measure,
     naive_attention,
     projection_flops,
     tiled_attention,
+    tiled_attention_plain,
 )
 
 
@@ -492,3 +496,91 @@ def test_tiled_refuses_gradients_clearly_but_runs_under_no_grad():
     with torch.no_grad():
         out = tiled_attention(Q, K, V, block=4)
     assert (out - F.scaled_dot_product_attention(Q, K, V)).abs().max().item() <= 1e-5
+
+
+# --------------------------------------------------------------------------- teaching twins
+# float64 on both sides: the two do the same sums in the same blocks, only the buffers differ,
+# so they agree to a few units of float64 rounding (1e-12 leaves ~1e4 ulps of room).
+
+
+@pytest.mark.parametrize("shape, block", [((1, 2, 37, 8), 5), ((40, 6), 7), ((3, 9, 4), 64)])
+def test_plain_tiled_twin_equals_fast_tiled_float64(shape, block):
+    Q, K, V = qkv(shape, seed=11, dtype=torch.float64)
+    torch.testing.assert_close(tiled_attention_plain(Q, K, V, block=block),
+                               tiled_attention(Q, K, V, block=block), rtol=0, atol=1e-12)
+
+
+def test_plain_tiled_twin_equals_fast_with_random_mask_and_empty_rows():
+    Q, K, V = qkv((2, 1, 30, 8), seed=12, dtype=torch.float64)
+    mask = torch.rand(2, 1, 30, 30, generator=torch.Generator().manual_seed(0)) > 0.6
+    mask[..., 4, :] = False  # a query with no key at all
+    mask[..., 7, :10] = False  # a query whose first blocks are all masked
+    plain = tiled_attention_plain(Q, K, V, block=4, mask=mask)
+    torch.testing.assert_close(plain, tiled_attention(Q, K, V, block=4, mask=mask),
+                               rtol=0, atol=1e-12)
+    assert torch.equal(plain[..., 4, :], torch.zeros_like(plain[..., 4, :]))
+
+
+def test_plain_tiled_twin_rejects_bad_block():
+    Q, K, V = qkv((5, 4))
+    with pytest.raises(ValueError, match="block"):
+        tiled_attention_plain(Q, K, V, block=0)
+
+
+# --------------------------------------------------------------------------- banded (torch)
+
+
+@pytest.mark.parametrize("n, w", [(37, 2), (37, 6), (64, 16), (10, 40)])
+def test_banded_attention_equals_masked_sdpa_float64(n, w):
+    Q, K, V = qkv((1, 2, n, 8), seed=13, dtype=torch.float64)
+    i = torch.arange(n)
+    band = (i[:, None] - i[None, :]).abs() <= w // 2
+    ref = F.scaled_dot_product_attention(Q, K, V, attn_mask=band)
+    torch.testing.assert_close(banded_attention(Q, K, V, w), ref, rtol=0, atol=1e-12)
+
+
+def test_banded_attention_memory_is_linear_in_n():
+    def setup(n):
+        return qkv((1, 1, n, 16))
+    rows = measure(lambda Q, K, V: banded_attention(Q, K, V, 32), [512, 1024, 2048],
+                   setup=setup, repeats=1, warmup=0, progress=False)
+    assert abs(fit_exponent([r.n for r in rows], [r.peak_bytes for r in rows]).slope - 1) < 0.05
+
+
+def test_banded_attention_rejects_odd_window():
+    Q, K, V = qkv((8, 4))
+    with pytest.raises(ValueError, match="even"):
+        banded_attention(Q, K, V, 3)
+
+
+# --------------------------------------------------------------------------- HBM accesses
+
+
+def test_hbm_counts_hand_computed():
+    assert hbm_accesses_standard(4, 2) == 4 * 4 * 2 + 4 * 16
+    # sram 16 numbers, d = 2: key blocks of 16 / 8 = 2 rows, so T_c = 2 outer steps for n = 4
+    assert hbm_accesses_flash(4, 2, 16) == 3 * 8 + 8 + 2 * (3 * 8 + 16)
+
+
+def test_flash_reads_and_writes_fewer_numbers_than_standard_at_length():
+    n, d, sram = 4096, 64, 192 * 1024 // 4
+    assert hbm_accesses_flash(n, d, sram) < hbm_accesses_standard(n, d) / 3
+    bigger = hbm_accesses_flash(n, d, 4 * sram)
+    assert bigger < hbm_accesses_flash(n, d, sram)  # more SRAM, fewer passes over Q and O
+
+
+def test_hbm_flash_rejects_too_small_sram():
+    with pytest.raises(ValueError, match="sram"):
+        hbm_accesses_flash(128, 64, 100)
+
+
+def test_measure_reports_minimum_by_default_and_median_on_request(monkeypatch):
+    clock = [0.0, 4.0, 10.0, 11.0, 20.0, 23.0, 30.0, 32.0]  # runs of 4, 1, 3 and 2 seconds
+    for statistic, expected in [("min", 1.0), ("median", 2.5)]:
+        ticks = iter(clock)
+        monkeypatch.setattr(cost.time, "perf_counter", lambda t=ticks: next(t))
+        (m,) = measure(lambda n: None, [1], repeats=4, warmup=0, memory="none", progress=False,
+                       statistic=statistic)
+        assert m.seconds == expected
+    with pytest.raises(ValueError, match="statistic"):
+        measure(lambda n: None, [1], statistic="mean", progress=False)

@@ -3,9 +3,13 @@
 import pytest
 import torch
 
-from bertlib.cost import attention_bytes, ffn_bytes, measure, naive_attention
+from bertlib.cost import measure, naive_attention
 from bertlib.exercises import Feedback
-from bertlib.exercises.nb05 import check_crossover_prediction, check_memory_prediction
+from bertlib.exercises.nb05 import (
+    check_block_for_budget,
+    check_memory_prediction,
+    check_qkv_crossover,
+)
 
 N = 8192
 ANSWER = 2 * N * N * 4  # computed by hand: scores + weights, float32
@@ -49,20 +53,40 @@ def test_memory_bad_input_is_feedback_not_an_error(attempt, words):
     assert not fb.ok and words in fb.message
 
 
-def test_crossover_right_answer():
-    assert attention_bytes(256, h=12) == ffn_bytes(256, 3072)
-    fb = check_crossover_prediction(256)
-    assert fb.ok and "3072 / 12 = 256" in fb.message
-    assert check_crossover_prediction(64, h=2, d_ff=128).ok
+def test_qkv_crossover_right_answer_for_base_and_other_shapes():
+    assert 12 * 193**2 > 3 * 193 * 768 and not 12 * 192**2 > 3 * 192 * 768  # by hand
+    fb = check_qkv_crossover(193)
+    assert fb.ok and "193" in fb.message
+    assert check_qkv_crossover(97, h=8, d=256).ok  # 3 · 256 / 8 = 96
 
 
 @pytest.mark.parametrize("attempt, words", [
-    (3072, "ignores the heads"),
-    (55, "linear in n"),  # √3072
+    (192, "exactly equal"),
+    (2304, "ignores the heads"),
+    (65, "only one of Q, K and V"),
     (1000, "too large"),
     (100, "too small"),
     (None, "replace None"),
+    ("193", "as a number"),
 ])
-def test_crossover_mistakes_are_named(attempt, words):
-    fb = check_crossover_prediction(attempt)
+def test_qkv_crossover_mistakes_are_named(attempt, words):
+    fb = check_qkv_crossover(attempt)
+    assert not fb.ok and words in fb.message
+
+
+def test_block_budget_right_answer_is_512_for_32_mib():
+    fb = check_block_for_budget(512)
+    assert fb.ok and "MiB" in fb.message
+
+
+@pytest.mark.parametrize("attempt, words", [
+    (1024, "over the"),
+    (256, "twice as large fits too"),
+    (300, "power of two"),
+    (None, "replace None"),
+    (0, "whole number"),
+    (2.0, "whole number"),
+])
+def test_block_budget_mistakes_are_named(attempt, words):
+    fb = check_block_for_budget(attempt)
     assert not fb.ok and words in fb.message

@@ -23,6 +23,7 @@ from bertlib.variants import (
     performer_features,
     relative_error,
     sliding_window_attention,
+    sliding_window_attention_plain,
     sliding_window_pattern,
 )
 
@@ -55,6 +56,23 @@ def test_sliding_window_equals_torch_attention_with_its_pattern(w, global_idx):
     assert np.all(weights[~mask] == 0)
     np.testing.assert_allclose(weights.sum(1), 1.0, **TOL)
     np.testing.assert_allclose(weights @ V, out, **TOL)
+
+
+@pytest.mark.parametrize("n, w, global_idx", [
+    (24, 2, ()), (24, 6, (0, 23)), (23, 4, (5,)), (9, 40, (1,)), (31, 10, (0, 3, 30)),
+])
+def test_plain_sliding_window_twin_equals_fast_one(n, w, global_idx):
+    # float64 both: the same softmax over the same keys, summed in a different order, so they
+    # agree to float64 rounding (TOL leaves ~1e4 ulps)
+    Q, K, V = qkv(n=n, seed=n + w)
+    np.testing.assert_allclose(sliding_window_attention_plain(Q, K, V, w, global_idx),
+                               sliding_window_attention(Q, K, V, w, global_idx), **TOL)
+
+
+def test_plain_sliding_window_twin_rejects_odd_window():
+    Q, K, V = qkv()
+    with pytest.raises(ValueError, match="even"):
+        sliding_window_attention_plain(Q, K, V, 5)
 
 
 def test_window_covering_the_sequence_equals_full_attention():

@@ -3,21 +3,24 @@
 - :func:`check_memory_prediction`: the peak memory of ``bertlib.cost.naive_attention`` at
   n = 8192 (one head, float32), predicted before measuring. The notebook shows that the peak is
   two n × n matrices (the scores and the weights) alive together.
-- :func:`check_crossover_prediction`: the sequence length past which BERT-base's attention
-  matrices (12 heads) take more memory than its feed-forward activation (n × 3072).
+- :func:`check_qkv_crossover`: the first sequence length at which a layer's h attention
+  matrices hold more numbers than its queries, keys and values.
+- :func:`check_block_for_budget` (design): the largest block that keeps tiled attention within
+  a memory budget.
 
 Each names the mistake it recognises: linear instead of quadratic growth, one matrix instead of
-two, float64 instead of float32, numbers instead of bytes, MiB instead of bytes, heads forgotten.
+two, float64 instead of float32, numbers instead of bytes, MiB instead of bytes, heads forgotten,
+a block that overshoots the budget or wastes it.
 """
 
 from __future__ import annotations
 
 import math
 
-from bertlib.cost import attention_bytes
+from bertlib.cost import attention_bytes, measure, tiled_attention
 from bertlib.exercises import Feedback
 
-__all__ = ["check_memory_prediction", "check_crossover_prediction", "RTOL"]
+__all__ = ["check_memory_prediction", "check_qkv_crossover", "check_block_for_budget", "RTOL"]
 
 #: How close a prediction must be to count as right (relative).
 RTOL = 0.05
@@ -69,23 +72,73 @@ def check_memory_prediction(predicted_bytes, n: int = 8192) -> Feedback:
                            f"once and the bytes of each (n² numbers of 4 bytes)")
 
 
-def check_crossover_prediction(predicted_n, h: int = 12, d_ff: int = 3072) -> Feedback:
-    """Is ``predicted_n`` the n past which h · n² (the attention matrices) exceeds n · d_ff (the
-    feed-forward activation)? Equal at n = d_ff / h: 256 for BERT-base (h = 12, d_ff = 3072)."""
+def check_qkv_crossover(predicted_n, h: int = 12, d: int = 768) -> Feedback:
+    """Is ``predicted_n`` the first n at which a layer's h attention matrices (h · n² numbers)
+    hold more numbers than its queries, keys and values together (3 · n · d)?
+
+    h · n² > 3 · n · d  ⇔  n > 3d/h = 3·d_k, so the answer is 3d/h + 1 (193 for BERT-base:
+    h = 12, d = 768). Mistakes named: the heads forgotten, Q, K and V counted as one, the
+    equality point given instead of the first n past it.
+    """
     value = _as_number(predicted_n, "the sequence length n")
     if isinstance(value, Feedback):
         return value
-    answer = d_ff // h
-    if _near(value, answer):
-        return Feedback(True, f"right: h · n² = n · d_ff at n = d_ff / h = {d_ff} / {h} = "
-                              f"{answer}; beyond it the attention matrices are the bigger")
-    if _near(value, d_ff):
+    equal_at = 3 * d / h
+    answer = math.floor(equal_at) + 1
+    if value == answer:
+        return Feedback(True, f"right: h·n² > 3·n·d from n = {answer} on (3d/h = 3·d_k = "
+                              f"{equal_at:g}); beyond it the matrices outgrow Q, K and V")
+    if value == equal_at:
+        return Feedback(False, f"at n = {value:g} the two are exactly equal; the question asks "
+                               "for the first n where the matrices hold MORE numbers")
+    if _near(value, 3 * d):
         return Feedback(False, f"that ignores the heads: each of the {h} heads has its own "
-                               "n × n matrix, so compare h · n² with n · d_ff")
-    if _near(value, math.sqrt(d_ff)) or _near(value, math.sqrt(d_ff / h)):
-        return Feedback(False, "the FFN activation is n · d_ff (linear in n), not d_ff alone: "
-                               "solve h · n² = n · d_ff")
+                               "n × n matrix, so compare h · n² with 3 · n · d")
+    if _near(value, equal_at / 3) or _near(value, equal_at / 3 + 1):
+        return Feedback(False, "you counted only one of Q, K and V: there are three n × d "
+                               "matrices, 3 · n · d numbers")
     side = "large" if value > answer else "small"
-    return Feedback(False, f"{value:g} is too {side}: at n = {value:g} the attention matrices "
-                           f"take {value * h / d_ff:.2f}× the feed-forward activation's memory; "
-                           "solve h · n² = n · d_ff for n")
+    return Feedback(False, f"{value:g} is too {side}: at n = {value:g} the matrices hold "
+                           f"{h * value / (3 * d):.2f}× the numbers of Q, K and V; "
+                           "solve h · n² = 3 · n · d for n")
+
+
+def _tiled_peak(block: int, n: int, d_k: int) -> int:
+    """Peak bytes of tiled_attention at n, counted on the meta device (nothing allocated)."""
+    import torch
+
+    def meta(size):
+        return tuple(torch.empty(1, 1, size, d_k, device="meta") for _ in range(3))
+
+    (m,) = measure(lambda Q, K, V: tiled_attention(Q, K, V, block=block), [n], setup=meta,
+                   repeats=1, warmup=0, progress=False)
+    return m.peak_bytes
+
+
+def check_block_for_budget(block, n: int = 8192, budget_mib: float = 32, d_k: int = 64
+                           ) -> Feedback:
+    """Design task: the largest power-of-two ``block`` with which ``tiled_attention`` at ``n``
+    (one head, d_k = 64, float32) peaks within ``budget_mib`` MiB.
+
+    Larger blocks mean fewer, larger matrix products (faster on most machines) but an
+    (n, block) block of scores held at once. The checker measures the peak on the meta device
+    and says how close the block is to the budget.
+    """
+    if block is None:
+        return Feedback(False, "replace None with your block size (a power of two, e.g. 64)")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        return Feedback(False, f"block must be a whole number >= 1, got {block!r}")
+    if block & (block - 1):
+        return Feedback(False, f"{block} is not a power of two; try 64, 128, 256, ...")
+    budget = budget_mib * 2**20
+    peak = _tiled_peak(block, n, d_k)
+    if peak > budget:
+        return Feedback(False, f"block = {block} peaks at {peak / 2**20:.1f} MiB, over the "
+                               f"{budget_mib:g} MiB budget by {(peak - budget) / 2**20:.1f} MiB: "
+                               "each block holds an (n, block) matrix of scores")
+    if block < n and _tiled_peak(2 * block, n, d_k) <= budget:
+        return Feedback(False, f"block = {block} fits ({peak / 2**20:.1f} MiB of "
+                               f"{budget_mib:g} MiB), but a block twice as large fits too: "
+                               "fewer, larger products are usually faster")
+    return Feedback(True, f"block = {block} peaks at {peak / 2**20:.1f} MiB, within "
+                          f"{budget_mib:g} MiB, and twice that block would not fit")

@@ -1,13 +1,20 @@
-"""Checkers for notebook 06 (efficient attention). Each returns a Feedback saying what is wrong."""
+"""Checkers for notebook 06 (efficient attention). Each returns a Feedback saying what is wrong.
+
+- :func:`check_window_mask`: build Longformer's (n, n) sliding-window mask by hand.
+- :func:`check_band_bytes`: predict the bytes of the band of scores, then check.
+- :func:`check_window_design` (design): the smallest window whose output stays within a target
+  error of full attention on a real head.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from bertlib.attention import scaled_dot_product_attention
 from bertlib.exercises import Feedback
-from bertlib.variants import performer_features, sliding_window_pattern
+from bertlib.variants import relative_error, sliding_window_attention, sliding_window_pattern
 
-__all__ = ["check_window_mask", "check_band_bytes", "check_feature_map", "check_lsh_hash"]
+__all__ = ["check_window_mask", "check_band_bytes", "check_window_design"]
 
 
 def _array(x, name: str):
@@ -19,6 +26,8 @@ def _array(x, name: str):
 
 def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
     """Exercise: build Longformer's (n, n) sliding-window mask, True where |i − j| ≤ w/2."""
+    if mask is None:
+        return Feedback(False, f"not answered yet: replace None with your ({n}, {n}) bool mask")
     mask, bad = _array(mask, "your mask")
     if bad:
         return bad
@@ -45,6 +54,8 @@ def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
 
 def check_band_bytes(n_bytes, n: int = 4096, w: int = 256, dtype_bytes: int = 4) -> Feedback:
     """Exercise: bytes of the (n, w + 1) band of scores, vs the n² of full attention."""
+    if n_bytes is None:
+        return Feedback(False, "not answered yet: replace None with your number of bytes")
     try:
         value = float(n_bytes)
     except (TypeError, ValueError):
@@ -64,58 +75,27 @@ def check_band_bytes(n_bytes, n: int = 4096, w: int = 256, dtype_bytes: int = 4)
                                             f"{dtype_bytes} bytes"))
 
 
-def check_feature_map(phi, d: int = 4, m: int = 4096, seed: int = 0) -> Feedback:
-    """Exercise: write φ(X, ω) for FAVOR+ so that φ(q)·φ(k) estimates exp(q·k).
+def check_window_design(w, Q, K, V, global_idx=(), target: float = 0.2) -> Feedback:
+    """Design task: the smallest even window w whose sliding-window attention (with these global
+    tokens) has a relative output error ≤ ``target`` against full attention on one head.
 
-    phi(X (n, d), omega (m, d)) -> (n, m). The reference: exp(ωᵀx − ‖x‖²/2) / √m.
+    Q, K: (n, d_k); V: (n, d_v), e.g. one head of the real BERT. The feedback gives the error of
+    the chosen w and whether w − 2 would already do.
     """
-    rng = np.random.default_rng(seed)
-    X = rng.normal(scale=0.3, size=(5, d))
-    omega = rng.standard_normal((m, d))
-    expected = performer_features(X, omega)
-    try:
-        got = np.asarray(phi(X, omega), dtype=float)
-    except Exception as exc:  # the learner's function failed
-        return Feedback(False, f"phi(X, omega) raised {type(exc).__name__}: {exc}")
-    if got.shape != expected.shape:
-        return Feedback(False, f"phi should return (n, m) = {expected.shape}, got {got.shape}")
-    if np.allclose(got, expected):
-        approx = got @ got.T
-        exact = np.exp(X @ X.T)
-        gap = np.abs(approx - exact).max() / exact.max()
-        return Feedback(True, f"φ(X)φ(X)ᵀ estimates exp(X Xᵀ) to {gap:.1%} with m = {m}")
-    if np.any(got < 0):
-        return Feedback(False, "FAVOR+ features must be positive (use exp, not sin/cos): "
-                               "negative features make the softmax estimate unstable")
-    if np.allclose(got, expected * np.sqrt(m)):
-        return Feedback(False, "divide by √m, so the m features average rather than add up")
-    if np.allclose(got, np.exp(X @ omega.T) / np.sqrt(m)):
-        return Feedback(False, "missing the exp(−‖x‖²/2) factor: without it φ(q)·φ(k) "
-                               "estimates exp(q·k + ‖q‖²/2 + ‖k‖²/2)")
-    return Feedback(False, "not φ(x) = exp(ωᵀx − ‖x‖²/2)/√m; check each factor")
+    if w is None:
+        return Feedback(False, "not answered yet: replace None with your window w (an even number)")
+    if isinstance(w, bool) or not isinstance(w, int | np.integer) or w < 2 or w % 2:
+        return Feedback(False, f"w must be an even whole number >= 2, got {w!r}")
+    full = scaled_dot_product_attention(Q, K, V)[0]
 
+    def error(width):
+        return relative_error(sliding_window_attention(Q, K, V, width, global_idx), full)
 
-def check_lsh_hash(buckets, X, n_buckets: int, R) -> Feedback:
-    """Exercise: angular LSH h(x) = argmax([xR; −xR]) for X (n, d), R (d, n_buckets/2)."""
-    X = np.asarray(X, dtype=float)
-    R = np.asarray(R, dtype=float)
-    got, bad = _array(buckets, "your buckets")
-    if bad:
-        return bad
-    if got.shape != (X.shape[0],):
-        return Feedback(False, f"one bucket per row of X: expected shape ({X.shape[0]},), "
-                               f"got {got.shape}")
-    xR = X @ R
-    expected = np.concatenate([xR, -xR], axis=1).argmax(axis=1)
-    if np.array_equal(got, expected):
-        spread = np.bincount(expected, minlength=n_buckets)
-        return Feedback(True, f"bucket sizes {spread.tolist()}: similar directions share one")
-    if np.array_equal(got, xR.argmax(axis=1)):
-        return Feedback(False, "you used argmax(xR) only: append −xR too, so the n_buckets/2 "
-                               "directions give n_buckets buckets")
-    if got.size and (got.min() < 0 or got.max() >= n_buckets):
-        return Feedback(False, f"bucket ids must be in 0..{n_buckets - 1}")
-    agree = float(np.mean(got == expected))
-    return Feedback(False, f"{agree:.0%} of the buckets match argmax([xR; −xR]); check the order "
-                           "of the halves (xR first, then −xR)")
-
+    got = error(w)
+    if got > target:
+        return Feedback(False, f"w = {w}: error {got:.3f} > target {target:g}; widen the window")
+    if w > 2 and error(w - 2) <= target:
+        return Feedback(False, f"w = {w}: error {got:.3f} meets the target {target:g}, but "
+                               f"w = {w - 2} does too: find the smallest")
+    return Feedback(True, f"w = {w}: error {got:.3f} ≤ {target:g}, and w = {w - 2} would not "
+                          f"do: {w + 1} keys a row of the {Q.shape[0]}")

@@ -1,0 +1,26 @@
+"""bertlib.diagrams, notebook 05's picture: the tiled online softmax over key blocks."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from bertlib.diagrams import tiled_softmax_picture  # noqa: E402
+
+
+def test_tiled_softmax_picture_labels_every_block_and_the_state():
+    fig = tiled_softmax_picture(3)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    for label in ["Q\n(n, d_k)", "K_1, V_1", "K_3, V_3", "S_2 = s·Q K_2ᵀ\n(n, B)",
+                  "after block 3", "out = O / ℓ", "m = −∞"]:
+        assert label in texts
+    assert "K_4" not in texts
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("bad", [1, 7, 2.5, True])
+def test_tiled_softmax_picture_rejects_bad_block_counts(bad):
+    with pytest.raises(ValueError, match="n_blocks"):
+        tiled_softmax_picture(bad)

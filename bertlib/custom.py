@@ -16,8 +16,9 @@ The rule for S, across sentences (within a sentence S = 1, as in the paper):
 - [CLS], [SEP], punctuation and the stop words in :data:`STOP_WORDS` get 0;
 - two content words get their similarity: 1 for the same word; otherwise the lexicon's score
   (:data:`RELATION_SCORES`), the cosine of the model's own input word embeddings clipped at 0,
-  or WordNet (1 for synonyms and antonyms, else the best Wu-Palmer similarity) when ``nltk`` and
-  its WordNet data are installed;
+  or WordNet as Xia et al. computed it (1 for synonyms and antonyms, else the Wu-Palmer
+  similarity averaged over all pairs of senses of the two words) when ``nltk`` and its WordNet
+  data are installed;
 - every word piece of a word carries the word's value; padding (in a batch) gets 0.
 """
 
@@ -201,7 +202,13 @@ def _embedding_similarity(words_a, words_b, pieces_a, pieces_b, bert) -> np.ndar
 
 
 def _wordnet_similarity(words_a: list[str], words_b: list[str]) -> np.ndarray:
-    """1 for shared synsets or antonyms, else the best Wu-Palmer similarity; needs nltk data."""
+    """Xia et al.'s WordNet similarity of each word of a with each word of b: (len(a), len(b)).
+
+    1 for the same word, for words that share a synset (synonyms) or are antonyms; otherwise the
+    Wu-Palmer similarity 2·depth(LCS) / (depth(s1) + depth(s2)) averaged over all pairs of
+    synsets (s1 of word a, s2 of word b; pairs with no common ancestor count 0); 0 when either
+    word has no synset. Needs nltk and its WordNet data (ValueError saying how to add them).
+    """
     try:
         from nltk.corpus import wordnet as wn
 
@@ -224,7 +231,7 @@ def _wordnet_similarity(words_a: list[str], words_b: list[str]) -> np.ndarray:
             elif set(sa) & set(sb) or antonyms(sa) & set(sb):
                 sim[i, j] = 1.0
             else:
-                sim[i, j] = max((x.wup_similarity(y) or 0.0) for x in sa for y in sb)
+                sim[i, j] = float(np.mean([x.wup_similarity(y) or 0.0 for x in sa for y in sb]))
     return sim
 
 

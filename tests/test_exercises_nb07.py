@@ -95,3 +95,39 @@ def test_scores_checker_accepts_the_formula_and_spots_c2p_with_the_wrong_index()
 
     fb = nb07.check_disentangled_scores(c2p_transposed)
     assert not fb and "c2p reads K_r at δ(i, j)" in fb.message
+
+
+def test_score_memory_checker_accepts_h_n_squared_and_names_mistakes():
+    n, h, d, L = 512, 12, 768, 12
+    assert nb07.check_score_memory(h * n * n, n, h, d, L)
+    assert nb07.check_score_memory(np.int64(h * n * n), n, h, d, L)
+    cases = {
+        "WORK of QKᵀ": n * n * d,  # the n²·d of some tutorials
+        "every head has its own": n * n,
+        "all 12 layers": L * h * n * n,
+        "size of the layer's output": n * d,
+        "count the weights once": 2 * h * n * n,
+        "off by a factor": 5,
+        "expected a whole number": "many",
+        "no guess yet": None,
+    }
+    for needle, answer in cases.items():
+        fb = nb07.check_score_memory(answer, n, h, d, L)
+        assert not fb and needle in fb.message, (needle, fb.message)
+
+
+def test_albert_design_checker_wants_the_most_distinct_layers_within_budget():
+    assert nb07.check_albert_design(128, 2)
+    assert nb07.check_albert_design(64, 2)
+    cases = {
+        (128, 1): "you can afford 2 distinct layers",
+        (128, 3): "over the budget",
+        (256, 2): "over the budget",
+        (32, 2): "choose E in 64..768",
+        (128, 13): "groups must be in 1..12",
+        (128.0, 2): "E must be a whole number",
+        (None, None): "no design yet",
+    }
+    for (E, groups), needle in cases.items():
+        fb = nb07.check_albert_design(E, groups)
+        assert not fb and needle in fb.message, ((E, groups), fb.message)

@@ -10,7 +10,8 @@ import numpy as np
 from bertlib import family
 from bertlib.exercises import Feedback
 
-__all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores"]
+__all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores",
+           "check_score_memory", "check_albert_design"]
 
 
 def _as_array(answer) -> np.ndarray | None:
@@ -128,3 +129,66 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
     gap = float(np.abs(got - r.scores).max())
     return Feedback(False, f"your scores differ from the formula by up to {gap:.3g}; compare "
                            "each term with bertlib.family.disentangled_attention")
+
+
+def check_score_memory(answer, n: int = 512, h: int = 12, d: int = 768, L: int = 12) -> Feedback:
+    """Check a prediction of how many attention weights ONE layer of a BERT holds for one
+    sequence of n tokens: h·n² (one n × n matrix per head), not the n²·d of some tutorials."""
+    if answer is None:
+        return Feedback(False, f"no guess yet: how many attention weights does one layer with "
+                               f"{h} heads hold for {n} tokens?")
+    try:
+        got = int(answer)
+    except (TypeError, ValueError, OverflowError):
+        return Feedback(False, f"expected a whole number of attention weights, got {answer!r}")
+    want = h * n * n
+    if got == want:
+        return Feedback(True, f"h·n² = {h}·{n}² = {want:,}: one n × n matrix of weights per head")
+    mistakes = {
+        n * n * d: f"n²·d = h·n²·d_k = {n * n * d:,} counts every product inside every score; "
+                   "a score is one number per pair of tokens and head (its d_k products are "
+                   "summed), so the weights are h·n²; n²·d is the WORK of QKᵀ, not its memory",
+        n * n: "that is one n × n matrix; every head has its own",
+        L * h * n * n: f"that is all {L} layers; the question asks for one layer",
+        n * d: "that is the size of the layer's output (n × d): it grows with n, the weights "
+               "with n²",
+        2 * h * n * n: "count the weights once: the scores before the softmax are replaced by the "
+                       "weights after it",
+    }
+    if got in mistakes:
+        return Feedback(False, mistakes[got])
+    return Feedback(False, f"off by a factor {got / want:.3g}: count one number per query, per "
+                           "key, per head")
+
+
+def check_albert_design(E, groups, budget: int = 20_000_000, V: int = 30000, H: int = 768,
+                        L: int = 12, I: int = 3072, min_E: int = 64) -> Feedback:
+    """Check an ALBERT design (embedding size E, number of distinct layer groups) against a
+    parameter budget: it must fit, with E >= ``min_E``, and keep as many distinct layers as fit."""
+    if E is None or groups is None:
+        return Feedback(False, f"no design yet: choose E and groups for a {L}-layer ALBERT "
+                               f"with H={H} under {budget:,} parameters")
+    for value, name in ((E, "E"), (groups, "groups")):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            return Feedback(False, f"{name} must be a whole number, got {value!r}")
+    if not min_E <= E <= H:
+        return Feedback(False, f"choose E in {min_E}..{H}: below {min_E} the word-piece vectors "
+                               f"get very narrow (ALBERT used 128), above H nothing is saved")
+    if not 1 <= groups <= L:
+        return Feedback(False, f"groups must be in 1..{L} (1 = every layer shares one set of "
+                               f"weights, {L} = no sharing), got {groups}")
+    count = family.albert_parameter_count(V, int(E), H, L, I, groups=int(groups)).total
+    layer = family.layer_parameter_count(H, I)
+    per_E = V + 512 + 2 + 2 + H  # tables (V + P + T)·E, LayerNorm 2E, the E→H map E·H
+    best = max(g for g in range(1, L + 1)
+               if family.albert_parameter_count(V, min_E, H, L, I, groups=g).total <= budget)
+    if count > budget:
+        return Feedback(False, f"{count:,} parameters, {count - budget:,} over the budget "
+                               f"({count / budget:.0%} of it); one distinct layer costs "
+                               f"{layer:,}, one unit of E costs {per_E:,}: cut groups first")
+    if groups < best:
+        return Feedback(False, f"{count:,} parameters fit ({count / budget:.0%} of the budget), "
+                               f"but {budget - count:,} are left: with E >= {min_E} you can "
+                               f"afford {best} distinct layers")
+    return Feedback(True, f"{count:,} parameters ({count / budget:.0%} of the budget) with "
+                          f"{groups} distinct layers, the most that fit")

@@ -14,7 +14,8 @@ from bertlib import custom
 from bertlib.exercises import Feedback
 from bertlib.models import encode, load_bert
 
-__all__ = ["reference_position_prior", "check_position_prior", "check_plugged_in"]
+__all__ = ["reference_position_prior", "check_position_prior", "check_plugged_in",
+           "PREDICT_SCORES", "PREDICT_PRIOR", "check_zero_prior_prediction", "check_prior_design"]
 
 #: The pairs a learner's prior is tried on: a one-to-one pair, and one with split words and
 #: sentences of different lengths.
@@ -102,8 +103,9 @@ def check_plugged_in(weights, prior) -> Feedback:
         S = torch.as_tensor(np.asarray(prior, dtype=np.float32))[None]
     except (TypeError, ValueError):
         return Feedback(False, "weights and prior must be arrays of numbers")
-    if W.shape == (12, n, n):
-        return Feedback(False, "average over the 12 heads: weights.mean(0)")
+    h = model.model.config.num_attention_heads
+    if W.shape == (h, n, n):
+        return Feedback(False, f"average over the {h} heads: weights.mean(0)")
     if W.shape != (n, n) or tuple(S.shape) != (1, n, n):
         return Feedback(False, f"expected weights and prior of shape ({n}, {n}) for this pair, "
                                f"got {W.shape} and {tuple(S.shape[1:])}")
@@ -126,3 +128,94 @@ def check_plugged_in(weights, prior) -> Feedback:
                                "(use_prior_attention) and pass prior= to the forward")
     return Feedback(False, f"not the layer-0 weights under your prior (max difference "
                            f"{np.abs(W - guided).max():.3f}): layer 0, head mean, this pair")
+
+
+#: The predict-then-check question: one query's scores for three keys, and its prior row.
+PREDICT_SCORES = np.array([2.0, -1.0, 0.5])
+PREDICT_PRIOR = np.array([1.0, 0.0, 0.0])
+_KEYS = ("first", "second", "third")
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def check_zero_prior_prediction(guess) -> Feedback:
+    """Check the guess of which key's weight RISES most when the scores PREDICT_SCORES are
+    multiplied by the prior PREDICT_PRIOR before the softmax ("first", "second" or "third")."""
+    if guess is None:
+        return Feedback(False, 'no guess yet: write "first", "second" or "third"')
+    if not isinstance(guess, str) or guess.strip().lower() not in _KEYS:
+        return Feedback(False, f'answer with "first", "second" or "third", got {guess!r}')
+    before = _softmax(PREDICT_SCORES)
+    after = _softmax(PREDICT_SCORES * PREDICT_PRIOR)
+    change = after - before
+    shown = ", ".join(f"{k} {c:+.3f}" for k, c in zip(_KEYS, change, strict=True))
+    right = _KEYS[int(change.argmax())]
+    g = guess.strip().lower()
+    if g == right:
+        return Feedback(True, f"the {right} key: its score was negative, and × 0 raised it to 0 "
+                              f"(changes in weight: {shown})")
+    if g == "first":
+        return Feedback(False, f"S = 1 keeps the first score as it is; what moves are the others "
+                               f"(changes in weight: {shown}): a 0 in S sets a score to 0, and "
+                               "e⁰ = 1 is not small")
+    return Feedback(False, f"the third score was positive, so × 0 LOWERED it: its weight fell "
+                           f"(changes in weight: {shown}); look at the key whose score was "
+                           "negative")
+
+
+def _mean_weight_to(model, enc, prior, query: int, keys: list[int]) -> float:
+    """Layer 0's attention from ``query`` to ``keys`` (summed), averaged over heads."""
+    with torch.no_grad():
+        if prior is None:
+            out = model.model(**enc, output_attentions=True)
+        else:
+            with custom.use_prior_attention(model, layers=[0]):
+                out = model.model(**enc, prior=prior, output_attentions=True)
+    return float(out.attentions[0][0][:, query, keys].sum(-1).mean())
+
+
+def check_prior_design(S, factor: float = 2.0) -> Feedback:
+    """Check a designed prior S (n, n) for CHECK_PAIRS[0]: with S in layer 0, 'cat' must put at
+    least ``factor`` times its standard weight on the two pieces of 'feline' (head mean)."""
+    if S is None:
+        return Feedback(False, "no prior yet: build an (n, n) array with values in [0, 1]")
+    model = load_bert()
+    if model.model.config._attn_implementation == custom.PRIOR_ATTENTION:
+        return Feedback(False, "the shared model still has prior attention on: undo() it (or use "
+                               "a `with` block) so other cells see standard BERT")
+    a, b = CHECK_PAIRS[0]
+    tokens = _tokens(a, b)
+    n = len(tokens)
+    try:
+        S = np.asarray(S, dtype=np.float32)
+    except (TypeError, ValueError):
+        return Feedback(False, f"S must be an ({n}, {n}) array of numbers, got {type(S).__name__}")
+    if S.shape != (n, n):
+        return Feedback(False, f"S must have shape ({n}, {n}): one row and column per word piece "
+                               f"of this pair, [CLS] and [SEP] included; got {S.shape}")
+    if not np.isfinite(S).all():
+        return Feedback(False, "S contains NaN or inf")
+    if S.min() < 0 or S.max() > 1:
+        return Feedback(False, f"keep S in [0, 1] (a similarity), got values from {S.min():g} to "
+                               f"{S.max():g}: above 1 would amplify scores, which is not this "
+                               "lesson's prior")
+    enc = encode(a, b)
+    cat, feline = tokens.index("cat"), [tokens.index("fe"), tokens.index("##line")]
+    standard = _mean_weight_to(model, enc, None, cat, feline)
+    got = _mean_weight_to(model, enc, torch.from_numpy(S)[None], cat, feline)
+    ratio = got / standard
+    if ratio >= factor:
+        return Feedback(True, f"'cat' now puts {got:.3f} on 'fe' + '##line' ({ratio:.1f}× the "
+                              f"standard {standard:.3f}; the target was {factor:g}×)")
+    if np.array_equal(S, np.ones_like(S)):
+        return Feedback(False, "an all-ones prior changes nothing: every score stays as it is")
+    if (S[cat] == 1).all():
+        return Feedback(False, f"row {cat} ('cat', the query) is all ones, so cat's scores are "
+                               f"unchanged ({got:.3f}, {ratio:.1f}× the standard): a prior acts "
+                               "on the QUERY's row")
+    return Feedback(False, f"'cat' puts {got:.3f} on 'fe' + '##line', {ratio:.2f}× the standard "
+                           f"{standard:.3f}; the target is {factor:g}×. Multiplying can only pull "
+                           "a score toward 0: which of cat's scores compete with feline's?")

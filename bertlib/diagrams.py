@@ -195,6 +195,7 @@ def multi_head_flow(n: int, d: int, h: int, shown: int = 3):
         height=1.1)
     box(ax, (13.1, 2.5), f"× W_O\n({d}, {d})\n→ ({n}, {d})", "output", width=1.3, height=1.1)
     arrow(ax, (11.95, 2.5), (12.45, 2.5))
+    return fig
 
 
 # --- notebook 05 ---

@@ -19,6 +19,7 @@ The measures follow the papers that first made them:
 from __future__ import annotations
 
 import string
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -64,7 +65,9 @@ PATTERN_THRESHOLDS = {
     "vertical+diagonal": 0.3,  # vertical >= 0.3 and diagonal >= 0.3
     "vertical": 0.5,  # vertical >= 0.5
     "diagonal": 0.5,  # diagonal >= 0.5
-    "block": 0.8,  # within_segment >= 0.8 (sentence pairs only)
+    "block": 0.8,  # within_segment >= 0.8 (sentence pairs only), and both lines below
+    "block_mass": 0.2,  # far_mass >= 0.2: enough attention outside the band and [CLS]/[SEP]
+    "block_over_chance": 0.2,  # within_segment >= within_chance + 0.2
 }
 
 #: How :func:`ablated_head` replaces one head's weights.
@@ -472,13 +475,19 @@ def word_level_maps(attentions, tokens: Sequence[str],
 # --------------------------------------------------------------------------------------------
 def pattern_features(attentions, tokens: Sequence[str],
                      token_type_ids: Sequence[int] | None = None) -> dict[str, np.ndarray]:
-    """The three numbers per head that :func:`pattern_labels` reads, for one input.
+    """The numbers per head that :func:`pattern_labels` reads, for one input.
 
     "vertical": share to [CLS] and [SEP], (1/n) Σ_i Σ_{j special} α_ij (the vertical stripes).
     "diagonal": share to the query itself or its neighbours that are not special,
     (1/n) Σ_i Σ_{|i−j|≤1, j not special} α_ij (the band along the diagonal).
-    "within_segment": for a sentence pair, the mean over the non-special queries of the part of
-    their attention to non-special keys that stays in their own sentence; NaN for one sentence.
+    The block features look only at the rest, the "far" keys: not special and |i−j| > 1, so
+    a [CLS] stripe or a neighbour band cannot pass for a block. Over the non-special queries i:
+    "far_mass": the mean of Σ_{j far} α_ij, how much attention is there to judge;
+    "within_segment": the mean, over queries with far attention, of the part of it that stays
+    in i's own sentence;
+    "within_chance": the same part for a head spreading its far attention evenly (the share of
+    i's far keys that are in its own sentence), the value to beat.
+    The three block features are NaN for a single sentence (no token_type_ids, or one segment).
     attentions: (layers, heads, n, n) (or rank 2/3); tokens: n; token_type_ids: n (0/1).
     Returns a dict of (layers, heads) arrays.
     """
@@ -488,24 +497,31 @@ def pattern_features(attentions, tokens: Sequence[str],
     classes = token_classes(tokens)
     special = classes["[CLS]"] | classes["[SEP]"]
     idx = np.arange(n)
-    band = (np.abs(idx[:, None] - idx[None, :]) <= 1) & ~special[None, :]
+    near = np.abs(idx[:, None] - idx[None, :]) <= 1
     features = {
         "vertical": A[..., special].sum(-1).mean(-1),
-        "diagonal": (A * band).sum(-1).mean(-1),
+        "diagonal": (A * (near & ~special[None, :])).sum(-1).mean(-1),
     }
-    within = np.full(A.shape[:2], np.nan)
+    for key in ("far_mass", "within_segment", "within_chance"):
+        features[key] = np.full(A.shape[:2], np.nan)
     if token_type_ids is not None:
         seg = np.asarray(token_type_ids)
         if seg.shape != (n,):
             raise ValueError(f"token_type_ids must have shape ({n},), got {seg.shape}")
         if len(np.unique(seg[~special])) == 2:
             queries = ~special
-            same = (seg[:, None] == seg[None, :]) & ~special[None, :]
-            to_words = (A * ~special[None, :]).sum(-1)[..., queries]
+            far = ~near & ~special[None, :]  # (n, n): key j is far from query i
+            same = far & (seg[:, None] == seg[None, :])
+            to_far = (A * far).sum(-1)[..., queries]  # (layers, heads, queries)
             to_same = (A * same).sum(-1)[..., queries]
-            frac = np.divide(to_same, to_words, out=np.ones_like(to_same), where=to_words > 0)
-            within = frac.mean(-1)
-    features["within_segment"] = within
+            frac = np.divide(to_same, to_far, out=np.full_like(to_same, np.nan),
+                             where=to_far > 0)
+            chance = same.sum(-1)[queries] / np.maximum(far.sum(-1)[queries], 1)
+            features["far_mass"] = to_far.mean(-1)
+            with warnings.catch_warnings():  # a head with no far attention at all gives NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                features["within_segment"] = np.nanmean(frac, axis=-1)
+            features["within_chance"] = np.full(A.shape[:2], chance.mean())
     return features
 
 
@@ -516,24 +532,27 @@ def pattern_labels(features: dict[str, np.ndarray],
     1. "vertical+diagonal" if vertical >= 0.3 and diagonal >= 0.3;
     2. "vertical" if vertical >= 0.5 (stripes down the [CLS]/[SEP] columns);
     3. "diagonal" if diagonal >= 0.5 (a band along the diagonal: self, previous, next);
-    4. "block" if within_segment >= 0.8 (a pair, and each sentence looks at itself);
+    4. "block" if, for a pair, far_mass >= 0.2 (enough attention away from the band and the
+       special tokens), within_segment >= 0.8 and within_segment >= within_chance + 0.2 (each
+       sentence looks at itself, clearly more than an even spread would);
     5. "heterogeneous" otherwise.
-    features: dict of equal-shape arrays "vertical", "diagonal", "within_segment" (see
-    :func:`pattern_features`, usually averaged over a corpus); thresholds: override
-    :data:`PATTERN_THRESHOLDS`. Returns an array of labels of the features' shape.
+    features: dict of equal-shape arrays "vertical", "diagonal", "far_mass", "within_segment",
+    "within_chance" (see :func:`pattern_features`, usually averaged over a corpus); thresholds:
+    override :data:`PATTERN_THRESHOLDS`. Returns an array of labels of the features' shape.
     """
     t = {**PATTERN_THRESHOLDS, **(thresholds or {})}
-    for key in ("vertical", "diagonal", "within_segment"):
+    for key in ("vertical", "diagonal", "far_mass", "within_segment", "within_chance"):
         if key not in features:
             raise KeyError(f"features needs a {key!r} entry; has {sorted(features)}")
     v = np.asarray(features["vertical"], dtype=float)
     d = np.asarray(features["diagonal"], dtype=float)
-    w = np.nan_to_num(np.asarray(features["within_segment"], dtype=float), nan=0.0)
+    mass, w, chance = (np.nan_to_num(np.asarray(features[k], dtype=float), nan=0.0)
+                       for k in ("far_mass", "within_segment", "within_chance"))
     conditions = [
         (v >= t["vertical+diagonal"]) & (d >= t["vertical+diagonal"]),
         v >= t["vertical"],
         d >= t["diagonal"],
-        w >= t["block"],
+        (mass >= t["block_mass"]) & (w >= t["block"]) & (w >= chance + t["block_over_chance"]),
     ]
     names = ["vertical+diagonal", "vertical", "diagonal", "block"]
     return np.select(conditions, names, default="heterogeneous")

@@ -235,3 +235,44 @@ def tiled_softmax_picture(n_blocks: int = 3):
     ax.text(width / 2, 0.2, "B = block size; each step keeps one (n, B) block of scores, so "
             "memory grows like n, not n²", ha="center", fontsize=8)
     return fig
+
+
+# --- notebook 03 ---
+def encoder_layer(n: int, d: int, h: int, d_ff: int):
+    """One BERT encoder layer (post-LN) as boxes and arrows, every arrow labelled with its shape.
+
+    X (n, d) → multi-head self-attention (h heads of d_k = d/h) → add X (residual) → LayerNorm
+    → X₁ (n, d) → feed-forward GELU(X₁W₁ + b₁)W₂ + b₂ through (n, d_ff) → add X₁ → LayerNorm
+    → X₂ (n, d). n: pieces, d: width, h: heads, d_ff: feed-forward width (from model.config).
+    Returns the matplotlib Figure.
+    """
+    for label, value in (("n", n), ("d", d), ("h", h), ("d_ff", d_ff)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive whole number, got {value!r}")
+    if d % h:
+        raise ValueError(f"d = {d} must be divisible by the number of heads h = {h}")
+    fig, ax = canvas(13.6, 3.9, title="One encoder layer (BERT normalises after each residual sum)",
+                     scale=0.85)
+    y, yr = 1.5, 3.0  # the main row, and the row of the residual (skip) paths
+    steps = [  # x, text, colour, width
+        (0.7, f"X\n({n}, {d})", "input", 1.1),
+        (3.3, f"multi-head\nattention\n{h} heads,\nd_k = {d // h}", "weights", 1.9),
+        (5.5, "+", "op", 0.5),
+        (6.8, "LayerNorm", "op", 1.3),
+        (9.5, f"feed-forward\nGELU(X₁W₁+b₁)W₂+b₂\ninside ({n}, {d_ff})", "value", 2.5),
+        (11.6, "+", "op", 0.5),
+        (12.8, "LayerNorm", "op", 1.3),
+    ]
+    for x, text, colour, width in steps:
+        box(ax, (x, y), text, colour=colour, width=width, height=1.2 if width > 1 else 0.6)
+    edges = [(0.7 + 0.55, 3.3 - 0.95, f"({n}, {d})"), (3.3 + 0.95, 5.5 - 0.25, f"({n}, {d})"),
+             (5.5 + 0.25, 6.8 - 0.65, None), (6.8 + 0.65, 9.5 - 1.25, f"X₁ ({n}, {d})"),
+             (9.5 + 1.25, 11.6 - 0.25, None), (11.6 + 0.25, 12.8 - 0.65, None)]
+    for x0, x1, text in edges:
+        arrow(ax, (x0, y), (x1, y), text, fontsize=7)
+    for x_from, x_to, text in ((0.7, 5.5, "residual: X"), (6.8, 11.6, "residual: X₁")):
+        ax.plot([x_from, x_from, x_to], [y + 0.6, yr, yr], color="#333333", linewidth=1)
+        arrow(ax, (x_to, yr), (x_to, y + 0.3), None)
+        ax.text((x_from + x_to) / 2, yr + 0.1, text, ha="center", va="bottom", fontsize=8)
+    ax.text(12.8, y - 0.7, f"X₂ ({n}, {d})\nto the next layer", ha="center", va="top", fontsize=8)
+    return fig

@@ -229,19 +229,49 @@ def test_block_pattern_needs_a_pair_that_stays_within_its_sentence():
         block[np.ix_(rows, rows)] = 1.0 / len(rows)
     spread = np.full((n, n), 1.0 / n)
     f = feat(np.stack([block, spread]), tokens, seg)
-    assert f["within_segment"][0].tolist() == pytest.approx([1.0, 0.5])
+    chance = f["within_chance"][0, 0]
+    assert 0.3 < chance < 0.6  # about half of a word's far keys are in its own sentence
+    assert f["within_segment"][0].tolist() == pytest.approx([1.0, chance])  # spread = chance
+    assert f["far_mass"][0, 0] > 0.5
     assert an.pattern_labels(f)[0].tolist() == ["block", "heterogeneous"]
     single = feat(block, tokens)  # no segments given: no block
-    assert np.isnan(single["within_segment"][0, 0])
+    for key in ("far_mass", "within_segment", "within_chance"):
+        assert np.isnan(single[key][0, 0])
     assert an.pattern_labels(single)[0, 0] == "heterogeneous"
 
 
+def test_cls_stripe_plus_neighbour_band_is_not_a_block():
+    words = [f"w{i}" for i in range(8)]
+    tokens = ["[CLS]", *words, "[SEP]", *words, "[SEP]"]
+    seg = [0] * 10 + [1] * 9
+    n = len(tokens)
+    stripe = 0.45 * column_head(n, 0) + 0.55 * prev_head(n)  # stays "in its sentence" trivially
+    f = feat(stripe, tokens, seg)
+    assert f["far_mass"][0, 0] == pytest.approx(0.0)
+    assert an.pattern_labels(f)[0, 0] != "block"
+
+
+@pytest.mark.parametrize("changes, label", [
+    ({}, "block"),
+    ({"far_mass": 0.1}, "heterogeneous"),  # too little attention to judge
+    ({"within_chance": 0.75}, "heterogeneous"),  # not clearly above an even spread
+    ({"within_segment": 0.75}, "heterogeneous"),
+])
+def test_block_rule_needs_mass_and_a_margin_over_chance(changes, label):
+    f = {"vertical": 0.2, "diagonal": 0.2, "far_mass": 0.5, "within_segment": 0.9,
+         "within_chance": 0.45, **changes}
+    assert an.pattern_labels(f) == label
+
+
 def test_pattern_thresholds_can_be_overridden_and_features_are_checked():
-    f = {"vertical": np.array(0.45), "diagonal": np.array(0.1), "within_segment": np.nan}
+    f = {"vertical": np.array(0.45), "diagonal": np.array(0.1), "far_mass": np.nan,
+         "within_segment": np.nan, "within_chance": np.nan}
     assert an.pattern_labels(f) == "heterogeneous"
     assert an.pattern_labels(f, {"vertical": 0.4}) == "vertical"
     with pytest.raises(KeyError, match="diagonal"):
         an.pattern_labels({"vertical": 0.9, "within_segment": np.nan})
+    with pytest.raises(KeyError, match="far_mass"):
+        an.pattern_labels({"vertical": 0.9, "diagonal": 0.1, "within_segment": np.nan})
     with pytest.raises(ValueError, match="token_type_ids"):
         an.pattern_features(np.eye(len(TOKENS)), TOKENS, [0, 1])
 

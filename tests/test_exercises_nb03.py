@@ -1,4 +1,5 @@
-"""bertlib.exercises.nb03: the checkers accept right answers and name typical mistakes."""
+"""bertlib.exercises.nb03: the checkers accept right answers, name typical mistakes, and say
+"not answered yet" (without raising) for the unsolved stubs."""
 
 import numpy as np
 import pytest
@@ -7,9 +8,16 @@ import torch
 from bertlib.bert import bert_weights, layer_norm
 from bertlib.exercises import Feedback
 from bertlib.exercises.nb03 import (
-    EMBED_TEXT,
+    BANK_FIRST,
+    BANK_RIVER,
+    EMBED_PAIR,
+    GUESS_TOLERANCE,
+    bank_cosine,
+    bank_margin,
+    check_bank_sentence,
     check_embeddings,
     check_heads,
+    check_position_guess,
     heads_where_top,
 )
 from bertlib.models import encode, run_bert
@@ -18,42 +26,65 @@ from bertlib.models import encode, run_bert
 @pytest.fixture(scope="module")
 def parts():
     w = bert_weights()
-    ids = encode(EMBED_TEXT)["input_ids"][0].numpy()
+    enc = encode(*EMBED_PAIR)
+    ids, types = enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy()
     word = w.word[ids].astype(float)
-    return w, word, w.position[:len(ids)], w.token_type[0]
+    return w, word, w.position[:len(ids)], w.token_type[types], w.token_type[0]
 
 
 def ln(w, x):
     return layer_norm(x, w.emb_gamma, w.emb_beta, w.eps)
 
 
+def test_every_checker_says_not_answered_for_none():
+    for check in (check_embeddings, check_position_guess, check_heads, check_bank_sentence):
+        fb = check(None)
+        assert isinstance(fb, Feedback) and not fb.ok and "not answered yet" in fb.message
+
+
 def test_right_embeddings_pass_also_from_transformers_float32():
-    E = run_bert(EMBED_TEXT).hidden_states[0]  # transformers' own output, float32
+    E = run_bert(*EMBED_PAIR).hidden_states[0]  # transformers' own output, float32
     fb = check_embeddings(torch.tensor(E))
-    assert isinstance(fb, Feedback) and fb.ok, fb.message
+    assert fb.ok, fb.message
 
 
 @pytest.mark.parametrize("mistake, words", [
     ("no LayerNorm", "did not apply the LayerNorm"),
+    ("all segment A", "sentence B"),
     ("no position", "position embeddings are missing"),
     ("no token type", "token-type (segment) embedding is missing"),
     ("word only", "only the word embeddings"),
 ])
 def test_embedding_mistakes_are_named(parts, mistake, words):
-    w, word, pos, typ = parts
-    E = {"no LayerNorm": word + pos + typ, "no position": ln(w, word + typ),
-         "no token type": ln(w, word + pos), "word only": ln(w, word)}[mistake]
+    w, word, pos, typ, typ_a = parts
+    E = {"no LayerNorm": word + pos + typ, "all segment A": ln(w, word + pos + typ_a),
+         "no position": ln(w, word + typ), "no token type": ln(w, word + pos),
+         "word only": ln(w, word)}[mistake]
     fb = check_embeddings(E)
     assert not fb.ok and words in fb.message
 
 
-def test_embedding_shape_none_and_nan(parts):
-    w, word, pos, typ = parts
+def test_embedding_shape_nan_and_type(parts):
+    w, word, pos, typ, _ = parts
     assert "wrong shape" in check_embeddings(word[1:]).message
-    assert "None" in check_embeddings(None).message
     assert "NaN" in check_embeddings(np.full(word.shape, np.nan)).message
     assert "array of numbers" in check_embeddings(object()).message
     assert "differs" in check_embeddings(np.zeros(word.shape)).message
+
+
+def test_position_guess_right_wrong_and_one():
+    measured = bank_cosine(0)
+    assert measured < 0.999  # the positions differ, so the input vectors do
+    assert check_position_guess(measured + GUESS_TOLERANCE / 2).ok
+    assert "too low" in check_position_guess(measured - 0.3).message
+    assert "not 1" in check_position_guess(1.0).message
+    assert "between -1 and 1" in check_position_guess(3).message
+    assert "a number" in check_position_guess("high").message
+
+
+def test_position_guess_is_about_the_sentences_it_names():
+    first, river = run_bert(BANK_FIRST), run_bert(BANK_RIVER)
+    assert first.tokens.index("bank") == 1 and river.tokens.index("bank") == 5
 
 
 def test_heads_reference_passes_and_matches_a_direct_computation():
@@ -81,3 +112,26 @@ def test_heads_mistakes_are_named():
 def test_unknown_word_is_an_error():
     with pytest.raises(ValueError, match="not a word piece"):
         heads_where_top("cat", "fox")
+
+
+def test_bank_sentence_success_and_margin():
+    text = "I keep my savings in the bank."
+    to_money, to_river = bank_margin(text)
+    fb = check_bank_sentence(text)
+    assert fb.ok == (to_money > to_river) and f"{to_money:.3f}" in fb.message
+
+
+def test_bank_sentence_river_side_says_how_far():
+    fb = check_bank_sentence("The children fished from the grassy bank of the stream.")
+    assert not fb.ok and "behind by" in fb.message
+
+
+@pytest.mark.parametrize("text, words", [
+    ("She asked the bank for a loan.", "yours uses loan"),
+    ("The river was wide.", "needs the word piece 'bank'"),
+    ("   ", "empty"),
+    (42, "a str"),
+])
+def test_bank_sentence_mistakes_are_named(text, words):
+    fb = check_bank_sentence(text)
+    assert not fb.ok and words in fb.message

@@ -1,6 +1,7 @@
 """Tests for the notebook-04 checkers: the right answer passes, each usual mistake is named."""
 
 import numpy as np
+import pytest
 
 from bertlib.exercises import nb04
 
@@ -117,3 +118,58 @@ def test_rollout_names_the_usual_mistakes():
     for expected, fn in cases.items():
         fb = nb04.check_rollout(fn)
         assert not fb.ok and expected in fb.message, (expected, fb.message)
+
+
+# ---------------------------------------------------------------- stubs, predict, design
+def test_unsolved_stubs_say_not_answered_without_raising():
+    def stub(*args):
+        return None
+
+    for check in (nb04.check_share_to, nb04.check_entropy, nb04.check_rollout):
+        fb = check(stub)
+        assert not fb.ok and "not answered yet" in fb.message
+    assert "not answered yet" in nb04.check_sep_prediction(None).message
+    assert "not answered yet" in nb04.check_block_map(None).message
+
+
+def test_sep_prediction_right_wrong_and_bad_word():
+    single, pair = nb04.sep_shares()
+    truth = "higher" if pair > single else "lower"
+    wrong = "lower" if truth == "higher" else "higher"
+    assert nb04.check_sep_prediction(truth.upper()).ok
+    fb = nb04.check_sep_prediction(wrong)
+    assert not fb.ok and f"it is {truth}" in fb.message
+    assert '"higher" or "lower"' in nb04.check_sep_prediction("more").message
+
+
+def block_map():
+    tokens, seg = nb04.TOKENS, np.array(nb04.SEGMENTS)
+    n = len(tokens)
+    word = np.array([t not in ("[CLS]", "[SEP]") for t in tokens])
+    M = np.zeros((n, n))
+    for i in range(n):
+        own = word & (seg == seg[i])
+        far = own & (np.abs(np.arange(n) - i) > 1)
+        keys = far if far.any() else own & (np.arange(n) != i)
+        M[i, keys] = 1.0 / keys.sum()
+    return M
+
+
+def test_block_map_design_passes_and_near_misses_say_what_fails():
+    assert nb04.check_block_map(block_map()).ok
+    n = len(nb04.TOKENS)
+    fb = nb04.check_block_map(np.full((n, n), 1.0 / n))
+    assert not fb.ok and "too low" in fb.message
+    fb = nb04.check_block_map(np.eye(n))
+    assert not fb.ok and "far mass 0.00 < 0.2" in fb.message
+
+
+@pytest.mark.parametrize("M, words", [
+    (np.ones((3, 3)) / 3, "(10, 10)"),
+    (np.ones((10, 10)), "sums to 10.000"),
+    (-np.eye(10), "non-negative"),
+    ("abc", "array of numbers"),
+])
+def test_block_map_bad_input_is_named(M, words):
+    fb = nb04.check_block_map(M)
+    assert not fb.ok and words in fb.message

@@ -1,11 +1,19 @@
-"""Checkers for notebook 03's "Try it" exercises, on the bundled pretrained BERT.
+"""Checkers for notebook 03's "Try it" exercises, on the BERT that ``load_bert()`` returns.
 
-1. :func:`check_embeddings`: the embedding output E = LayerNorm(W_word[t] + W_pos + W_type[s])
-   of a sentence, computed from the weights (``bertlib.bert.bert_weights``). Recognises a
-   forgotten LayerNorm, position or token-type embedding, and a wrong shape.
-2. :func:`check_heads`: every (layer, head) in which one word's largest weight, leaving out
-   [CLS] and [SEP], goes to another word. Recognises 1-based numbering, special tokens left in,
-   and missing or extra heads.
+Every checker works for any BERT (the expected answer is computed on the model in use), returns a
+:class:`~bertlib.exercises.Feedback`, and says "not answered yet" (without raising) for ``None``.
+
+1. :func:`check_embeddings` (reproduce): the embedding output
+   E = LayerNorm(W_word[t] + W_pos[0…n−1] + W_type[s]) of a sentence *pair*, shape (n, d).
+   Recognises a forgotten LayerNorm, position or token-type embedding, segment A used for every
+   piece, and a wrong shape.
+2. :func:`check_position_guess` (predict, then check): the cosine, at the input, between the
+   vectors of the same word *bank* at two different positions.
+3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
+   leaving out [CLS] and [SEP], goes to another word. Recognises 1-based numbering, special
+   tokens left in, and missing or extra heads.
+4. :func:`check_bank_sentence` (design): a sentence whose *bank*, after the last layer, is
+   closer to the money *bank* than to the river *bank*, without the money words.
 """
 
 from __future__ import annotations
@@ -14,54 +22,83 @@ import numpy as np
 
 from bertlib.exercises import Feedback
 
-__all__ = ["ATOL", "EMBED_TEXT", "QUERY", "TARGET", "HEADS_TEXT", "check_embeddings",
-           "heads_where_top", "check_heads"]
+__all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
+           "BANK_FIRST", "GUESS_TOLERANCE", "FORBIDDEN", "check_embeddings", "bank_cosine",
+           "check_position_guess", "heads_where_top", "check_heads", "bank_margin",
+           "check_bank_sentence"]
 
 #: Tolerance for the embedding check: float32 answers (torch) pass, every mistake below fails.
 ATOL = 1e-4
-EMBED_TEXT = "The cat sat on the mat"
+#: Exercise 1's input: a pair, so the token types are 0 for the first sentence and 1 after it.
+EMBED_PAIR = ("The kettle boiled.", "She poured the tea.")
 HEADS_TEXT = "The quick brown fox jumps over the lazy dog"
 QUERY, TARGET = "jumps", "fox"
+#: The two senses of *bank*, as in the lesson's section 6 (bank is piece 5 in both).
+BANK_RIVER = "We sat on the bank of the river and watched the water."
+BANK_MONEY = "She went to the bank to ask for a loan."
+#: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
+BANK_FIRST = "Bank holidays are long."
+#: A guess within this distance of the measured cosine counts as right.
+GUESS_TOLERANCE = 0.03
+#: Exercise 4 must not use these words (they would make the task trivial).
+FORBIDDEN = ("money", "loan", "loans", "account", "accounts", "cash")
 
 
-def _embedding_variants(text: str) -> dict[str, np.ndarray]:
+def _not_answered(what: str) -> Feedback:
+    return Feedback(False, f"not answered yet: {what}, then run this cell again")
+
+
+def _model(model):
+    from bertlib.models import load_bert
+
+    return model or load_bert()
+
+
+def _embedding_variants(pair: tuple[str, str], model=None) -> dict[str, np.ndarray]:
     from bertlib.bert import bert_weights, layer_norm
     from bertlib.models import encode
 
-    w = bert_weights()
-    enc = encode(text)
+    model = _model(model)
+    w = bert_weights(model)
+    enc = encode(*pair, model=model)
     ids, types = enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy()
     n = len(ids)
     word = w.word[ids].astype(np.float64)
-    pos, typ = w.position[:n], w.token_type[types]
+    pos, typ, typ_a = w.position[:n], w.token_type[types], w.token_type[np.zeros_like(types)]
 
     def ln(x):
         return layer_norm(x, w.emb_gamma, w.emb_beta, w.eps)
 
     return {"right": ln(word + pos + typ), "no LayerNorm": word + pos + typ,
-            "no position": ln(word + typ), "no token type": ln(word + pos),
-            "word only": ln(word)}
+            "all segment A": ln(word + pos + typ_a), "no position": ln(word + typ),
+            "no token type": ln(word + pos), "word only": ln(word)}
 
 
 _EMBED_HINTS = {
     "no LayerNorm": "you added the three embeddings but did not apply the LayerNorm "
-                    "(γ (x − μ)/√(σ² + ε) + β over the 384 features of each token)",
+                    "(γ (x − μ)/√(σ² + ε) + β over the features of each token)",
+    "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
+                     "first [SEP] belong to sentence B and add W.token_type[1] (use the "
+                     "token_type_ids that encode(...) returns)",
     "no position": "the position embeddings are missing: without them BERT could not tell "
-                   "'dog bites man' from 'man bites dog' (add w.position[:n])",
-    "no token type": "the token-type (segment) embedding is missing: even a single sentence "
-                     "adds w.token_type[0] to every token",
+                   "'dog bites man' from 'man bites dog' (add W.position[:n])",
+    "no token type": "the token-type (segment) embedding is missing: add W.token_type[s] for "
+                     "each piece's segment s",
     "word only": "you used only the word embeddings: add the position and token-type "
                  "embeddings before the LayerNorm",
 }
 
 
-def check_embeddings(E, text: str = EMBED_TEXT) -> Feedback:
-    """Check a learner's embedding output E, shape (n, 384), for ``text``."""
-    variants = _embedding_variants(text)
-    expected = variants["right"]
+def check_embeddings(E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedback:
+    """Check a learner's embedding output E, shape (n, d), for the sentence ``pair``.
+
+    E = LayerNorm(W_word[t] + W_pos[0…n−1] + W_type[s]) with t the piece ids and s the token
+    types (0 up to the first [SEP], 1 after it). model: a LoadedBert, None = ``load_bert()``.
+    """
     if E is None:
-        return Feedback(False, "expected an array E of shape (n, 384), got None (did you "
-                               "forget to assign it?)")
+        return _not_answered("compute E, one row per word piece of the pair")
+    variants = _embedding_variants(pair, model)
+    expected = variants["right"]
     if hasattr(E, "detach"):
         E = E.detach().cpu().numpy()
     try:
@@ -70,7 +107,7 @@ def check_embeddings(E, text: str = EMBED_TEXT) -> Feedback:
         return Feedback(False, f"expected E as an array of numbers, got {type(E).__name__}")
     if E.shape != expected.shape:
         return Feedback(False, f"wrong shape: E should be (n, d) = {expected.shape} (one row per "
-                               f"word piece, [CLS] and [SEP] included); yours is {E.shape}")
+                               f"word piece, [CLS] and both [SEP] included); yours is {E.shape}")
     if not np.isfinite(E).all():
         return Feedback(False, "E contains NaN or inf: check the LayerNorm's division")
     for name, V in variants.items():
@@ -84,15 +121,56 @@ def check_embeddings(E, text: str = EMBED_TEXT) -> Feedback:
                            "build it as LayerNorm(word + position + token type)")
 
 
+def _cosine(u: np.ndarray, v: np.ndarray) -> float:
+    return float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+
+
+def _bank_vector(text: str, layer: int, model=None) -> np.ndarray:
+    from bertlib.models import run_bert
+
+    run = run_bert(text, model=_model(model))
+    return run.hidden_states[layer, run.tokens.index("bank")].astype(np.float64)
+
+
+def bank_cosine(layer: int = 0, model=None) -> float:
+    """cos(u, v) = u·v / (‖u‖ ‖v‖) of *bank* in BANK_FIRST (piece 1) and BANK_RIVER (piece 5),
+    after ``layer`` layers (0 = the embedding output)."""
+    return _cosine(_bank_vector(BANK_FIRST, layer, model), _bank_vector(BANK_RIVER, layer, model))
+
+
+def check_position_guess(guess, model=None) -> Feedback:
+    """Check a guess of :func:`bank_cosine` at the input (layer 0): right within GUESS_TOLERANCE."""
+    if guess is None:
+        return _not_answered("write your guess, a number between -1 and 1, in `guess`")
+    try:
+        guess = float(guess)
+    except (TypeError, ValueError):
+        return Feedback(False, f"the guess should be a number between -1 and 1, got {guess!r}")
+    if not -1.0 <= guess <= 1.0:
+        return Feedback(False, f"a cosine lies between -1 and 1; your guess is {guess:g}")
+    measured = bank_cosine(0, model)
+    if guess > 0.999 and measured < 0.999:  # checked first: "identical" is the idea to unlearn
+        return Feedback(False, f"it is {measured:.3f}, not 1: the word embedding is the same, but "
+                               "E also adds the position embedding, and the two banks sit at "
+                               "positions 1 and 5")
+    if abs(guess - measured) <= GUESS_TOLERANCE:
+        return Feedback(True, f"close: the cosine is {measured:.3f} (you said {guess:.3f}). Same "
+                              "word piece, but a different position embedding: similar, not "
+                              "the same")
+    side = "high" if guess > measured else "low"
+    return Feedback(False, f"too {side}: the cosine is {measured:.3f} (you said {guess:.3f}). "
+                           "Same word embedding, different position embeddings")
+
+
 def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,
-                    skip_special: bool = True) -> list[tuple[int, int]]:
+                    skip_special: bool = True, model=None) -> list[tuple[int, int]]:
     """Every 0-based (layer, head) whose largest weight from ``query`` goes to ``target``.
 
     skip_special: leave [CLS] and [SEP] out of the comparison (they often take most weight).
     """
     from bertlib.models import attention_maps
 
-    tokens, A = attention_maps(text)
+    tokens, A = attention_maps(text, model=_model(model))
     for word in (query, target):
         if word not in tokens:
             raise ValueError(f"{word!r} is not a word piece of {text!r}: {tokens}")
@@ -104,9 +182,11 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
     return [(int(layer), int(head)) for layer, head in hits]
 
 
-def check_heads(heads, query: str = QUERY, target: str = TARGET) -> Feedback:
+def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
     """Check a learner's list of (layer, head) pairs, 0-based, for the exercise above."""
-    expected = set(heads_where_top(query, target))
+    if heads is None:
+        return _not_answered("put your list of (layer, head) pairs in `your_heads`")
+    expected = set(heads_where_top(query, target, model=model))
     try:
         answer = {(int(layer), int(head)) for layer, head in heads}
     except (TypeError, ValueError):
@@ -118,7 +198,7 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET) -> Feedback:
     if answer and {(layer - 1, head - 1) for layer, head in answer} == expected:
         return Feedback(False, "your numbers are 1-based; bertlib and numpy count layers and "
                                "heads from 0")
-    if answer == set(heads_where_top(query, target, skip_special=False)):
+    if answer == set(heads_where_top(query, target, skip_special=False, model=model)):
         return Feedback(False, "you kept [CLS] and [SEP] in the comparison: set their weights "
                                "aside (e.g. to -1) before taking the argmax")
     missing, extra = sorted(expected - answer), sorted(answer - expected)
@@ -128,3 +208,43 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET) -> Feedback:
     if extra:
         parts.append(f"{len(extra)} head(s) that do not qualify, e.g. {extra[0]}")
     return Feedback(False, "; ".join(parts) + f" (expected {len(expected)} in total)")
+
+
+def bank_margin(text: str, model=None) -> tuple[float, float]:
+    """(cos to the money bank, cos to the river bank) of *bank* in ``text`` after the last layer."""
+    bert = _model(model)
+    last = bert.model.config.num_hidden_layers
+    mine = _bank_vector(text, last, bert)
+    return (_cosine(mine, _bank_vector(BANK_MONEY, last, bert)),
+            _cosine(mine, _bank_vector(BANK_RIVER, last, bert)))
+
+
+def check_bank_sentence(text, model=None) -> Feedback:
+    """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
+    BANK_MONEY's than to BANK_RIVER's, without any word of FORBIDDEN."""
+    from bertlib.models import encode
+
+    if text is None:
+        return _not_answered("write your sentence in `my_sentence`")
+    if not isinstance(text, str):
+        return Feedback(False, f"the answer should be a sentence (a str), got "
+                               f"{type(text).__name__}")
+    try:
+        pieces = encode(text, model=_model(model))["input_ids"][0].tolist()
+    except ValueError as error:
+        return Feedback(False, str(error))
+    tokens = _model(model).tokenizer.convert_ids_to_tokens(pieces)
+    if "bank" not in tokens:
+        return Feedback(False, f"your sentence needs the word piece 'bank'; its pieces are "
+                               f"{tokens}")
+    used = sorted(set(tokens) & set(FORBIDDEN))
+    if used:
+        return Feedback(False, f"without the words {', '.join(FORBIDDEN)}: yours uses "
+                               f"{', '.join(used)}")
+    to_money, to_river = bank_margin(text, model)
+    numbers = f"cos to the money bank {to_money:.3f}, to the river bank {to_river:.3f}"
+    if to_money > to_river:
+        return Feedback(True, f"done: {numbers}, a margin of {to_money - to_river:.3f}")
+    return Feedback(False, f"not yet: {numbers}; the money side is behind by "
+                           f"{to_river - to_money:.3f}. Which other words go with a bank that "
+                           "keeps savings?")

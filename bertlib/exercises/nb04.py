@@ -1,7 +1,11 @@
-"""Checkers for notebook 04 (what the heads look at): share to a token, entropy, rollout.
+"""Checkers for notebook 04 (what the heads look at).
 
-Each checker calls the learner's function on small random attention maps whose answer is known
-from :mod:`bertlib.analysis`, and names the usual mistake when the result is wrong.
+Reproduce: :func:`check_share_to`, :func:`check_entropy`, :func:`check_rollout` call the
+learner's function on small random attention maps whose answer is known from
+:mod:`bertlib.analysis`, and name the usual mistake when the result is wrong.
+Predict, then check: :func:`check_sep_prediction` (does [SEP] get more attention in pairs?).
+Design: :func:`check_block_map` (an attention map that the rules call "block"; says how close).
+Every checker says "not answered yet" (without raising) for the unsolved stub.
 """
 
 from __future__ import annotations
@@ -13,10 +17,17 @@ import numpy as np
 from bertlib.analysis import attention_entropy, attention_rollout
 from bertlib.exercises import Feedback
 
-__all__ = ["check_share_to", "check_entropy", "check_rollout"]
+__all__ = ["TOKENS", "SEGMENTS", "check_share_to", "check_entropy", "check_rollout",
+           "sep_shares", "check_sep_prediction", "check_block_map"]
 
 #: The input every checker uses: a sentence pair, so [SEP] occurs twice.
 TOKENS = ["[CLS]", "the", "owl", "called", ".", "[SEP]", "it", "was", "dark", "[SEP]"]
+#: Their token types: sentence A up to the first [SEP], sentence B after it.
+SEGMENTS = [0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def _not_answered(what: str) -> Feedback:
+    return Feedback(False, f"not answered yet: {what}, then run this cell again")
 
 
 def _maps(seed: int = 4, layers: int = 2, heads: int = 3) -> np.ndarray:
@@ -32,7 +43,10 @@ def _maps(seed: int = 4, layers: int = 2, heads: int = 3) -> np.ndarray:
 def _call(fn: Callable, *args):
     """(result as an array, None) or (None, Feedback naming the error the learner's fn raised)."""
     try:
-        return np.asarray(fn(*args), dtype=float), None
+        result = fn(*args)
+        if result is None:
+            return None, _not_answered("fill in the function so that it returns an array")
+        return np.asarray(result, dtype=float), None
     except Exception as exc:  # a learner's bug becomes feedback, never a traceback
         return None, Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
 
@@ -143,3 +157,77 @@ def check_rollout(fn: Callable) -> Feedback:
                                "left, Ã_l = A_l · Ã_{l−1}")
     return Feedback(False, f"layer 0, row 0 should be {np.round(want[0, 0, :4], 4).tolist()} …; "
                            f"yours is {np.round(got[0, 0, :4], 4).tolist()} …")
+
+
+def sep_shares(model=None, count: int = 16) -> tuple[float, float]:
+    """(single sentences, pairs): the share of attention to [SEP], Clark et al.'s measure
+    averaged over every head and over the first ``count`` sentences / pairs of the corpus."""
+    from bertlib.analysis import corpus_average, load_corpus, run_corpus, to_token_shares
+
+    corpus = load_corpus()
+    means = []
+    for texts in (corpus.sentences[:count], corpus.pairs[:count]):
+        runs = run_corpus(texts, model=model).runs
+        shares = corpus_average([to_token_shares(r.attentions, r.tokens) for r in runs])
+        means.append(float(shares["[SEP]"].mean()))
+    return means[0], means[1]
+
+
+def check_sep_prediction(guess, model=None) -> Feedback:
+    """Check a prediction, "higher" or "lower": is the share of attention to [SEP] higher in
+    sentence pairs (two [SEP]) than in single sentences (one)?"""
+    if guess is None:
+        return _not_answered('write "higher" or "lower" in `prediction`')
+    if not isinstance(guess, str) or guess.strip().lower() not in ("higher", "lower"):
+        return Feedback(False, f'answer with the word "higher" or "lower", got {guess!r}')
+    single, pair = sep_shares(model)
+    truth = "higher" if pair > single else "lower"
+    numbers = f"[SEP] gets {single:.3f} in single sentences, {pair:.3f} in pairs"
+    if guess.strip().lower() == truth:
+        return Feedback(True, f"right, {truth}: {numbers} (mean over every head)")
+    return Feedback(False, f"it is {truth}: {numbers}. Was your reason the number of [SEP] "
+                           "tokens, or what the heads do with them?")
+
+
+def check_block_map(M) -> Feedback:
+    """Check a designed (n, n) attention map on TOKENS (a pair, token types SEGMENTS) that
+    :func:`bertlib.analysis.pattern_labels` labels "block"; otherwise say which rule fails and
+    by how much. Rows must be weights: non-negative, summing to 1."""
+    from bertlib.analysis import PATTERN_THRESHOLDS, pattern_features, pattern_labels
+
+    if M is None:
+        return _not_answered(f"build a ({len(TOKENS)}, {len(TOKENS)}) array `M`")
+    try:
+        M = np.asarray(M, dtype=float)
+    except (TypeError, ValueError):
+        return Feedback(False, f"M should be an array of numbers, got {type(M).__name__}")
+    n = len(TOKENS)
+    if M.shape != (n, n):
+        return Feedback(False, f"M should be (n, n) = ({n}, {n}), one row per query of TOKENS; "
+                               f"yours is {M.shape}")
+    if not np.isfinite(M).all() or (M < 0).any():
+        return Feedback(False, "attention weights are finite and non-negative")
+    sums = M.sum(-1)
+    if not np.allclose(sums, 1.0, atol=1e-6):
+        worst = int(np.abs(sums - 1).argmax())
+        return Feedback(False, f"every row must sum to 1 (a softmax); row {worst} "
+                               f"({TOKENS[worst]!r}) sums to {sums[worst]:.3f}")
+    f = {k: float(v[0, 0]) for k, v in pattern_features(M, TOKENS, SEGMENTS).items()}
+    label = str(pattern_labels(f))
+    t = PATTERN_THRESHOLDS
+    numbers = (f"vertical {f['vertical']:.2f}, diagonal {f['diagonal']:.2f}, far mass "
+               f"{f['far_mass']:.2f}, within its sentence {f['within_segment']:.2f} "
+               f"(chance {f['within_chance']:.2f})")
+    if label == "block":
+        return Feedback(True, f"a block head: {numbers}")
+    needs = []
+    if f["vertical"] >= t["vertical"] or f["diagonal"] >= t["diagonal"] or (
+            min(f["vertical"], f["diagonal"]) >= t["vertical+diagonal"]):
+        needs.append(f"it is {label} first: move weight off [CLS]/[SEP] and the neighbour band")
+    if not f["far_mass"] >= t["block_mass"]:
+        needs.append(f"far mass {f['far_mass']:.2f} < {t['block_mass']}: put more weight on "
+                     "words two or more places away")
+    if not f["within_segment"] >= max(t["block"], f["within_chance"] + t["block_over_chance"]):
+        needs.append(f"within its sentence {f['within_segment']:.2f} is too low: keep that "
+                     "far weight inside the query's own sentence")
+    return Feedback(False, f"labelled {label} ({numbers}); " + "; ".join(needs))

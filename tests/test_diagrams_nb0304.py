@@ -1,0 +1,40 @@
+"""bertlib.diagrams, notebook 03's picture: one encoder layer, labelled with the shapes."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from bertlib.diagrams import encoder_layer  # noqa: E402
+
+
+def texts(fig):
+    return " ".join(t.get_text() for t in fig.axes[0].texts)
+
+
+def test_encoder_layer_draws_every_step_with_its_shapes():
+    fig = encoder_layer(n=8, d=384, h=12, d_ff=1536)
+    words = texts(fig)
+    for label in ("X\n(8, 384)", "12 heads,\nd_k = 32", "LayerNorm", "(8, 1536)", "residual: X",
+                  "residual: X₁", "X₂ (8, 384)"):
+        assert label in words
+    assert words.count("LayerNorm") == 2 and words.count("+") >= 2
+    plt.close(fig)
+
+
+def test_encoder_layer_follows_another_shape():
+    fig = encoder_layer(n=5, d=256, h=8, d_ff=512)
+    assert "8 heads,\nd_k = 32" in texts(fig) and "(5, 512)" in texts(fig)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n": 0, "d": 384, "h": 12, "d_ff": 1536}, "n must be a positive"),
+    ({"n": 8, "d": 384, "h": 5, "d_ff": 1536}, "divisible"),
+    ({"n": 8, "d": 384.0, "h": 12, "d_ff": 1536}, "d must be a positive"),
+])
+def test_encoder_layer_rejects_bad_sizes(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        encoder_layer(**kwargs)

@@ -342,9 +342,14 @@ def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight:
     h, n = A.shape[1], A.shape[2]
     chosen = list(range(h)) if heads is None else [int(k) for k in heads]
     colours = _head_colours(h)
-    fig, ax = plt.subplots(figsize=(4.6, max(2.5, 0.28 * n + 1.2)), dpi=72)
-    for k in chosen:
-        line_view(A[layer, k], tokens, ax=ax, color=colours[k], min_weight=min_weight)
+    from matplotlib.collections import LineCollection
+
+    fig, ax = plt.subplots(figsize=(4.6, max(2.5, 0.28 * n + 1.2)), dpi=80)
+    line_view(A[layer, chosen[0]], tokens, ax=ax, color=colours[chosen[0]],
+              min_weight=min_weight)  # the labels, axes and the first head's lines
+    for k in chosen[1:]:
+        segments, rgba = line_segments(A[layer, k], None, min_weight, colours[k])
+        ax.add_collection(LineCollection(segments, colors=rgba, linewidths=2.0))
     ax.set_title(f"layer {layer}: {len(chosen)} heads, one colour each", fontsize=10)
     handles = [plt.Line2D([], [], color=colours[k], lw=3) for k in chosen]
     ax.legend(handles, [str(k) for k in chosen], title="head", fontsize=7, title_fontsize=8,

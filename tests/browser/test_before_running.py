@@ -113,6 +113,9 @@ def open_unrun(page, url: str, name: str) -> None:
     page.goto(f"{url}/lab/tree/notebooks/{name}?reset", wait_until="domcontentloaded")
     page.wait_for_function(_OPENED_JS, timeout=120_000)
     page.wait_for_timeout(3000)  # widget state restored, bertviz's scripts (if trusted) ran
+    no = page.locator(".jp-toast-container button", has_text="No")  # the "news?" toast
+    if no.count():
+        no.first.click()
 
 
 @pytest.mark.parametrize("name", NAMES)

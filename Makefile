@@ -20,7 +20,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# The series' own notebooks are marked trusted first (they came with the repository you chose to
+# run), so their saved widget state and bertviz's offline scripts render on first open.
 lab: $(STAMP)
+	@shopt -s nullglob; $(BIN)/jupyter trust notebooks/*.ipynb notebooks/solutions/*.ipynb
 	@echo "Starting JupyterLab on notebooks/ - open the http://127.0.0.1:8888/lab?token=... URL printed below; Ctrl-C stops it."
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=8888 --no-browser $(ROOT_FLAG)
 

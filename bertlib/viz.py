@@ -17,6 +17,11 @@ __all__ = [
     "offline_bertviz_html",
     "head_view",
     "model_view",
+    "head_view_figure",
+    "model_view_figure",
+    "with_static_snapshot",
+    "figure_png",
+    "small_png",
 ]
 
 
@@ -231,6 +236,172 @@ def _sentence_b_start(tokens, sentence_b_start):
     return int(sentence_b_start)
 
 
+# --- a static snapshot inside each bertviz view -------------------------------------------------
+# A viewer that runs no scripts (GitHub, nbconvert's HTML, an untrusted notebook in JupyterLab)
+# would show bertviz's view as an empty "Layer:" box. So the view carries a PNG of the same
+# attention drawn by matplotlib; a small script removes it (and shows the controls) as soon as
+# bertviz has drawn its SVG.
+_BERTVIZ_ROOT = re.compile(r'<div id="(bertviz-[0-9a-f]+)"[^>]*>')
+_BERTVIZ_CONTROLS = '<span style="user-select:none">'
+_BERTVIZ_VIS = "<div id='vis'></div>"
+_SNAPSHOT_SCRIPT = """<script type="text/javascript">
+(function () {
+  var root = document.getElementById("%s");
+  var vis = root && root.querySelector("#vis");
+  if (!vis) return;
+  function drawn() {
+    if (!vis.querySelector("svg")) return false;
+    root.querySelectorAll(".bertlib-static").forEach(function (e) { e.remove(); });
+    root.querySelectorAll(".bertlib-until-run").forEach(function (e) { e.style.display = ""; });
+    return true;
+  }
+  if (!drawn()) {
+    new MutationObserver(function (changes, observer) {
+      if (drawn()) observer.disconnect();
+    }).observe(vis, {childList: true, subtree: true});
+  }
+})();
+</script>
+"""
+
+
+#: Colours kept in a static picture's PNG palette (an adaptive palette: small files, clean text).
+PNG_COLOURS = 128
+
+
+def figure_png(fig, dpi: float | None = None) -> bytes:
+    """PNG bytes of a matplotlib figure (tight bounding box, white background)."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi or fig.dpi, bbox_inches="tight",
+                facecolor="white")
+    return buffer.getvalue()
+
+
+def small_png(png: bytes, colours: int = PNG_COLOURS) -> bytes:
+    """The PNG re-encoded with an adaptive palette of ``colours`` colours (no dithering, so the
+    same input always gives the same bytes) and maximal zlib compression."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    palette = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT,
+                             dither=Image.Dither.NONE)
+    buffer = io.BytesIO()
+    palette.save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def _figure_png(fig) -> bytes:
+    return small_png(figure_png(fig))
+
+
+def with_static_snapshot(html: str, png: bytes, alt: str) -> str:
+    """bertviz's HTML with ``png`` shown inside its view until bertviz has drawn.
+
+    The PNG goes in an ``<img class="bertlib-static">`` after the view's drawing area, bertviz's
+    (still empty) controls are hidden, and a script appended at the end removes the image and
+    shows the controls once the view holds an SVG. Raises RuntimeError if bertviz's HTML no
+    longer has the expected shape.
+    """
+    import base64
+    import html as html_lib
+
+    root = _BERTVIZ_ROOT.search(html)
+    if root is None or html.count(_BERTVIZ_VIS) != 1 or html.count(_BERTVIZ_CONTROLS) != 1:
+        raise RuntimeError("unexpected bertviz HTML (no single bertviz-<id> view with a 'vis' "
+                           "area and controls): has bertviz changed? Pin bertviz==1.4.1")
+    data = base64.b64encode(png).decode("ascii")
+    image = (f'<img class="bertlib-static" alt="{html_lib.escape(alt)}" '
+             f'src="data:image/png;base64,{data}">')
+    html = html.replace(_BERTVIZ_CONTROLS, '<span class="bertlib-until-run" '
+                        'style="user-select:none;display:none">')
+    html = html.replace(_BERTVIZ_VIS, _BERTVIZ_VIS + image)
+    return html + _SNAPSHOT_SCRIPT % root.group(1)
+
+
+def _head_colours(h: int) -> list:
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("tab10" if h <= 10 else "tab20")
+    return [cmap(k % cmap.N) for k in range(h)]
+
+
+def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight: float = 0.05):
+    """bertviz's head view drawn by matplotlib: one layer, every selected head's
+    token-to-token lines in its own colour (opacity = weight), queries left, keys right.
+
+    tokens: n labels; attentions: (layers, heads, n, n); heads: indices (None = all). Lines
+    under ``min_weight`` are left out. Returns the Figure (the caller closes it).
+    """
+    import matplotlib.pyplot as plt
+
+    A = np.asarray(attentions, dtype=float)
+    h, n = A.shape[1], A.shape[2]
+    chosen = list(range(h)) if heads is None else [int(k) for k in heads]
+    colours = _head_colours(h)
+    from matplotlib.collections import LineCollection
+
+    fig, ax = plt.subplots(figsize=(4.6, max(2.5, 0.28 * n + 1.2)), dpi=80)
+    line_view(A[layer, chosen[0]], tokens, ax=ax, color=colours[chosen[0]],
+              min_weight=min_weight)  # the labels, axes and the first head's lines
+    for k in chosen[1:]:
+        segments, rgba = line_segments(A[layer, k], None, min_weight, colours[k])
+        ax.add_collection(LineCollection(segments, colors=rgba, linewidths=2.0))
+    ax.set_title(f"layer {layer}: {len(chosen)} heads, one colour each", fontsize=10)
+    handles = [plt.Line2D([], [], color=colours[k], lw=3) for k in chosen]
+    ax.legend(handles, [str(k) for k in chosen], title="head", fontsize=7, title_fontsize=8,
+              ncols=min(len(chosen), 6), loc="upper center", bbox_to_anchor=(0.5, -0.08),
+              frameon=False)
+    return fig
+
+
+def model_view_figure(tokens, attentions):
+    """bertviz's model view drawn by matplotlib: a grid of every layer x head attention map
+    (rows = layers, columns = heads), one colour scale 0..1.
+
+    tokens: n labels (the count is checked); attentions: (layers, heads, n, n). Returns the
+    Figure (the caller closes it).
+    """
+    import matplotlib.pyplot as plt
+
+    A = np.asarray(attentions, dtype=float)
+    L, h, n = A.shape[:3]
+    if len(tokens) != n:
+        raise ValueError(f"{len(tokens)} tokens for attention over n = {n} positions")
+    gap = max(1, n // 6)
+    step = n + gap
+    mosaic = np.full((L * step - gap, h * step - gap), np.nan)
+    for layer in range(L):
+        for k in range(h):
+            mosaic[layer * step:layer * step + n, k * step:k * step + n] = A[layer, k]
+    cmap = plt.get_cmap("Blues").copy()
+    cmap.set_bad("white")
+    fig, ax = plt.subplots(figsize=(min(1.0 + 0.75 * h, 12), min(0.8 + 0.75 * L, 12)), dpi=72)
+    ax.imshow(mosaic, cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+    ax.set_xticks(np.arange(h) * step + (n - 1) / 2, [str(k) for k in range(h)], fontsize=8)
+    ax.set_yticks(np.arange(L) * step + (n - 1) / 2, [str(k) for k in range(L)], fontsize=8)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title(f"every layer and head ({n} tokens; rows = queries)", fontsize=10)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.tick_params(length=0)
+    return fig
+
+
+def _snapshot(draw, *args, **kwargs) -> bytes:
+    import matplotlib.pyplot as plt
+
+    fig = draw(*args, **kwargs)
+    try:
+        return _figure_png(fig)
+    finally:
+        plt.close(fig)
+
+
 def head_view(tokens, attentions, layer: int | None = None, heads=None,
               sentence_b_start: int | None = None, decimals: int = 3):
     """bertviz's head view (one layer, the heads as coloured lines), rendering offline.
@@ -239,7 +410,9 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     layer: the layer shown first (0-based); heads: the heads selected first (None = all).
     sentence_b_start: index of the second sentence's first token, for a pair.
     decimals: weights are rounded to this many digits in the page.
-    Returns an ``IPython.display.HTML``; the last line of a cell displays it.
+    Returns an ``IPython.display.HTML``; the last line of a cell displays it. The view carries
+    a static snapshot (:func:`head_view_figure` of the layer shown first, as a PNG) that bertviz's
+    drawing replaces (:func:`with_static_snapshot`), for viewers that run no scripts.
     """
     from bertviz import head_view as _head_view
     from IPython.display import HTML
@@ -251,13 +424,18 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
         layer, _ = check_layer_head(np.asarray(attentions), layer)
     out = _head_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
                      sentence_b_start), layer=layer, heads=heads, html_action="return")
-    return HTML(offline_bertviz_html(out.data))
+    shown = 0 if layer is None else layer
+    png = _snapshot(head_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
+                    decimals), shown, heads)
+    alt = f"head view of layer {shown}: attention lines of each head"
+    return HTML(offline_bertviz_html(with_static_snapshot(out.data, png, alt)))
 
 
 def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals: int = 3):
     """bertviz's model view (a grid of every layer x head thumbnail), rendering offline.
 
-    tokens: n labels; attentions: (layers, heads, n, n). Returns an ``IPython.display.HTML``.
+    tokens: n labels; attentions: (layers, heads, n, n). Returns an ``IPython.display.HTML``,
+    with a static snapshot (:func:`model_view_figure`) until bertviz has drawn.
     """
     from bertviz import model_view as _model_view
     from IPython.display import HTML
@@ -265,7 +443,10 @@ def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals
     attention, tokens = _bertviz_input(tokens, attentions, decimals)
     out = _model_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
                       sentence_b_start), html_action="return")
-    return HTML(offline_bertviz_html(out.data))
+    png = _snapshot(model_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
+                    decimals))
+    alt = "model view: the attention map of every layer and head"
+    return HTML(offline_bertviz_html(with_static_snapshot(out.data, png, alt)))
 
 
 # --- attention drawn by the browser: SVG strings, no matplotlib figure -------------------------

@@ -9,8 +9,8 @@ import pytest
 matplotlib.use("Agg")
 
 import IPython.display  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
 
+import bertlib.widgets  # noqa: E402
 from bertlib import toy  # noqa: E402
 from bertlib.attention import softmax  # noqa: E402
 from bertlib.widgets.attention import (  # noqa: E402
@@ -79,24 +79,26 @@ def test_query_by_word_or_index():
 def shown(monkeypatch):
     """Record what the widget shows: displayed objects (messages) and the titles of charts.
 
-    Outside a kernel an Output widget captures nothing, so display and plt.show are replaced.
+    Outside a kernel an Output widget captures nothing, so display (messages kept) and the
+    figure's PNG (its title kept) are watched.
     """
     seen = {"displayed": [], "charts": []}
+    real_png = bertlib.widgets.figure_png
 
-    def show(*args, **kwargs):
-        seen["charts"].append(plt.gca().get_title())
-        plt.close("all")
+    def png(fig, *args, **kwargs):
+        seen["charts"].append(fig.axes[0].get_title())
+        return real_png(fig, *args, **kwargs)
 
-    monkeypatch.setattr(IPython.display, "display",
-                        lambda *objs, **kw: seen["displayed"].extend(objs))
-    monkeypatch.setattr(plt, "show", show)
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: seen["displayed"].extend(
+        o for o in objs if isinstance(o, IPython.display.HTML)))
+    monkeypatch.setattr(bertlib.widgets, "figure_png", png)
     return seen
 
 
 def test_explorer_builds_with_controls_above_view(shown):
     ex = AttentionExplorer()
     assert ex.ok and shown["charts"] == ["query 'cat' (position 1): scores ÷ 1.41"]
-    controls, view = ex.widget.children
+    controls, view, _style = ex.widget.children
     assert view is ex.output
     assert [c.description for c in controls.children] == ["query", "scores", "T"]
     assert set(ex.scaling.options) == {(label, key) for key, label in SCALINGS.items()}

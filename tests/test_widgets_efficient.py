@@ -7,7 +7,6 @@ import pytest
 matplotlib.use("Agg")
 
 import IPython.display  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
 
 from bertlib.attention import scaled_dot_product_attention  # noqa: E402
 from bertlib.variants import sliding_window_attention  # noqa: E402
@@ -55,15 +54,15 @@ def test_unknown_variant_and_bad_knobs_are_named():
 def shown(monkeypatch):
     """Record what the widget displays (outside a kernel, an Output widget does not capture)."""
     seen = []
-    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: seen.extend(objs))
-    monkeypatch.setattr(plt, "show", lambda *a, **kw: plt.close("all"))
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: seen.extend(
+        o for o in objs if isinstance(o, IPython.display.HTML)))
     return seen
 
 
 def test_explorer_builds_with_controls_above_view(shown):
     ex = EfficientExplorer()
     assert ex.ok and ex.error is not None
-    controls, view = ex.widget.children
+    controls, view, _style = ex.widget.children
     assert view is ex.output
     assert [c.description for c in controls.children] == ["variant", "window w", "layer", "head"]
     assert ex.knob.continuous_update is False

@@ -133,13 +133,13 @@ def test_overlay_receives_the_selection_and_is_shown():
     assert calls[-1][3] == 3 and "head=3" in ex.overlay_html.value
 
 
-def test_overlay_error_becomes_a_message():
+def test_overlay_error_from_bertlibs_checks_becomes_a_message():
     def overlay(tokens, attentions, layer, head):
-        raise ValueError("this overlay needs a sentence pair")
+        return str(selected_weights(attentions, layer + 99, head))  # bertlib's check raises
 
     ex = AttentionExplorer("Hello world", overlay=overlay)
-    assert "needs a sentence pair" in ex.message
-    assert "needs a sentence pair" in ex.overlay_html.value
+    assert "layer must be in 0..5" in ex.message
+    assert "layer must be in 0..5" in ex.overlay_html.value
     with pytest.raises(TypeError, match="overlay must be a callable"):
         AttentionExplorer(overlay="not callable")
 

@@ -3,15 +3,51 @@
 Every explorer follows the same rules: controls on top, the view below, sliders with
 ``continuous_update=False``, forward passes cached, and bad input shown as a message in place of
 the view (never a traceback), leaving the controls usable.
+
+Readable before running: each explorer's box is a :class:`LiveBox`. Displayed, it writes two
+outputs: first a static picture of its current view (a PNG, or the message the view shows),
+then the live widget. A viewer without a kernel or without the widget state (GitHub, nbviewer,
+nbconvert's HTML, an untrusted notebook in JupyterLab) shows the picture; where the live widget
+renders, it hides the picture just above it with a CSS rule it carries (``LIVE_CSS``).
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import html
 from collections.abc import Callable
+from pathlib import Path
 
-#: The errors a learner's input can cause; anything else is a bug and is shown as one.
-INPUT_ERRORS = (ValueError, TypeError, KeyError, IndexError, FileNotFoundError, OSError)
+from bertlib.viz import figure_png, small_png
+
+#: The errors a learner's input can cause, when bertlib's own checks raise them
+#: (:func:`is_input_error`); anything else is a bug and is shown as one.
+INPUT_ERRORS = (ValueError, TypeError)
+
+_BERTLIB = Path(__file__).resolve().parents[1]
+
+#: The class of a live explorer's box, and the CSS that hides the static picture output right
+#: before it (JupyterLab, nbconvert's lab template; classic notebook) once the box renders.
+LIVE_CLASS = "bertlib-live"
+LIVE_CSS = (
+    f".jp-OutputArea-child:has(+ .jp-OutputArea-child .{LIVE_CLASS}),"
+    f".output_area:has(+ .output_area .{LIVE_CLASS}){{display:none}}"
+)
+
+
+def is_input_error(exc: BaseException) -> bool:
+    """True when ``exc`` means bad learner input: a ValueError or TypeError raised by bertlib's
+    own checks (the innermost frame of its traceback is in a bertlib module). A ValueError from
+    inside numpy or torch, an IndexError or a KeyError is a bug and must show as a traceback."""
+    if not isinstance(exc, INPUT_ERRORS):
+        return False
+    tb = exc.__traceback__
+    if tb is None:  # made, not raised (a widget reporting a bad control value itself)
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_BERTLIB)
 
 
 def message_html(text: str, kind: str = "error") -> str:
@@ -22,22 +58,100 @@ def message_html(text: str, kind: str = "error") -> str:
             f'font-family:sans-serif">{html.escape(text)}</div>')
 
 
-def render_safely(output, draw: Callable[[], None]) -> bool:
+def static_bundle(png: bytes | None, message: str = "", alt: str = "") -> dict:
+    """The mimebundle of a static picture: ``image/png`` (with ``alt`` as text/plain) when the
+    view drew, or the view's message as HTML (with the last picture under it, if any)."""
+    if not message:
+        if png is None:
+            raise ValueError("a static picture needs a PNG or a message, got neither")
+        return {"image/png": base64.b64encode(small_png(png)).decode("ascii"),
+                "text/plain": alt or "(picture of the widget's view)"}
+    picture = ""
+    if png is not None:
+        data = base64.b64encode(small_png(png)).decode("ascii")
+        picture = f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+    return {"text/html": message_html(message) + picture, "text/plain": message}
+
+
+def live_box(children: list, static: Callable[[], dict], name: str):
+    """A :class:`LiveBox` (an ipywidgets VBox) holding ``children`` and the CSS that hides the
+    static picture once the box renders. static() returns the picture's mimebundle
+    (:func:`static_bundle`); name is what the box is ("attention explorer"), for its text."""
+    return _live_box_class()(children, static, name)
+
+
+@functools.cache
+def _live_box_class():
+    import ipywidgets as w
+
+    class LiveBox(w.VBox):
+        """A VBox that displays a static picture of its view before itself (see the module)."""
+
+        def __init__(self, children: list, static: Callable[[], dict], name: str) -> None:
+            css = w.HTML(f"<style>{LIVE_CSS}</style>", layout=w.Layout(display="none"))
+            super().__init__(list(children) + [css])
+            self.add_class(LIVE_CLASS)
+            self._static, self._name = static, name
+
+        def _repr_mimebundle_(self, **kwargs):
+            data = super()._repr_mimebundle_(**kwargs)
+            data["text/plain"] = (f"[{self._name}: run the cell to use its controls; "
+                                  "the picture above is its view]")
+            return data
+
+        def _ipython_display_(self) -> None:
+            from IPython.display import display
+
+            display(self._static(), raw=True)
+            display(self._repr_mimebundle_(), raw=True)
+
+    return LiveBox
+
+
+class Drawn:
+    """What :func:`render_safely` drew: ``png`` (the last figure's PNG bytes, or None) and
+    ``message`` (the error shown instead, or ""). True when the draw succeeded."""
+
+    def __init__(self, png: bytes | None = None, message: str = "") -> None:
+        self.png, self.message = png, message
+
+    def __bool__(self) -> bool:
+        return not self.message
+
+    def bundle(self, alt: str) -> dict:
+        """The static picture's mimebundle (:func:`static_bundle`)."""
+        return static_bundle(self.png, self.message, alt)
+
+
+def render_safely(output, draw: Callable[[], None]) -> Drawn:
     """Clear ``output`` (an ipywidgets.Output) and call ``draw()`` inside it.
 
-    A learner's bad input (ValueError, TypeError, ...) becomes a red message in the output instead
-    of a traceback. Returns True when ``draw`` succeeded.
+    The figures ``draw`` opens are shown as PNGs and closed (no other figure is touched). A
+    learner's bad input (:func:`is_input_error`) becomes a red message in the output instead of
+    a traceback, and the figures ``draw`` opened are closed; any other exception propagates.
+    Returns a :class:`Drawn`, true when ``draw`` succeeded.
     """
     import matplotlib.pyplot as plt
-    from IPython.display import HTML, display
+    from IPython.display import HTML, Image, display
 
     output.clear_output(wait=True)
+    before = set(plt.get_fignums())
+    own = []
     with output:
         try:
             draw()
-            plt.show()
-            return True
+            own = [plt.figure(k) for k in plt.get_fignums() if k not in before]
+            png = None
+            for fig in own:
+                png = figure_png(fig)
+                display(Image(data=png, format="png"))
+            return Drawn(png)
         except INPUT_ERRORS as exc:
-            plt.close("all")
-            display(HTML(message_html(f"{type(exc).__name__}: {exc}")))
-            return False
+            if not is_input_error(exc):
+                raise
+            message = f"{type(exc).__name__}: {exc}"
+            display(HTML(message_html(message)))
+            return Drawn(None, message)
+        finally:
+            for k in set(plt.get_fignums()) - before:
+                plt.close(k)

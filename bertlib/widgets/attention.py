@@ -18,7 +18,7 @@ import numpy as np
 
 from bertlib import toy
 from bertlib.attention import scaled_dot_product_attention
-from bertlib.widgets import render_safely
+from bertlib.widgets import Drawn, live_box, render_safely
 
 __all__ = ["SCALINGS", "score_divisor", "query_index", "toy_query_weights", "AttentionExplorer"]
 
@@ -104,7 +104,9 @@ class AttentionExplorer:
         self.temperature = w.FloatText(value=temperature, description="T",
                                        continuous_update=False, layout=w.Layout(width="150px"))
         self.output = w.Output()
-        self.widget = w.VBox([w.HBox([self.query, self.scaling, self.temperature]), self.output])
+        self.drawn = Drawn(message="not drawn yet")
+        self.widget = live_box([w.HBox([self.query, self.scaling, self.temperature]), self.output],
+                               self._static, "attention explorer")
         self.ok = False
         for control in (self.query, self.scaling, self.temperature):
             control.observe(self._redraw, names="value")
@@ -125,4 +127,10 @@ class AttentionExplorer:
 
     def _redraw(self, change=None) -> None:
         self.temperature.disabled = self.scaling.value != "temperature"
-        self.ok = render_safely(self.output, self._draw)
+        self.drawn = render_safely(self.output, self._draw)
+        self.ok = bool(self.drawn)
+
+    def _static(self) -> dict:
+        """The static picture of the current view (or its message), for viewers without a kernel."""
+        word = toy.TOKENS[self.query.value]
+        return self.drawn.bundle(f"attention weights of the query {word!r} over the six keys")

@@ -21,7 +21,7 @@ from bertlib.variants import (
     relative_error,
     sliding_window_attention,
 )
-from bertlib.widgets import render_safely
+from bertlib.widgets import Drawn, live_box, render_safely
 
 __all__ = ["VARIANTS", "DEFAULT_TEXT", "variant_vs_full", "EfficientExplorer"]
 
@@ -93,8 +93,9 @@ class EfficientExplorer:
         self.head = w.Dropdown(options=list(range(n_heads)), value=head, description="head",
                                layout=w.Layout(width="140px"))
         self.output = w.Output()
-        self.widget = w.VBox([w.HBox([self.variant, self.knob, self.layer, self.head]),
-                              self.output])
+        self.drawn = Drawn(message="not drawn yet")
+        self.widget = live_box([w.HBox([self.variant, self.knob, self.layer, self.head]),
+                                self.output], self._static, "efficient attention explorer")
         self.ok = False
         self.error: float | None = None
         self.variant.observe(self._new_variant, names="value")
@@ -136,4 +137,11 @@ class EfficientExplorer:
         self.error = err
 
     def _redraw(self, change=None) -> None:
-        self.ok = render_safely(self.output, self._draw)
+        self.drawn = render_safely(self.output, self._draw)
+        self.ok = bool(self.drawn)
+
+    def _static(self) -> dict:
+        """The static picture of the current view (or its message), for viewers without a kernel."""
+        label = VARIANTS[self.variant.value][0]
+        return self.drawn.bundle(f"full attention beside {label}, layer {self.layer.value} "
+                                 f"head {self.head.value}")

@@ -11,6 +11,8 @@ Benchmark (the latencies the issue asks for): ``python -m bertlib.widgets.explor
 from __future__ import annotations
 
 import contextlib
+import html
+import re
 import time
 from collections.abc import Callable
 
@@ -18,9 +20,16 @@ import numpy as np
 
 from bertlib.models import check_layer_head, load_bert, run_bert
 from bertlib.viz import attention_svg, lines_svg
-from bertlib.widgets import INPUT_ERRORS, message_html
+from bertlib.widgets import (
+    INPUT_ERRORS,
+    figure_png,
+    is_input_error,
+    live_box,
+    message_html,
+    static_bundle,
+)
 
-__all__ = ["AttentionExplorer", "selected_weights", "view_html"]
+__all__ = ["AttentionExplorer", "selected_weights", "view_html", "view_figure"]
 
 MEAN = "mean"
 _LABELLED_TICKS = 48  # above this many tokens, label only every k-th tick
@@ -65,6 +74,50 @@ def view_html(tokens: list[str], attentions: np.ndarray, layer: int, head: int |
             f"query's {TOP_KEYS} strongest keys</div>" if long else "")
     return ('<div class="explorer-view" style="display:flex;flex-wrap:wrap;gap:12px;'
             f'align-items:flex-start">{heatmap}{lines}</div>{note}')
+
+
+def _html_text(source: str) -> str:
+    """Readable lines of a small HTML snippet (an overlay): tags dropped, one line per block."""
+    text = re.sub(r"<br\s*/?>|</td>", " ", source)
+    text = re.sub(r"</(div|tr|table|p)>", "\n", text)
+    lines = (" ".join(html.unescape(re.sub(r"<[^>]+>", " ", line)).split())
+             for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int | None,
+                caption: str = ""):
+    """The explorer's view drawn by matplotlib (its static picture): heatmap (left) and
+    token-to-token lines (right) of one head or the mean of the heads, ``caption`` under them.
+
+    tokens: n labels; attentions: (layers, heads, n, n). Returns the Figure (the caller closes
+    it). Raises ValueError/TypeError for a bad layer or head, like :func:`view_html`.
+    """
+    import matplotlib.pyplot as plt
+
+    from bertlib.viz import attention_heatmap, line_view
+
+    W = selected_weights(attentions, layer, head)
+    n = len(tokens)
+    long = n > _LABELLED_TICKS
+    side = float(np.clip(0.3 * n + 1.5, 3.5, 6.0))
+    fig, (ax_map, ax_lines) = plt.subplots(1, 2, figsize=(2 * side + 2.5, side + 0.6),
+                                           gridspec_kw={"width_ratios": [1.25, 1]}, dpi=72)
+    try:
+        attention_heatmap(W, tokens, ax=ax_map, title=_describe(attentions, layer, head),
+                          annotate=False)
+        if long:  # tick labels as in the live view: every k-th token
+            step = int(np.ceil(n / _LABELLED_TICKS))
+            ax_map.set_xticks(range(0, n, step), tokens[::step], rotation=90, fontsize=6)
+            ax_map.set_yticks(range(0, n, step), tokens[::step], fontsize=6)
+        line_view(W, tokens, ax=ax_lines, title="each line: query → key, opacity = weight",
+                  min_weight=MIN_LINE_WEIGHT, max_labels=_LABELLED_TICKS)
+    except BaseException:
+        plt.close(fig)
+        raise
+    if caption:
+        fig.text(0.01, -0.06, caption, va="top", ha="left", fontsize=9)
+    return fig
 
 
 class AttentionExplorer:
@@ -116,9 +169,9 @@ class AttentionExplorer:
             value=MEAN, description="head")
         self.view = w.HTML()
         self.overlay_html = w.HTML()
-        self.widget = w.VBox([self.text_box, self.pair_box,
-                              w.HBox([self.layer_box, self.head_box]),
-                              self.view, self.overlay_html])
+        self.widget = live_box([self.text_box, self.pair_box,
+                                w.HBox([self.layer_box, self.head_box]),
+                                self.view, self.overlay_html], self._static, "attention explorer")
         self.widget.add_class("bertlib-attention-explorer")
         for name, box in (("text", self.text_box), ("pair", self.pair_box),
                           ("layer", self.layer_box), ("head", self.head_box)):
@@ -152,6 +205,8 @@ class AttentionExplorer:
         try:
             _, head = check_layer_head(self.model, 0, head)
         except INPUT_ERRORS as exc:
+            if not is_input_error(exc):
+                raise
             self._show_error(exc)
             return False
         with self._quiet():
@@ -180,6 +235,8 @@ class AttentionExplorer:
         try:
             run = run_bert(text, pair if pair.strip() else None, self.model)
         except INPUT_ERRORS as exc:
+            if not is_input_error(exc):
+                raise
             self._show_error(exc)
             return False
         self.tokens, self.attentions = run.tokens, run.attentions
@@ -191,6 +248,8 @@ class AttentionExplorer:
         try:
             self._layer, _ = check_layer_head(self.model, self.layer_box.value, None)
         except INPUT_ERRORS as exc:
+            if not is_input_error(exc):
+                raise
             self._show_error(exc)
             return False
         return self._redraw()
@@ -208,6 +267,8 @@ class AttentionExplorer:
         try:
             source = view_html(self.tokens, self.attentions, self._layer, self._head)
         except INPUT_ERRORS as exc:
+            if not is_input_error(exc):
+                raise
             self._show_error(exc)
             return False
         self.message = ""
@@ -223,9 +284,34 @@ class AttentionExplorer:
                                                        self._layer, self._head))
             return True
         except INPUT_ERRORS as exc:
+            if not is_input_error(exc):
+                raise
             self.message = f"{type(exc).__name__}: {exc}"
             self.overlay_html.value = message_html(self.message)
             return False
+
+    def _static(self) -> dict:
+        """The static picture of the current view, for viewers without a kernel: the view drawn
+        by :func:`view_figure` (overlay as text under it), or the message the live view shows
+        (above the last valid view, as there)."""
+        import matplotlib.pyplot as plt
+
+        if not self.view_source:
+            return static_bundle(None, self.message)
+        try:
+            caption = _html_text(self.overlay_html.value) if self.overlay is not None else ""
+            fig = view_figure(self.tokens, self.attentions, self._layer, self._head, caption)
+        except INPUT_ERRORS as exc:
+            if not is_input_error(exc):
+                raise
+            return static_bundle(None, f"{type(exc).__name__}: {exc}")
+        try:
+            png = figure_png(fig)
+        finally:
+            plt.close(fig)
+        alt = f"attention of {' '.join(self.tokens[1:6])} …: " + _describe(
+            self.attentions, self._layer, self._head)
+        return static_bundle(png, self.message, alt)
 
     def _show_error(self, exc: Exception) -> None:
         """The message where the view would be, then the last valid view (still usable)."""

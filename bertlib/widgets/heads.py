@@ -10,7 +10,7 @@ import numpy as np
 
 from bertlib.models import check_layer_head
 from bertlib.viz import attention_heatmap
-from bertlib.widgets import render_safely
+from bertlib.widgets import Drawn, live_box, render_safely
 
 __all__ = ["draw_heads", "HeadExplorer"]
 
@@ -117,7 +117,9 @@ class HeadExplorer:
         controls = [self.head, self.query] if L == 1 else [self.layer, self.head, self.query]
         for control in controls:
             control.observe(lambda _: self.redraw(), names="value")
-        self.widget = widgets.VBox([widgets.HBox(controls), self.output])
+        self.drawn = Drawn(message="not drawn yet")
+        self.widget = live_box([widgets.HBox(controls), self.output], self._static,
+                               "head explorer")
         self.ok = False
         self.redraw()
 
@@ -129,5 +131,11 @@ class HeadExplorer:
 
     def redraw(self) -> bool:
         """Redraw into the output (a message instead if the choice is bad); True if it drew."""
-        self.ok = render_safely(self.output, self.draw)
+        self.drawn = render_safely(self.output, self.draw)
+        self.ok = bool(self.drawn)
         return self.ok
+
+    def _static(self) -> dict:
+        """The static picture of the current view (or its message), for viewers without a kernel."""
+        return self.drawn.bundle(f"head {self.head.value}: attention of every query, and the "
+                                 "chosen query's row in every head")

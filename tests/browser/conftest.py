@@ -6,6 +6,7 @@ the browser (and JupyterLab's autosave) never touches the committed, executed no
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -20,6 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 INSTALL_HINT = "apt-get update && apt-get install -y chromium"
+# The notebooks under test: the committed ones, or BERTLIB_NOTEBOOKS (e.g. re-executed copies).
+NOTEBOOKS = Path(os.environ.get("BERTLIB_NOTEBOOKS", ROOT / "notebooks"))
 SCREENSHOTS = Path(os.environ.get("BERTLIB_SCREENSHOTS", ROOT / "tests" / "browser" / "screenshots"))
 # Flags that keep Chromium from reaching out to the network (there is none here) at start-up.
 CHROMIUM_ARGS = [
@@ -43,11 +46,9 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
-def lab_url(tmp_path_factory):
-    """Start JupyterLab with no token on a free port over a copy of notebooks/; yield its URL."""
-    root = tmp_path_factory.mktemp("lab")
-    shutil.copytree(ROOT / "notebooks", root / "notebooks")
+@contextlib.contextmanager
+def jupyterlab(root: Path, env: dict | None = None):
+    """Start JupyterLab with no token on a free port over the folder ``root``; yield its URL."""
     log_path = root / "jupyterlab.log"
     for _attempt in range(3):  # a port taken between choosing and binding: choose again
         port = free_port()
@@ -58,7 +59,7 @@ def lab_url(tmp_path_factory):
              "--IdentityProvider.token=", "--ServerApp.password=",
              f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
              "--ServerApp.disable_check_xsrf=True", "--allow-root"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=root,
+            stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env,
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
@@ -90,6 +91,32 @@ def lab_url(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def lab_url(tmp_path_factory):
+    """JupyterLab over a copy of the notebooks (running them there never touches the originals)."""
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copytree(NOTEBOOKS, root / "notebooks")
+    with jupyterlab(root) as url:
+        yield url
+
+
+@pytest.fixture(scope="session", params=["untrusted", "trusted"])
+def unrun_lab(request, tmp_path_factory):
+    """A fresh JupyterLab over fresh copies of the notebooks, which nothing will run: as a fresh
+    clone opens them ("untrusted": JupyterLab's own trust database knows none of them), or after
+    ``make lab`` has marked them trusted (a trust database of its own, so the machine's is left
+    alone). Yields (url, mode)."""
+    root = tmp_path_factory.mktemp(f"unrun-{request.param}")
+    shutil.copytree(NOTEBOOKS, root / "notebooks")
+    env = {**os.environ, "JUPYTER_DATA_DIR": str(root / "jupyter-data")}
+    if request.param == "trusted":
+        subprocess.run([sys.executable, "-m", "jupyter", "trust",
+                        *map(str, sorted((root / "notebooks").glob("*.ipynb")))],
+                       env=env, check=True, capture_output=True)
+    with jupyterlab(root, env) as url:
+        yield url, request.param
 
 
 @pytest.fixture(scope="session")

@@ -114,6 +114,11 @@ def check_explorer(page, name: str, screenshots: Path) -> None:
         return view_text()
 
     before = view_text()
+    static_shown = box.evaluate(
+        "(el) => { const out = el.closest('.jp-OutputArea-child');"
+        " const above = out && out.previousElementSibling;"
+        " return !!above && getComputedStyle(above).display !== 'none'; }")
+    assert not static_shown, f"{name}: the static picture still shows above the live explorer"
     commit(".explorer-text", "Birds fly south when winter comes")
     after_text = wait_for_new_view(before, "a new sentence")
     labels = {(t or "").strip() for t in view.locator("svg text").all_text_contents()}

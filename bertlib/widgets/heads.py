@@ -45,9 +45,11 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     Left: head ``head``'s (n, n) matrix, the query's row outlined. Right: the query's weights
     weights[:, query, :] in all h heads, an (h, n) grid: the chosen head's row on the left panel's
     colour scale (Blues, 0 to 1, the colour bar), the other heads greyed (a light grey ramp, 0 to
-    1). Raises ValueError/TypeError for a bad head or query.
+    1, with its own colour bar below). Raises ValueError/TypeError for a bad head or query.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap, Normalize
     from matplotlib.patches import Rectangle
 
     W = _check_maps(weights, tokens)
@@ -63,7 +65,8 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
 
     rows = W[:, i, :]  # (h, n)
-    rgba = plt.get_cmap("Greys")(0.1 + 0.5 * rows)  # the other heads: a lighter grey ramp
+    greys = ListedColormap(plt.get_cmap("Greys")(0.1 + 0.5 * np.linspace(0, 1, 256)))
+    rgba = greys(rows)  # the other heads: a lighter grey ramp, 0..1 like the chosen head
     rgba[head] = plt.get_cmap("Blues")(rows[head])  # the chosen head, same 0..1 scale as left
     ax_all.imshow(rgba, aspect="auto")
     ax_all.set_xticks(range(n), tokens, rotation=90)
@@ -76,6 +79,8 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     for j, v in enumerate(rows[head]):
         ax_all.text(j, head, f"{v:.2f}", ha="center", va="center", fontsize=7,
                     color="white" if v > 0.6 else "black")
+    fig.colorbar(ScalarMappable(Normalize(0, 1), greys), ax=ax_all, label="weight (other heads)",
+                 location="bottom", shrink=0.6)
     if title:
         fig.suptitle(title)
     return fig

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: How every checker's message for an untouched stub begins; it is marked ✏️ (your turn), not ❌.
+NOT_ANSWERED = "not answered yet"
+
 
 @dataclass(frozen=True)
 class Feedback:
@@ -18,7 +21,9 @@ class Feedback:
     message: str
 
     def __str__(self) -> str:
-        return ("✅ " if self.ok else "❌ ") + self.message
+        if self.ok:
+            return "✅ " + self.message
+        return ("✏️ " if self.message.startswith(NOT_ANSWERED) else "❌ ") + self.message
 
     def _repr_pretty_(self, p, cycle) -> None:  # IPython shows the message, not the dataclass
         p.text(str(self))

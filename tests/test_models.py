@@ -343,8 +343,9 @@ def tiny_bert_folder(tmp_path_factory, bert):
     folder = tmp_path_factory.mktemp("tiny_bert")
     config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, vocab_size=len(bert.tokenizer))
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
+    with torch.random.fork_rng():  # seeded weights, and the other tests' random state untouched
+        torch.manual_seed(0)
+        BertModel(config).save_pretrained(folder)
     bert.tokenizer.save_pretrained(folder)
     return folder
 

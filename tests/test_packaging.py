@@ -56,6 +56,7 @@ def pins() -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # packages_distributions() reads every installed package's file list
 def test_every_third_party_module_bertlib_imports_is_declared():
     runtime, extras = declared(PROJECT["dependencies"]), PROJECT["optional-dependencies"]
     optional = declared(r for group in extras.values() for r in group)

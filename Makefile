@@ -70,6 +70,7 @@ lint: $(STAMP)
 # The larger cost sweep (notebook 05): writes benchmarks/results/ (JSON + PNG) and prints a table.
 bench: $(STAMP)
 	$(BIN)/python -m bertlib.cost
+	$(BIN)/python benchmarks/window_vs_sdpa.py
 
 # Re-execute notebooks in place in fresh kernels (NB=notebooks/01_attention_by_hand.ipynb for one).
 NB ?= notebooks/*.ipynb

@@ -179,13 +179,17 @@ def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Se
     """One random sentence of a construction (see the module's table), with its ground truth.
 
     construction: one of CONSTRUCTIONS. rng: a numpy Generator (the only source of randomness).
-    max_pp: most prepositional phrases after a subject, in 1..MAX_PP ("pp" draws 1..max_pp,
-    the subject of a complement 0..max_pp).
+    max_pp: most prepositional phrases after a subject, in 0..MAX_PP ("pp" draws 1..max_pp,
+    so needs max_pp ≥ 1; the innermost subject of a complement draws 0..max_pp). With
+    max_pp = 0 and no relative clauses, no noun ever stands between a subject and its verb.
     """
     if construction not in CONSTRUCTIONS:
         raise ValueError(f"construction must be one of {CONSTRUCTIONS}, got {construction!r}")
     rng = _check_rng(rng)
-    max_pp = _check_int(max_pp, "max_pp (the number of prepositional phrases)", 1, MAX_PP)
+    max_pp = _check_int(max_pp, "max_pp (the number of prepositional phrases)", 0, MAX_PP)
+    if construction == "pp" and max_pp == 0:
+        raise ValueError("the 'pp' construction needs max_pp in 1..3 (at least one "
+                         "prepositional phrase), got 0")
     b = _Builder(rng)
     if construction == "simple":
         b.main_predicate(b.noun_phrase())
@@ -237,7 +241,10 @@ def generate(n: int, constructions: Sequence[str] = TRAIN_CONSTRUCTIONS, seed: i
         raise ValueError(f"unknown construction(s) {unknown}; choose from {CONSTRUCTIONS}")
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    _check_int(max_pp, "max_pp (the number of prepositional phrases)", 1, MAX_PP)
+    _check_int(max_pp, "max_pp (the number of prepositional phrases)", 0, MAX_PP)
+    if max_pp == 0 and "pp" in constructions:
+        raise ValueError("the 'pp' construction needs max_pp in 1..3 (at least one "
+                         "prepositional phrase), got 0")
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < n:

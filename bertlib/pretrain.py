@@ -30,8 +30,8 @@ from bertlib.mlm import IGNORE_INDEX, mask_batch
 
 __all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "tiny_config", "new_model",
            "offset_share", "position_share", "pair_share", "first_crossing", "Probe",
-           "make_probe", "measure", "History", "train", "mlm_accuracy", "agreement_table",
-           "accuracy_by", "ablated", "fill_mask"]
+           "make_probe", "subset", "measure", "History", "train", "mlm_accuracy", "agreement_table",
+           "accuracy_by", "ablated", "fill_mask", "fill_mask_html"]
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -72,9 +72,13 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 
 
 def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 64,
-                max_len: int = 32):
+                max_len: int = 32, tie_embeddings: bool = False):
     """A small ``BertConfig`` (feed-forward width 4 · hidden, no dropout, eager attention so the
-    weights can be returned). ValueError before anything is built when hidden % heads != 0."""
+    weights can be returned). ValueError before anything is built when hidden % heads != 0.
+
+    tie_embeddings: BERT uses its input embeddings as the output layer too; here they are apart
+    by default (see notebook 09: tied, agreement was learned much later).
+    """
     from transformers import BertConfig
 
     for name, value in (("layers", layers), ("heads", heads), ("hidden", hidden),
@@ -89,7 +93,7 @@ def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 
                         num_attention_heads=heads, intermediate_size=4 * hidden,
                         max_position_embeddings=max_len, type_vocab_size=2,
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                        pad_token_id=0)
+                        pad_token_id=0, tie_word_embeddings=bool(tie_embeddings))
     config._attn_implementation = "eager"
     return config
 
@@ -145,13 +149,18 @@ def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     return A[..., q, k].mean(-1)
 
 
-def first_crossing(steps: Sequence[int], values, threshold: float) -> int | None:
-    """The first step whose value is ≥ threshold (None if never). values: (T,) for T steps."""
+def first_crossing(steps: Sequence[int], values, threshold: float,
+                   stay: bool = False) -> int | None:
+    """The first step whose value is ≥ threshold (None if never). values: (T,) for T steps.
+    stay=True: the first step from which every later value is ≥ threshold too."""
     values = np.asarray(values, dtype=float)
     if values.shape != (len(steps),):
         raise ValueError(f"values must have one entry per step ({len(steps)}), got "
                          f"{values.shape}")
-    hit = np.flatnonzero(values >= threshold)
+    above = values >= threshold
+    if stay:
+        above = np.flip(np.logical_and.accumulate(np.flip(above)))
+    hit = np.flatnonzero(above)
     return int(steps[hit[0]]) if hit.size else None
 
 
@@ -198,6 +207,11 @@ def make_probe(tokenizer, sentences: Sequence[grammar.Sentence]) -> Probe:
                          int(mask[b].sum())))
     cols = list(zip(*rows, strict=True))
     return Probe(*(np.array(c) for c in cols))
+
+
+def subset(probe: Probe, rows) -> Probe:
+    """The probe's rows selected by ``rows`` ((R,) bool or indices)."""
+    return Probe(*(np.asarray(field)[rows] for field in probe))
 
 
 def _forward(model, ids, mask, batch: int = 512):
@@ -256,38 +270,44 @@ class History(NamedTuple):
     seconds: float
 
 
-def _batch_ids(tokenizer, n: int, rng: np.random.Generator,
-               constructions: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def _batch_ids(tokenizer, n: int, rng: np.random.Generator, constructions: Sequence[str],
+               max_pp: int) -> tuple[np.ndarray, np.ndarray]:
     seed = int(rng.integers(2**31))
-    return encode_texts(tokenizer, [s.text for s in grammar.generate(n, constructions, seed)])
+    sents = grammar.generate(n, constructions, seed, max_pp=max_pp)
+    return encode_texts(tokenizer, [s.text for s in sents])
 
 
 def train(model, tokenizer, steps: int, probe: Probe, batch_size: int = 128, lr: float = 3e-3,
           warmup: int = 100, seed: int = 0, every: int = 25,
-          constructions: Sequence[str] = grammar.TRAIN_CONSTRUCTIONS,
-          snapshot_steps: Sequence[int] = (), progress: bool = True) -> History:
-    """Masked-LM pre-training of ``model`` on fresh training-split sentences every step.
+          constructions: Sequence[str] = grammar.TRAIN_CONSTRUCTIONS, max_pp: int = 2,
+          snapshot_steps: Sequence[int] = (), schedule_steps: int | None = None,
+          progress: bool = True) -> History:
+    """Masked-LM pre-training of ``model`` on fresh training-split sentences every step
+    (``constructions`` and ``max_pp`` as in :func:`bertlib.grammar.generate`).
 
     AdamW (weight decay 0.01), learning rate rising linearly over ``warmup`` steps to ``lr``,
-    then falling linearly to 0 at ``steps``. Every ``every`` steps (and at 0 and the end) runs
-    :func:`measure` on ``probe``. Deterministic for a given seed and thread count.
+    then falling linearly to 0 at ``schedule_steps`` (default ``steps``; a larger value runs
+    only the first ``steps`` of a longer run). Every ``every`` steps (and at 0 and the end)
+    runs :func:`measure` on ``probe``. Deterministic for a given seed and thread count.
     """
     import time
 
     import torch
 
     for name, value, low in (("steps", steps, 1), ("batch_size", batch_size, 1),
-                             ("every", every, 1), ("warmup", warmup, 0)):
+                             ("every", every, 1), ("warmup", warmup, 0),
+                             ("schedule_steps", schedule_steps or steps, steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
     special = [tokenizer.token_to_id(s) for s in SPECIALS]
     mask_id, vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
+    total = schedule_steps or steps
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / max(1, warmup), max(0.0, (steps - s) / (steps - warmup))
-                           if steps > warmup else 1.0))
+        opt, lambda s: min((s + 1) / max(1, warmup), max(0.0, (total - s) / (total - warmup))
+                           if total > warmup else 1.0))
     evals, acc, heads, snaps, losses = [], [], {}, {}, []
 
     def record(step: int) -> None:
@@ -305,7 +325,7 @@ def train(model, tokenizer, steps: int, probe: Probe, batch_size: int = 128, lr:
     start = time.perf_counter()
     for step in range(1, steps + 1):
         model.train()
-        ids, attention = _batch_ids(tokenizer, batch_size, rng, constructions)
+        ids, attention = _batch_ids(tokenizer, batch_size, rng, constructions, max_pp)
         masked = mask_batch(ids, mask_id, vocab, special, rng)
         out = model(input_ids=torch.as_tensor(masked.input_ids),
                     attention_mask=torch.as_tensor(attention),
@@ -461,3 +481,22 @@ def fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, 
     vocab = {i: w for w, i in tokenizer.get_vocab().items()}
     tokens = [vocab[int(i)] for i in ids[0]]
     return [(vocab[int(i)], float(p[i])) for i in top], tokens, maps[0], where
+
+
+def fill_mask_html(model, tokenizer, text: str, layer: int, head: int, k: int = 5) -> str:
+    """HTML for the fill-mask widget: the top-k words for the [MASK] of ``text`` and, under
+    each word of the sentence, how much head (layer, head) attends to it from the [MASK].
+    A bad text gives a message naming the problem instead of raising."""
+    import html
+
+    try:
+        top, tokens, maps, where = fill_mask(model, tokenizer, text, k)
+    except (TypeError, ValueError) as err:
+        return f"<p style='color:#b00'>{html.escape(str(err))}</p>"
+    row = maps[layer, head, where]
+    cells = "".join(
+        f"<td style='padding:2px 6px;background:rgba(214,39,40,{w:.2f})'>{html.escape(t)}"
+        f"<br><small>{w:.2f}</small></td>" for t, w in zip(tokens, row, strict=True))
+    guesses = ", ".join(f"<b>{html.escape(w)}</b> {p:.2f}" for w, p in top)
+    return (f"<p>[MASK] → {guesses}</p><p>layer {layer} head {head}, attention from "
+            f"[MASK]:</p><table><tr>{cells}</tr></table>")

@@ -87,8 +87,9 @@ def test_shortcuts_fail_where_the_grammar_means_them_to():
     ({"n": 0}, "n (the number of sentences) must be an integer in 1..1000000"),
     ({"n": 2.5}, "must be an integer in 1..1000000"),
     ({"n": 5, "max_pp": 4}, "max_pp (the number of prepositional phrases) must be an integer "
-                            "in 1..3, got 4"),
-    ({"n": 5, "max_pp": 0}, "in 1..3, got 0"),
+                            "in 0..3, got 4"),
+    ({"n": 5, "max_pp": -1}, "in 0..3, got -1"),
+    ({"n": 5, "max_pp": 0}, "the 'pp' construction needs max_pp in 1..3"),
     ({"n": 5, "constructions": ["pp", "passive"]}, "unknown construction(s) ['passive']"),
     ({"n": 5, "constructions": "pp"}, "non-empty list"),
     ({"n": 5, "split": "dev"}, "split must be 'train' or 'test'"),
@@ -102,9 +103,16 @@ def test_bad_requests_name_the_valid_range(kwargs, message):
 def test_sentence_rejects_unknown_construction_depth_and_rng():
     with pytest.raises(ValueError, match="construction must be one of"):
         g.sentence("comp_comp_comp", np.random.default_rng(0))
-    with pytest.raises(ValueError, match="in 1..3"):
+    with pytest.raises(ValueError, match="in 0..3"):
         g.sentence("pp", np.random.default_rng(0), max_pp=9)
+    with pytest.raises(ValueError, match="needs max_pp in 1..3"):
+        g.sentence("pp", np.random.default_rng(0), max_pp=0)
     with pytest.raises(TypeError, match="numpy Generator"):
         g.sentence("pp", 0)
     with pytest.raises(ValueError, match="not a verb"):
         g.other_form("cat")
+
+
+def test_without_prepositional_phrases_complements_have_no_attractors():
+    for s in g.generate(200, ("simple", "comp"), seed=4, max_pp=0):
+        assert all(v.attractors == 0 for v in s.verbs)

@@ -76,6 +76,9 @@ def test_measures_name_bad_input(call, message):
 def test_first_crossing():
     assert pt.first_crossing([0, 50, 100], [0.1, 0.6, 0.9], 0.5) == 50
     assert pt.first_crossing([0, 50], [0.1, 0.2], 0.5) is None
+    assert pt.first_crossing([0, 1, 2, 3], [0.6, 0.1, 0.7, 0.8], 0.5) == 0
+    assert pt.first_crossing([0, 1, 2, 3], [0.6, 0.1, 0.7, 0.8], 0.5, stay=True) == 2
+    assert pt.first_crossing([0, 1], [0.6, 0.1], 0.5, stay=True) is None
 
 
 def test_probe_masks_each_verb_and_records_its_ground_truth(tok):
@@ -146,3 +149,16 @@ def test_fill_mask_returns_probabilities_and_names_bad_text(tok, tiny):
         pt.fill_mask(tiny, tok, "the unicorn near the Cat [MASK]")
     with pytest.raises(TypeError, match="text must be a string"):
         pt.fill_mask(tiny, tok, None)
+
+
+def test_fill_mask_html_shows_words_or_the_problem(tok, tiny):
+    page = pt.fill_mask_html(tiny, tok, "the cat [MASK]", 1, 0)
+    assert "[MASK] →" in page and "layer 1 head 0" in page
+    assert "not words of the language: [&#x27;unicorn&#x27;]" in pt.fill_mask_html(
+        tiny, tok, "the unicorn [MASK]", 1, 0)
+
+
+def test_subset_keeps_the_chosen_rows(tok):
+    probe = pt.make_probe(tok, g.generate(5, g.CONSTRUCTIONS, seed=2))
+    part = pt.subset(probe, probe.role == "main")
+    assert len(part.verb) == (probe.role == "main").sum() and (part.role == "main").all()

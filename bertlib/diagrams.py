@@ -276,3 +276,33 @@ def encoder_layer(n: int, d: int, h: int, d_ff: int):
         ax.text((x_from + x_to) / 2, yr + 0.1, text, ha="center", va="bottom", fontsize=8)
     ax.text(12.8, y - 0.7, f"X₂ ({n}, {d})\nto the next layer", ha="center", va="top", fontsize=8)
     return fig
+
+
+# --- notebook 09 ---
+
+
+def pretraining_step(batch: int = 128, n: int = 16, vocab: int = 102):
+    """One masked-LM pre-training step of notebook 09: sentences -> ids (B, N) -> 15 % masked
+    (80/10/10) -> BertForMaskedLM -> logits (B, N, V) -> cross-entropy at the chosen positions
+    -> AdamW. Shapes use ``batch`` = B, ``n`` = N (padded length) and ``vocab`` = V."""
+    for name, value in (("batch", batch), ("n", n), ("vocab", vocab)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    fig, ax = canvas(13, 4.2, title="One pre-training step", scale=0.8)
+    top, low = 3.0, 1.2
+    box(ax, (1.2, top), f"grammar\n{batch} sentences", "input", width=1.9)
+    box(ax, (4.0, top), f"tokenizer\nids ({batch}, {n})", "input", width=1.9)
+    box(ax, (7.0, top), f"mask 15 %\n80 / 10 / 10\nids' + labels ({batch}, {n})", "op",
+        width=2.5, height=1.0)
+    box(ax, (10.6, top), f"BertForMaskedLM\nlogits ({batch}, {n}, {vocab})", "output",
+        width=2.6)
+    box(ax, (10.6, low), "cross-entropy\nat chosen positions\nloss (scalar)", "scores",
+        width=2.6, height=1.0)
+    box(ax, (7.0, low), "backward\nAdamW + warm-up", "weights", width=2.5)
+    arrow(ax, (2.15, top), (3.05, top))
+    arrow(ax, (4.95, top), (5.75, top))
+    arrow(ax, (8.25, top), (9.3, top))
+    arrow(ax, (10.6, top - 0.4), (10.6, low + 0.5))
+    arrow(ax, (9.3, low), (8.25, low))
+    arrow(ax, (7.0, low + 0.4), (9.6, top - 0.4), "new weights", offset=(-0.6, 0.0))
+    return fig

@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_sentence", "has_mlm_head",
-           "fill_mask"]
+__all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mask_sentence",
+           "has_mlm_head", "fill_mask"]
 
 #: Label of the positions the loss ignores (the PyTorch / transformers convention).
 IGNORE_INDEX = -100
@@ -78,6 +78,54 @@ def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: 
     action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
     action[chosen & (fate >= mask_frac + random_frac)] = "keep"
     ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
+    out = ids.copy()
+    out[action == "mask"] = mask_id
+    n_random = int((action == "random").sum())
+    out[action == "random"] = rng.choice(ordinary, size=n_random)
+    labels = np.where(chosen, ids, IGNORE_INDEX)
+    return MaskedInput(out, labels, chosen, action.astype(str))
+
+
+def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
+               rng: np.random.Generator | None = None, mask_prob: float = 0.15,
+               mask_frac: float = 0.8, random_frac: float = 0.1) -> MaskedInput:
+    """:func:`mask_tokens`' rule on every row of a padded batch at once (for pre-training loops).
+
+    input_ids: (B, n) ints, padding included in ``special_ids`` so it is never chosen. Each row
+    gets k = max(1, round(mask_prob · m)) chosen positions among its m non-special ones, each
+    then [MASK] / random / kept with probabilities mask_frac / random_frac / the rest. rng: a
+    numpy Generator (default: seed 0). Returns a MaskedInput of (B, n) arrays. Same rule as
+    :func:`mask_tokens`, not the same random draws.
+    """
+    ids = np.asarray(input_ids)
+    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"input_ids must be a 2-D (batch, n) array of ints, got shape "
+                         f"{ids.shape} and dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError(f"input_ids must be in 0..{vocab_size - 1}")
+    mask_prob = _check_fraction(mask_prob, "mask_prob")
+    mask_frac = _check_fraction(mask_frac, "mask_frac")
+    random_frac = _check_fraction(random_frac, "random_frac")
+    if mask_frac + random_frac > 1:
+        raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
+                         f"{mask_frac} + {random_frac}")
+    rng = np.random.default_rng(0) if rng is None else rng
+    special_list = np.asarray(list(special_ids), dtype=int)
+    special = np.isin(ids, special_list)
+    m = (~special).sum(1)
+    if (m == 0).any():
+        raise ValueError(f"row(s) {np.flatnonzero(m == 0).tolist()} have no ordinary tokens to "
+                         f"mask (only special tokens)")
+    k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)
+    scores = np.where(special, np.inf, rng.random(ids.shape))
+    rank = scores.argsort(1).argsort(1)
+    chosen = rank < k[:, None]
+    fate = rng.random(ids.shape)
+    action = np.full(ids.shape, "", dtype=object)
+    action[chosen & (fate < mask_frac)] = "mask"
+    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
+    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
+    ordinary = np.setdiff1d(np.arange(vocab_size), special_list)
     out = ids.copy()
     out[action == "mask"] = mask_id
     n_random = int((action == "random").sum())

@@ -1,0 +1,21 @@
+"""The notebook 09 picture: one pre-training step."""
+
+import matplotlib
+import pytest
+
+from bertlib.diagrams import pretraining_step
+
+matplotlib.use("Agg")
+
+
+def test_pretraining_step_draws_every_stage_with_its_shape():
+    fig = pretraining_step(batch=8, n=5, vocab=30)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    for label in ("grammar", "ids (8, 5)", "80 / 10 / 10", "logits (8, 5, 30)", "cross-entropy",
+                  "AdamW"):
+        assert label in texts
+
+
+def test_pretraining_step_names_a_bad_size():
+    with pytest.raises(ValueError, match="batch must be a positive integer, got 0"):
+        pretraining_step(batch=0)

@@ -1,0 +1,164 @@
+"""Tests of bertlib.pretrain: tokenizer, config, probes, measures on constructed maps, training."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib import grammar as g
+from bertlib import pretrain as pt
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return pt.build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def tiny(tok):
+    return pt.new_model(pt.tiny_config(tok.get_vocab_size(), layers=2, heads=2, hidden=16), 0)
+
+
+def test_tokenizer_round_trip_and_special_tokens(tok):
+    texts = [s.text for s in g.generate(50, g.CONSTRUCTIONS, seed=0)]
+    ids, mask = pt.encode_texts(tok, texts)
+    for row, m, text in zip(ids, mask, texts, strict=True):
+        real = row[m == 1].tolist()
+        assert real[0] == tok.token_to_id("[CLS]") and real[-1] == tok.token_to_id("[SEP]")
+        assert tok.decode(real) == text
+        assert len(real) == len(text.split()) + 2
+        assert (row[m == 0] == tok.token_to_id("[PAD]")).all()
+    assert [tok.token_to_id(s) for s in pt.SPECIALS] == [0, 1, 2, 3, 4]
+    assert tok.get_vocab_size() == len(g.vocabulary()) + 5
+    assert tok.encode("the unicorn sleeps").ids[2] == tok.token_to_id("[UNK]")
+
+
+def test_tokenizer_rejects_clashing_words():
+    with pytest.raises(ValueError, match="clash"):
+        pt.build_tokenizer(["cat", "[MASK]"])
+
+
+def test_config_needs_hidden_divisible_by_heads():
+    with pytest.raises(ValueError, match=r"hidden \(66\) must be divisible by heads \(4\)"):
+        pt.tiny_config(100, heads=4, hidden=66)
+    with pytest.raises(ValueError, match="layers must be a positive integer"):
+        pt.tiny_config(100, layers=0)
+    config = pt.tiny_config(100, layers=3, heads=2, hidden=32)
+    assert (config.num_hidden_layers, config.num_attention_heads, config.hidden_size) == (3, 2, 32)
+
+
+def test_shares_on_constructed_maps():
+    n = 5
+    prev = np.eye(n, k=-1)
+    prev[0, 0] = 1.0  # the first token has no previous one: it looks at itself
+    nxt = np.eye(n, k=1)
+    nxt[-1, -1] = 1.0
+    A = np.stack([prev, nxt, np.full((n, n), 1 / n)])  # (3 heads, n, n)
+    assert np.allclose(pt.offset_share(A, -1), [1, 0, 1 / n])
+    assert np.allclose(pt.offset_share(A, 1), [0, 1, 1 / n])
+    assert np.allclose(pt.position_share(A, 0), [2 / n, 0, 1 / n])
+    assert np.allclose(pt.position_share(A, -1), [0, 2 / n, 1 / n])
+    assert np.allclose(pt.pair_share(A, [3, 4], [2, 3]), [1, 0, 1 / n])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: pt.offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
+    (lambda: pt.offset_share(np.eye(3), 0), "non-zero integer in -2..2"),
+    (lambda: pt.position_share(np.eye(3), 3), "j must be in -3..2"),
+    (lambda: pt.pair_share(np.eye(3), [0, 1], [0]), "equal-length"),
+    (lambda: pt.pair_share(np.eye(3), [0], [5]), "positions must be in 0..2"),
+    (lambda: pt.first_crossing([0, 1], [0.1], 0.5), "one entry per step"),
+])
+def test_measures_name_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_first_crossing():
+    assert pt.first_crossing([0, 50, 100], [0.1, 0.6, 0.9], 0.5) == 50
+    assert pt.first_crossing([0, 50], [0.1, 0.2], 0.5) is None
+    assert pt.first_crossing([0, 1, 2, 3], [0.6, 0.1, 0.7, 0.8], 0.5) == 0
+    assert pt.first_crossing([0, 1, 2, 3], [0.6, 0.1, 0.7, 0.8], 0.5, stay=True) == 2
+    assert pt.first_crossing([0, 1], [0.6, 0.1], 0.5, stay=True) is None
+
+
+def test_probe_masks_each_verb_and_records_its_ground_truth(tok):
+    s = g.sentence("obj_rel", np.random.default_rng(7))  # the student that the quiet trees ...
+    probe = pt.make_probe(tok, [s])
+    assert len(probe.ids) == 2
+    mask_id = tok.token_to_id("[MASK]")
+    assert probe.ids[0, 7] == mask_id and probe.ids[1, 8] == mask_id
+    assert probe.subject.tolist() == [6, 2] and probe.first.tolist() == [2, 2]
+    assert probe.nearest.tolist() == [6, 6]
+    assert tok.id_to_token(int(probe.right[0])) == "find"
+    assert tok.id_to_token(int(probe.wrong[0])) == "finds"
+    table = pt.agreement_table(probe, np.array([True, False]))
+    assert table["obj_rel · inner"] == {"model": 1.0, "nearest noun": 1.0, "first noun": 0.0,
+                                        "n": 1}
+    assert table["obj_rel · main"]["nearest noun"] == 0.0  # "trees" is plural, "laughs" is not
+
+
+def test_measure_shapes_and_rows_sum(tok, tiny):
+    probe = pt.make_probe(tok, g.generate(6, g.CONSTRUCTIONS, seed=2))
+    m = pt.measure(tiny, probe)
+    assert m["correct"].shape == m["p_right"].shape == probe.verb.shape
+    for key in ("subject", "previous", "next", "[CLS]", "[SEP]"):
+        assert m[key].shape == (2, 2)
+        assert ((m[key] >= 0) & (m[key] <= 1)).all()
+
+
+def test_training_is_deterministic_and_lowers_the_loss(tok):
+    torch.set_num_threads(1)
+    probe = pt.make_probe(tok, g.generate(4, seed=0, split="test"))
+    runs = []
+    for _ in range(2):
+        model = pt.new_model(pt.tiny_config(tok.get_vocab_size(), heads=2, hidden=16), 0)
+        runs.append(pt.train(model, tok, 30, probe, batch_size=16, warmup=5, every=10,
+                             snapshot_steps=(0, 30), progress=False))
+    a, b = runs
+    assert np.array_equal(a.loss, b.loss)
+    assert a.steps == [0, 10, 20, 30] and sorted(a.snapshots) == [0, 30]
+    assert a.heads["subject"].shape == (4, 2, 2)
+    assert a.loss[-5:].mean() < a.loss[:5].mean()
+    with pytest.raises(ValueError, match="steps must be an integer ≥ 1"):
+        pt.train(model, tok, 0, probe)
+
+
+def test_ablation_changes_only_inside_the_block_and_checks_its_range(tok, tiny):
+    probe = pt.make_probe(tok, g.generate(4, seed=0, split="test"))
+    before = pt.measure(tiny, probe)["p_right"]
+    with pt.ablated(tiny, 1, 0):
+        during = pt.measure(tiny, probe)
+    assert np.allclose(during["subject"][1, 0], 0.0)
+    assert not np.allclose(during["p_right"], before)
+    assert np.allclose(pt.measure(tiny, probe)["p_right"], before)
+    with pytest.raises(ValueError, match=r"layer must be in 0..1 for this model \(2 layers\)"):
+        with pt.ablated(tiny, 2, 0):
+            pass
+    with pytest.raises(ValueError, match=r"head must be in 0..1"):
+        with pt.ablated(tiny, 0, 2):
+            pass
+
+
+def test_fill_mask_returns_probabilities_and_names_bad_text(tok, tiny):
+    top, tokens, maps, where = pt.fill_mask(tiny, tok, "the cat [MASK]", k=3)
+    assert len(top) == 3 and tokens[where] == "[MASK]" and maps.shape == (2, 2, 5, 5)
+    assert top[0][1] >= top[1][1] >= top[2][1] > 0
+    with pytest.raises(ValueError, match="exactly one \\[MASK\\], got 0"):
+        pt.fill_mask(tiny, tok, "the cat sleeps")
+    with pytest.raises(ValueError, match=r"not words of the language: \['unicorn', 'Cat'\]"):
+        pt.fill_mask(tiny, tok, "the unicorn near the Cat [MASK]")
+    with pytest.raises(TypeError, match="text must be a string"):
+        pt.fill_mask(tiny, tok, None)
+
+
+def test_fill_mask_html_shows_words_or_the_problem(tok, tiny):
+    page = pt.fill_mask_html(tiny, tok, "the cat [MASK]", 1, 0)
+    assert "[MASK] →" in page and "layer 1 head 0" in page
+    assert "not words of the language: [&#x27;unicorn&#x27;]" in pt.fill_mask_html(
+        tiny, tok, "the unicorn [MASK]", 1, 0)
+
+
+def test_subset_keeps_the_chosen_rows(tok):
+    probe = pt.make_probe(tok, g.generate(5, g.CONSTRUCTIONS, seed=2))
+    part = pt.subset(probe, probe.role == "main")
+    assert len(part.verb) == (probe.role == "main").sum() and (part.role == "main").all()

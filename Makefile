@@ -11,7 +11,7 @@ NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 # JupyterLab refuses to run as root (containers, CI) unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test test-unit test-notebooks test-any-bert test-browser test-binder bench lint execute clean
+.PHONY: lab test test-unit test-notebooks test-any-bert pretrain test-browser test-binder bench lint execute clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,12 +65,16 @@ $(VENV)/.binder-installed: tests/binder/requirements.txt $(STAMP)
 	touch $@
 
 lint: $(STAMP)
-	$(BIN)/ruff check bertlib tests notebooks tools
+	$(BIN)/ruff check bertlib tests notebooks tools benchmarks
 
 # The larger cost sweep (notebook 05): writes benchmarks/results/ (JSON + PNG) and prints a table.
 bench: $(STAMP)
 	$(BIN)/python -m bertlib.cost
 	$(BIN)/python benchmarks/window_vs_sdpa.py
+
+# Rebuild notebook 09's checkpoint bertlib/data/tiny_bert (2,500 steps, one thread, deterministic).
+pretrain: $(STAMP)
+	$(BIN)/python tools/pretrain_tiny_bert.py
 
 # Re-execute notebooks in place in fresh kernels (NB=notebooks/01_attention_by_hand.ipynb for one).
 NB ?= notebooks/*.ipynb

@@ -626,7 +626,8 @@ def ablated_head(layer: int, head: int, mode: str = "uniform", model=None) -> It
     ``transformers.AttentionInterface`` (and ``AttentionMaskInterface`` with the eager additive
     mask, so padding is still masked) and ``model.set_attn_implementation``; the previous
     implementation is restored on exit, even after an error. The weights are never changed.
-    Note: ``bertlib.models.run_bert`` sees the ablation too (its cache key includes the registered attention).
+    ``bertlib.models.run_bert`` sees the ablation too: its cache key holds the registered
+    attention.
     """
     from bertlib.models import check_layer_head, load_bert, register_attention
 

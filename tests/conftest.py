@@ -2,14 +2,17 @@
 
 Markers (registered in pyproject.toml):
 - ``model``: the test loads the real pretrained BERT (a second or two the first time in a
-  process). Every test that takes the ``bert`` fixture is marked automatically; a test that
-  loads the model another way says so with ``@pytest.mark.model``.
+  process). Marked automatically: a test that takes the ``bert`` fixture, or whose code or
+  fixtures call one of the functions in ``_LOADS_MODEL``; any other with ``@pytest.mark.model``.
+  Check the split with ``BERTLIB_MODEL=/nonexistent make test-unit``: nothing may fail.
 - ``slow``: the test alone takes about a second or more on a 2-core machine.
 
 ``make test-unit`` runs the rest, the numpy tests, in seconds: ``pytest -m "not model and not
 slow"``; ``make test`` runs everything.
 """
 
+import inspect
+import re
 import sys
 
 import pytest
@@ -32,7 +35,37 @@ def close_figures():
         plt.close("all")
 
 
+#: Calls that load or run the real model: a test whose own code makes one is a ``model`` test.
+_LOADS_MODEL = re.compile(
+    r"\b(load_bert|run_bert|attention_maps|encode|sentence_vectors|head_importance|"
+    r"ablated_head|bert_forward|bert_weights|bert_qkv|bert_layer|[A-Za-z]*Explorer|all_explorers|"
+    # corpus statistics and exercise checkers that run the real model inside
+    r"run_corpus|sep_shares|reference_position_prior|heads_where_top|check_(det_noun_head|position_guess|heads|"
+    r"bank_sentence|sep_prediction|plugged_in|position_prior))\("
+)
+
+
+def _calls_model(func) -> bool:
+    try:
+        return bool(_LOADS_MODEL.search(inspect.getsource(func)))
+    except (OSError, TypeError):
+        return False
+
+
+def _loads_model(item) -> bool:
+    """The test takes ``bert``, or its code or one of its fixtures' code loads the model."""
+    if "bert" in getattr(item, "fixturenames", ()):
+        return True
+    if _calls_model(getattr(item, "function", None)):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        if any(_calls_model(d.func) for d in defs if d.baseid):  # the project's own fixtures
+            return True
+    return False
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
-        if "bert" in getattr(item, "fixturenames", ()):
+        if _loads_model(item):
             item.add_marker(pytest.mark.model)

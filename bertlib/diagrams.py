@@ -106,9 +106,9 @@ def rnn_vs_attention(tokens: list[str], target: int | None = None):
 def qkv_scores_flow(n: int, d: int, d_k: int):
     """Data flow of one attention head, every box labelled with its shape.
 
-    X (n, d) is projected by W_Q, W_K, W_V (d, d_k) into Q, K, V (n, d_k); S = Q Kᵀ / √d_k is the
-    (n, n) score matrix, one row per query and one column per key; a softmax per row gives the
-    weights A (n, n); Z = A V (n, d_k). Returns the Figure.
+    X (n, d) is projected by W_Q, W_K, W_V (d, d_k) into Q, K, V (n, d_k); S = Q Kᵀ is the (n, n)
+    score matrix, one row per query and one column per key; a softmax of each row of S / √d_k
+    gives the weights A (n, n); Z = A V (n, d_k). Returns the Figure.
     """
     for name, v in (("n", n), ("d", d), ("d_k", d_k)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -119,15 +119,19 @@ def qkv_scores_flow(n: int, d: int, d_k: int):
     rows = {"Q": ("query", 3.8), "K": ("key", 2.3), "V": ("value", 0.8)}
     for name, (role, y) in rows.items():
         box(ax, (3.4, y), f"{name} = X W_{name}\n({n}, {d_k})", role, width=1.7)
-        arrow(ax, (1.5, 2.3), (2.55, y), f"W_{name} ({d}, {d_k})", offset=(0.0, 0.05))
-    box(ax, (6.1, 3.05), f"S = Q Kᵀ / √d_k\n({n}, {n})", "scores", width=1.9)
+        arrow(ax, (1.5, 2.3), (2.55, y))
+    # the three arrows leave X from one point: labels sit beside them, never across a line
+    ax.text(1.85, 3.15, f"W_Q ({d}, {d_k})", ha="right", va="bottom", fontsize=8)
+    ax.text(2.2, 2.36, f"W_K ({d}, {d_k})", ha="center", va="bottom", fontsize=8)
+    ax.text(1.85, 1.45, f"W_V ({d}, {d_k})", ha="right", va="top", fontsize=8)
+    box(ax, (6.1, 3.05), f"S = Q Kᵀ\n({n}, {n})", "scores", width=1.9)
     arrow(ax, (4.25, 3.8), (5.15, 3.2))
-    arrow(ax, (4.25, 2.3), (5.15, 2.9), "Kᵀ", offset=(0.0, -0.35))
-    box(ax, (8.5, 3.05), f"A = softmax(S)\nper row ({n}, {n})", "weights", width=1.9)
-    arrow(ax, (7.05, 3.05), (7.55, 3.05))
+    arrow(ax, (4.25, 2.3), (5.15, 2.9), "Kᵀ", offset=(0.2, -0.3))
+    box(ax, (8.5, 3.05), f"A = softmax(S / √d_k)\nper row ({n}, {n})", "weights", width=2.0)
+    arrow(ax, (7.05, 3.05), (7.5, 3.05))
     box(ax, (10.5, 1.9), f"Z = A V\n({n}, {d_k})", "output", width=1.4)
-    arrow(ax, (9.45, 3.05), (10.2, 2.3))
-    arrow(ax, (4.25, 0.8), (9.8, 1.75), "V", offset=(0.0, -0.4))
+    arrow(ax, (9.5, 3.05), (10.2, 2.3))
+    arrow(ax, (4.25, 0.8), (9.8, 1.75), "V", offset=(0.0, -0.3))
     return fig
 
 

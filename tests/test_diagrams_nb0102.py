@@ -27,7 +27,8 @@ def test_rnn_vs_attention_labels_words_states_and_step_counts():
 def test_qkv_scores_flow_shows_every_shape():
     fig = diagrams.qkv_scores_flow(6, 4, 2)
     words = texts(fig)
-    for label in ("X\n(6, 4)", "Q = X W_Q\n(6, 2)", "W_K (4, 2)", "(6, 6)", "Z = A V\n(6, 2)"):
+    for label in ("X\n(6, 4)", "Q = X W_Q\n(6, 2)", "W_K (4, 2)", "S = Q Kᵀ\n(6, 6)",
+                  "softmax(S / √d_k)", "Z = A V\n(6, 2)"):
         assert label in words
     plt.close(fig)
     with pytest.raises(ValueError, match="d_k"):

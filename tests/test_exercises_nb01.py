@@ -11,11 +11,11 @@ from bertlib import toy
 from bertlib.attention import scaled_dot_product_attention, softmax
 from bertlib.exercises import Feedback
 from bertlib.exercises.nb01 import (
+    _window_mask,
     check_attention_fn,
     check_causal_guess,
     check_design,
     check_window_weights,
-    window_mask,
 )
 
 X = toy.embeddings()
@@ -79,15 +79,15 @@ def test_design_accepts_a_solution():
 
 
 def test_window_mask_and_its_errors():
-    np.testing.assert_array_equal(window_mask(3), [[1, 1, 0], [1, 1, 1], [0, 1, 1]])
+    np.testing.assert_array_equal(_window_mask(3), [[1, 1, 0], [1, 1, 1], [0, 1, 1]])
     with pytest.raises(ValueError, match="radius"):
-        window_mask(3, radius=-1)
+        _window_mask(3, radius=-1)
     with pytest.raises(ValueError, match="n must"):
-        window_mask(0)
+        _window_mask(0)
 
 
 def test_window_weights_right_and_mistakes():
-    mask = window_mask(6)
+    mask = _window_mask(6)
     _, right = scaled_dot_product_attention(Q, K, V, mask=mask)  # independent reference
     assert check_window_weights(right).ok
     assert check_window_weights(torch.tensor(right, dtype=torch.float32)).ok

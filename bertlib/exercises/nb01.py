@@ -24,7 +24,7 @@ from bertlib.attention import causal_mask, softmax
 from bertlib.exercises import Feedback
 
 __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
-           "window_mask", "ATOL"]
+           "ATOL"]
 
 #: Absolute tolerance for a match: loose enough for float32 (torch) answers (about 1e-7 relative
 #: rounding on weights of order 1), tight enough to tell every mistake below apart (the closest
@@ -185,7 +185,7 @@ def check_design(W_Q, W_K=None) -> Feedback:
                            f"{np.round(Q[i_mat], 3).tolist()}){hint}")
 
 
-def window_mask(n: int, radius: int = 1) -> np.ndarray:
+def _window_mask(n: int, radius: int = 1) -> np.ndarray:
     """(n, n) bool mask, True where |i − j| ≤ radius: each word sees itself and its neighbours."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive whole number, got {n!r}")
@@ -209,7 +209,7 @@ def check_window_weights(weights) -> Feedback:
                                f"{a.shape}")
     Q, K, _ = _toy_qkv()
     S = Q @ K.T / math.sqrt(Q.shape[1])
-    mask = window_mask(_N)
+    mask = _window_mask(_N)
     right = softmax(S, axis=-1, where=mask)
     if _close(a, right):
         return Feedback(True, "correct: every word spreads its attention over itself and its "

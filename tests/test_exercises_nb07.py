@@ -55,28 +55,44 @@ def test_albert_checker_accepts_the_count_and_names_mistakes():
     assert not nb07.check_albert_parameters(float("nan"))
 
 
+def _blocks(W, h):
+    d_k = W.shape[1] // h
+    return [W[:, a * d_k:(a + 1) * d_k] for a in range(h)]
+
+
 def _scores(delta_p2c="ji", scale=None, drop=None):
-    def fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k):
-        r = family.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, k,
-                                          p2c_delta=delta_p2c)
-        terms = {"c2c": r.c2c, "c2p": r.c2p, "p2c": r.p2c}
-        if drop:
-            del terms[drop]
-        s = r.scale if scale is None else scale(W_qc.shape[1])
-        return sum(terms.values()) * s
+    # a multi-head answer built from family.disentangled_attention, with one mistake chosen
+    def fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h):
+        out = []
+        for Ws in zip(*(_blocks(W, h) for W in (W_qc, W_kc, W_qr, W_kr)), strict=True):
+            r = family.disentangled_attention(H, P_rel, *Ws, k, p2c_delta=delta_p2c)
+            terms = {"c2c": r.c2c, "c2p": r.c2p, "p2c": r.p2c}
+            if drop:
+                del terms[drop]
+            s = r.scale if scale is None else scale(W_qc.shape[1], Ws[0].shape[1])
+            out.append(sum(terms.values()) * s)
+        return np.stack(out)
     return fn
 
 
+def _one_head(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h):
+    # the heads ignored: all d columns as one head, copied h times
+    return np.stack([family.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, k).scores] * h)
+
+
 @pytest.mark.parametrize("fn, needle", [
-    (_scores(scale=lambda d_k: 1 / np.sqrt(d_k)), "you divided by √d_k"),
-    (_scores(scale=lambda d_k: 1.0), "forgot to scale"),
+    (_scores(scale=lambda d, d_k: 1 / np.sqrt(3 * d)), "you divided by √(3·d) with d the model"),
+    (_scores(scale=lambda d, d_k: 1 / np.sqrt(d_k)), "you divided by √d_k"),
+    (_scores(scale=lambda d, d_k: 1.0), "forgot to scale"),
     (_scores("ij"), "transformers computes"),
     (_scores(drop="p2c"), "p2c is missing"),
     (_scores(drop="c2p"), "c2p is missing"),
     (_scores(drop="c2c"), "c2c is missing"),
-    (lambda *a: np.zeros((3, 3)), "expected an (7, 7) score matrix"),
+    (_one_head, "every head got the same scores"),
+    (lambda *a: np.zeros((7, 7)), "you returned a single (7, 7) matrix"),
+    (lambda *a: np.zeros((3, 3)), "expected scores of shape (h, n, n) = (2, 7, 7)"),
     (lambda *a: 1 / 0, "raised ZeroDivisionError"),
-    (lambda *a: np.ones((7, 7)), "differ from the formula"),
+    (lambda *a: np.ones((2, 7, 7)), "differ from the formula"),
     (None, "no function yet"),
 ])
 def test_scores_checker_names_the_mistake(fn, needle):
@@ -87,11 +103,14 @@ def test_scores_checker_names_the_mistake(fn, needle):
 def test_scores_checker_accepts_the_formula_and_spots_c2p_with_the_wrong_index():
     assert nb07.check_disentangled_scores(_scores())
 
-    def c2p_transposed(H, P_rel, W_qc, W_kc, W_qr, W_kr, k):
-        r = family.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, k)
-        delta = family.relative_positions(len(H), k)
-        c2p = (H @ W_qc @ (P_rel @ W_kr).T)[np.arange(len(H))[:, None], delta.T]
-        return (r.c2c + c2p + r.p2c) * r.scale
+    def c2p_transposed(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h):
+        out = []
+        for Ws in zip(*(_blocks(W, h) for W in (W_qc, W_kc, W_qr, W_kr)), strict=True):
+            r = family.disentangled_attention(H, P_rel, *Ws, k)
+            delta = family.relative_positions(len(H), k)
+            c2p = (H @ Ws[0] @ (P_rel @ Ws[3]).T)[np.arange(len(H))[:, None], delta.T]
+            out.append((r.c2c + c2p + r.p2c) * r.scale)
+        return np.stack(out)
 
     fb = nb07.check_disentangled_scores(c2p_transposed)
     assert not fb and "c2p reads K_r at δ(i, j)" in fb.message

@@ -88,47 +88,81 @@ def check_albert_parameters(answer, V: int = 30000, E: int = 128, H: int = 1024,
                            "E·H + H, one layer 4H² + 2HI + 9H + I, and the pooler H² + H")
 
 
+def _split(W, h: int) -> list:
+    """The h column blocks of W, (d, d) -> h × (d, d/h)."""
+    d_k = W.shape[1] // h
+    return [W[:, a * d_k:(a + 1) * d_k] for a in range(h)]
+
+
+def _per_head(H, P_rel, Ws, k: int, h: int, p2c_delta: str = "ji") -> list:
+    """One family.disentangled_attention result per head: head a uses columns a·d_k..(a+1)·d_k."""
+    blocks = [_split(W, h) for W in Ws]
+    return [family.disentangled_attention(H, P_rel, *(b[a] for b in blocks), k, p2c_delta=p2c_delta)
+            for a in range(h)]
+
+
 def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
-    """Run ``fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k) -> (n, n) scores`` on random inputs and
-    compare it with the paper's formula (c2c + c2p + p2c) / √(3·d_k), p2c read at δ(j, i)."""
+    """Run ``fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h) -> (h, n, n) scores`` on random inputs
+    (H: (n, d), P_rel: (2k, d), each W: (d, d), head a using columns a·d_k..(a+1)·d_k, d_k = d/h)
+    and compare it with the paper's formula per head, (c2c + c2p + p2c) / √(3·d_k), p2c read at
+    δ(j, i)."""
     if not callable(fn):
         return Feedback(False, "no function yet: pass your fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, "
-                               f"k) that returns the scores, got {type(fn).__name__}")
+                               f"k, h) that returns the scores, got {type(fn).__name__}")
     rng = np.random.default_rng(seed)
-    n, d, d_k, k = 7, 6, 3, 2
+    n, d, h, k = 7, 6, 2, 2
+    d_k = d // h
     H, P_rel = rng.normal(size=(n, d)), rng.normal(size=(2 * k, d))
-    Ws = [rng.normal(size=(d, d_k)) for _ in range(4)]
+    Ws = [rng.normal(size=(d, d)) for _ in range(4)]
     try:
-        got = _as_array(fn(H.copy(), P_rel.copy(), *(W.copy() for W in Ws), k))
+        got = _as_array(fn(H.copy(), P_rel.copy(), *(W.copy() for W in Ws), k, h))
     except Exception as exc:  # a learner's bug is reported, not raised
         return Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
-    if got is None or got.shape != (n, n):
+    heads = _per_head(H, P_rel, Ws, k, h)
+    if got is not None and got.shape == (n, n):
+        return Feedback(False, f"expected one ({n}, {n}) score matrix per head, shape ({h}, {n}, "
+                               f"{n}); you returned a single ({n}, {n}) matrix")
+    if got is None or got.shape != (h, n, n):
         shape = None if got is None else got.shape
-        return Feedback(False, f"expected an ({n}, {n}) score matrix, got {shape}")
-    r = family.disentangled_attention(H, P_rel, *Ws, k)
-    if np.allclose(got, r.scores, atol=1e-8):
-        return Feedback(True, "your scores match (c2c + c2p + p2c) / √(3·d_k)")
-    raw = r.c2c + r.c2p + r.p2c
-    r_ij = family.disentangled_attention(H, P_rel, *Ws, k, p2c_delta="ij")
-    c2p_ji = (r.c2c + r.p2c) + (H @ Ws[0] @ (P_rel @ Ws[3]).T)[
-        np.arange(n)[:, None], family.relative_positions(n, k).T]
+        return Feedback(False, f"expected scores of shape (h, n, n) = ({h}, {n}, {n}), got {shape}")
+    scores = np.stack([r.scores for r in heads])
+    if np.allclose(got, scores, atol=1e-8):
+        return Feedback(True, "your scores match (c2c + c2p + p2c) / √(3·d_k) in every head")
+    raw = np.stack([r.c2c + r.c2p + r.p2c for r in heads])
+    rows = np.arange(n)[:, None]
+    delta = family.relative_positions(n, k)
+    c2p_ji = np.stack([r.c2c + r.p2c + (H @ Wq @ (P_rel @ Wk).T)[rows, delta.T]
+                       for r, Wq, Wk in zip(heads, *(_split(W, h) for W in (Ws[0], Ws[3])),
+                                            strict=True)])
+    whole = family.disentangled_attention(H, P_rel, *Ws, k)  # all d columns as one head
     checks = [
+        (raw / np.sqrt(3 * d), "you divided by √(3·d) with d the model width; each head's dot "
+                               "products have d_k = d / h terms, so divide by √(3·d_k)"),
         (raw / np.sqrt(d_k), "you divided by √d_k: three terms of variance ≈ d_k add up to "
                              "≈ 3·d_k, so divide by √(3·d_k)"),
         (raw, "you forgot to scale: divide the sum by √(3·d_k)"),
-        (r_ij.scores, "p2c read at δ(i, j) is what transformers computes; the paper (and this "
-                      "exercise) reads Q_r at δ(j, i)"),
-        (c2p_ji * r.scale, "c2p reads K_r at δ(i, j) (query i, key j), not δ(j, i)"),
-        ((r.c2c + r.c2p) * r.scale, "the position→content term p2c is missing"),
-        ((r.c2c + r.p2c) * r.scale, "the content→position term c2p is missing"),
-        ((r.c2p + r.p2c) * r.scale, "the content→content term c2c is missing"),
+        (np.stack([r.scores for r in _per_head(H, P_rel, Ws, k, h, "ij")]),
+         "p2c read at δ(i, j) is what transformers computes; the paper (and this exercise) reads "
+         "Q_r at δ(j, i)"),
+        (c2p_ji / np.sqrt(3 * d_k), "c2p reads K_r at δ(i, j) (query i, key j), not δ(j, i)"),
+        (np.stack([(r.c2c + r.c2p) * r.scale for r in heads]),
+         "the position→content term p2c is missing"),
+        (np.stack([(r.c2c + r.p2c) * r.scale for r in heads]),
+         "the content→position term c2p is missing"),
+        (np.stack([(r.c2p + r.p2c) * r.scale for r in heads]),
+         "the content→content term c2c is missing"),
     ]
+    for scale in (whole.scale, 1 / np.sqrt(3 * d_k)):  # all d columns in one head, either scale
+        checks.append((np.broadcast_to(whole.scores / whole.scale * scale, (h, n, n)),
+                       "every head got the same scores, from all d columns: head a uses only the "
+                       "columns a·d_k to (a+1)·d_k of each W"))
     for reference, message in checks:
         if np.allclose(got, reference, atol=1e-8):
             return Feedback(False, message)
-    gap = float(np.abs(got - r.scores).max())
+    gap = float(np.abs(got - scores).max())
     return Feedback(False, f"your scores differ from the formula by up to {gap:.3g}; compare "
-                           "each term with bertlib.family.disentangled_attention")
+                           "each head's terms with bertlib.family.disentangled_attention on that "
+                           "head's columns")
 
 
 def check_score_memory(answer, n: int = 512, h: int = 12, d: int = 768, L: int = 12) -> Feedback:

@@ -93,9 +93,9 @@ def check_window_design(w, Q, K, V, global_idx=(), target: float = 0.2) -> Feedb
 
     got = error(w)
     if got > target:
-        return Feedback(False, f"w = {w}: error {got:.3f} > target {target:g}; widen the window")
+        return Feedback(False, f"w = {w}: error {got:.4f} > target {target:g}; widen the window")
     if w > 2 and error(w - 2) <= target:
-        return Feedback(False, f"w = {w}: error {got:.3f} meets the target {target:g}, but "
+        return Feedback(False, f"w = {w}: error {got:.4f} meets the target {target:g}, but "
                                f"w = {w - 2} does too: find the smallest")
-    return Feedback(True, f"w = {w}: error {got:.3f} ≤ {target:g}, and w = {w - 2} would not "
+    return Feedback(True, f"w = {w}: error {got:.4f} ≤ {target:g}, and w = {w - 2} would not "
                           f"do: {w + 1} keys a row of the {Q.shape[0]}")

@@ -270,7 +270,7 @@ def encoder_layer(n: int, d: int, h: int, d_ff: int):
     for x, text, colour, width in steps:
         box(ax, (x, y), text, colour=colour, width=width, height=1.2 if width > 1 else 0.6)
     edges = [(0.7 + 0.55, 3.3 - 0.95, f"({n}, {d})"), (3.3 + 0.95, 5.5 - 0.25, f"({n}, {d})"),
-             (5.5 + 0.25, 6.8 - 0.65, None), (6.8 + 0.65, 9.5 - 1.25, f"X₁ ({n}, {d})"),
+             (5.5 + 0.25, 6.8 - 0.65, None), (6.8 + 0.65, 9.5 - 1.25, f"X₁\n({n}, {d})"),
              (9.5 + 1.25, 11.6 - 0.25, None), (11.6 + 0.25, 12.8 - 0.65, None)]
     for x0, x1, text in edges:
         arrow(ax, (x0, y), (x1, y), text, fontsize=7)

@@ -18,7 +18,7 @@ def test_encoder_layer_draws_every_step_with_its_shapes():
     fig = encoder_layer(n=8, d=384, h=12, d_ff=1536)
     words = texts(fig)
     for label in ("X\n(8, 384)", "12 heads,\nd_k = 32", "LayerNorm", "(8, 1536)", "residual: X",
-                  "residual: X₁", "X₂ (8, 384)"):
+                  "residual: X₁", "X₁\n(8, 384)", "X₂ (8, 384)"):
         assert label in words
     assert words.count("LayerNorm") == 2 and words.count("+") >= 2
     plt.close(fig)

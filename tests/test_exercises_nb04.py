@@ -114,6 +114,7 @@ def test_rollout_names_the_usual_mistakes():
         "return every layer": lambda A: rollout_right(A)[-1],
         "shape (layers, n, n)": lambda A: rollout_right(A)[:, :2],
         "raised": lambda A: A.undefined_attribute,
+        "Check the three steps": lambda A: A.mean(1),  # no residual and no product
     }
     for expected, fn in cases.items():
         fb = nb04.check_rollout(fn)

@@ -156,7 +156,9 @@ def check_rollout(fn: Callable) -> Feedback:
         return Feedback(False, "the product is in the wrong order: the new layer goes on the "
                                "left, Ã_l = A_l · Ã_{l−1}")
     return Feedback(False, f"layer 0, row 0 should be {np.round(want[0, 0, :4], 4).tolist()} …; "
-                           f"yours is {np.round(got[0, 0, :4], 4).tolist()} …")
+                           f"yours is {np.round(got[0, 0, :4], 4).tolist()} …. Check the three "
+                           "steps: the mean over the heads, then 0.5·W + 0.5·I with rows "
+                           "renormalised, then the product with the new layer on the left")
 
 
 def sep_shares(model=None, count: int = 16) -> tuple[float, float]:

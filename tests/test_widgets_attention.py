@@ -15,7 +15,7 @@ from bertlib import toy  # noqa: E402
 from bertlib.attention import softmax  # noqa: E402
 from bertlib.widgets.attention import (  # noqa: E402
     SCALINGS,
-    AttentionExplorer,
+    ToyAttentionExplorer,
     query_index,
     score_divisor,
     toy_query_weights,
@@ -96,7 +96,7 @@ def shown(monkeypatch):
 
 
 def test_explorer_builds_with_controls_above_view(shown):
-    ex = AttentionExplorer()
+    ex = ToyAttentionExplorer()
     assert ex.ok and shown["charts"] == ["query 'cat' (position 1): scores ÷ 1.41"]
     controls, view, _style = ex.widget.children
     assert view is ex.output
@@ -107,7 +107,7 @@ def test_explorer_builds_with_controls_above_view(shown):
 
 @pytest.mark.parametrize("T", [-1.0, 0.0, float("nan")])
 def test_explorer_shows_message_for_bad_temperature(shown, T):
-    ex = AttentionExplorer(scaling="temperature")
+    ex = ToyAttentionExplorer(scaling="temperature")
     assert ex.ok and not ex.temperature.disabled
     ex.temperature.value = T
     assert not ex.ok
@@ -117,7 +117,7 @@ def test_explorer_shows_message_for_bad_temperature(shown, T):
 
 
 def test_explorer_redraws_when_query_changes(shown):
-    ex = AttentionExplorer()
+    ex = ToyAttentionExplorer()
     ex.query.value = 5
     ex.scaling.value = "sqrt_d"
     assert ex.ok and not shown["displayed"]  # charts, no message
@@ -127,4 +127,4 @@ def test_explorer_redraws_when_query_changes(shown):
 
 def test_explorer_rejects_unknown_scaling():
     with pytest.raises(ValueError, match="scaling must be one of"):
-        AttentionExplorer(scaling="sqrt_n")
+        ToyAttentionExplorer(scaling="sqrt_n")

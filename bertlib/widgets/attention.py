@@ -20,7 +20,7 @@ from bertlib import toy
 from bertlib.attention import scaled_dot_product_attention
 from bertlib.widgets import Drawn, live_box, render_safely
 
-__all__ = ["SCALINGS", "score_divisor", "query_index", "toy_query_weights", "AttentionExplorer"]
+__all__ = ["SCALINGS", "score_divisor", "query_index", "toy_query_weights", "ToyAttentionExplorer"]
 
 #: Scaling name -> label shown in the widget.
 SCALINGS: dict[str, str] = {
@@ -83,7 +83,7 @@ def toy_query_weights(query: int | str, scaling: str = "sqrt_dk",
     return weights[0]
 
 
-class AttentionExplorer:
+class ToyAttentionExplorer:
     """Controls (query word, scaling, temperature) on top, the bar chart of weights below.
 
     ``widget`` is the VBox to display. A bad temperature (≤ 0, NaN, inf) shows a message in place

@@ -2,8 +2,8 @@
 (or the mean of the heads), and see the real BERT's attention as a heatmap and as token-to-token
 lines. Reused by later notebooks, which can add an ``overlay`` (HTML under the view).
 
-    from bertlib.widgets.explorer import AttentionExplorer
-    AttentionExplorer("The cat sat on the mat")       # the last line of a cell shows it
+    from bertlib.widgets.explorer import BertAttentionExplorer
+    BertAttentionExplorer("The cat sat on the mat")       # the last line of a cell shows it
 
 Benchmark (the latencies the issue asks for): ``python -m bertlib.widgets.explorer --bench``.
 """
@@ -29,7 +29,7 @@ from bertlib.widgets import (
     static_bundle,
 )
 
-__all__ = ["AttentionExplorer", "selected_weights", "view_html", "view_figure"]
+__all__ = ["BertAttentionExplorer", "selected_weights", "view_html", "view_figure"]
 
 MEAN = "mean"
 _LABELLED_TICKS = 48  # above this many tokens, label only every k-th tick
@@ -120,7 +120,7 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
     return fig
 
 
-class AttentionExplorer:
+class BertAttentionExplorer:
     """Widget: sentence, optional second sentence, layer and head on top; the view below.
 
     text, text_pair: the input (text_pair None or "" for a single sentence). model: a LoadedBert
@@ -343,7 +343,7 @@ def _bench(repeats: int = 5) -> None:
         json.dumps({"method": "update", "state": {"value": explorer.view.value}})
         return time.perf_counter() - wall, time.process_time() - cpu
 
-    explorer = AttentionExplorer("The quick brown fox jumps over the lazy dog.")
+    explorer = BertAttentionExplorer("The quick brown fox jumps over the lazy dog.")
     words = ("the model reads every word of this long text and attends to all of them at once "
              "in each layer and head").split()
     results = {

@@ -1,4 +1,5 @@
-"""bertlib.viz: heatmaps, bars and lines draw with labels; bertviz views render offline."""
+"""bertlib.viz: heatmaps, bars and lines draw with labels; bertlib.bertviz_offline: bertviz
+views render offline."""
 
 import re
 
@@ -10,15 +11,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from nbval.plugin import get_sanitize_patterns  # noqa: E402
 
-from bertlib import viz  # noqa: E402
-from bertlib.viz import (  # noqa: E402
-    attention_heatmap,
-    head_view,
-    line_view,
-    model_view,
-    offline_bertviz_html,
-    weight_bars,
-)
+from bertlib import bertviz_offline, viz  # noqa: E402
+from bertlib.bertviz_offline import head_view, model_view, offline_bertviz_html  # noqa: E402
+from bertlib.viz import attention_heatmap, line_view, weight_bars  # noqa: E402
 
 TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
@@ -135,9 +130,9 @@ def test_nbval_sanitizer_removes_random_ids_and_weights(attentions):
 
 
 def test_library_sources_are_read_from_installed_packages():
-    assert "d3js.org v5" in viz._library_source("d3")
+    assert "d3js.org v5" in bertviz_offline._library_source("d3")
     with pytest.raises(KeyError):
-        viz._library_source("vue")
+        bertviz_offline._library_source("vue")
 
 
 def test_line_segments_skip_faint_lines_and_keep_alpha():

@@ -15,8 +15,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from bertlib.bertviz_offline import head_view, model_view, with_static_snapshot  # noqa: E402
 from bertlib.models import check_layer_head, run_bert  # noqa: E402
-from bertlib.viz import head_view, model_view, with_static_snapshot  # noqa: E402
 from bertlib.widgets import LIVE_CLASS, LIVE_CSS, is_input_error, render_safely  # noqa: E402
 from bertlib.widgets.attention import ToyAttentionExplorer  # noqa: E402
 from bertlib.widgets.efficient import EfficientExplorer  # noqa: E402

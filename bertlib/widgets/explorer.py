@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from bertlib.models import check_layer_head, load_bert, run_bert
-from bertlib.viz import attention_svg, lines_svg
+from bertlib.viz import attention_heatmap, line_view
 from bertlib.widgets import (
     INPUT_ERRORS,
     figure_png,
@@ -28,6 +28,7 @@ from bertlib.widgets import (
     message_html,
     static_bundle,
 )
+from bertlib.widgets.render import attention_svg, lines_svg
 
 __all__ = ["BertAttentionExplorer", "selected_weights", "view_html", "view_figure"]
 
@@ -95,7 +96,6 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
     """
     import matplotlib.pyplot as plt
 
-    from bertlib.viz import attention_heatmap, line_view
 
     W = selected_weights(attentions, layer, head)
     n = len(tokens)

@@ -13,10 +13,10 @@ import IPython.display  # noqa: E402
 import bertlib.widgets  # noqa: E402
 from bertlib import toy  # noqa: E402
 from bertlib.attention import softmax  # noqa: E402
+from bertlib.widgets import query_index  # noqa: E402
 from bertlib.widgets.attention import (  # noqa: E402
     SCALINGS,
     ToyAttentionExplorer,
-    query_index,
     score_divisor,
     toy_query_weights,
 )
@@ -66,13 +66,20 @@ def test_unknown_scaling_lists_the_options():
 
 
 def test_query_by_word_or_index():
-    assert query_index("cat") == 1 and query_index(" Mat ") == 5 and query_index(4) == 4
-    with pytest.raises(ValueError, match=r"query index must be in 0..5 \(6 tokens\), got 6"):
-        query_index(6)
-    with pytest.raises(ValueError, match="query word must be one of"):
-        query_index("dog")
+    """One lookup for every explorer: case-insensitive, first occurrence, errors name the tokens."""
+    tokens = toy.TOKENS
+    assert query_index("cat", tokens) == 1 and query_index(" Mat ", tokens) == 5
+    assert query_index(4, tokens) == 4 and query_index(np.int64(2), tokens) == 2
+    assert query_index("THE", tokens) == 0  # "the" occurs twice: the first occurrence
+    assert query_index("the", ["The", "cat", "the"]) == 0  # tokens in any case
+    with pytest.raises(ValueError, match=r"query must be in 0..5 \(6 tokens\), got 6"):
+        query_index(6, tokens)
+    with pytest.raises(ValueError, match=r"'dog' is not among the tokens \['the', 'cat'"):
+        query_index("dog", tokens)
+    with pytest.raises(TypeError, match="query must be a token or a whole number in 0..5"):
+        query_index(1.5, tokens)
     with pytest.raises(TypeError):
-        query_index(1.5)
+        query_index(True, tokens)
 
 
 @pytest.fixture

@@ -60,6 +60,12 @@ def test_query_as_text_uses_first_occurrence(toy_maps):
     assert fig.axes[0].patches[0].get_y() == pytest.approx(-0.5)
 
 
+def test_query_word_ignores_case_like_the_toy_explorer(toy_maps):
+    w, tokens = toy_maps
+    fig = draw_heads(w, tokens, head=0, query=" CAT ")
+    assert fig.axes[0].patches[0].get_y() == pytest.approx(0.5)  # row of "cat", position 1
+
+
 @pytest.mark.parametrize("head, error, text", [
     (2, ValueError, r"head must be in 0..1 for this model \(2 heads\), got 2"),
     (-1, ValueError, "head must be in 0..1"),

@@ -19,6 +19,8 @@ import html
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from bertlib.viz import figure_png, small_png
 
 #: The errors a learner's input can cause, when bertlib's own checks raise them
@@ -34,6 +36,28 @@ LIVE_CSS = (
     f".jp-OutputArea-child:has(+ .jp-OutputArea-child .{LIVE_CLASS}),"
     f".output_area:has(+ .output_area .{LIVE_CLASS}){{display:none}}"
 )
+
+
+def query_index(query, tokens: list[str]) -> int:
+    """Position of the query in ``tokens`` (n of them): an index 0..n−1, or a word, matched
+    without regard to case or surrounding spaces, at its first occurrence.
+
+    Raises ValueError for a word not among the tokens (naming them) or an index out of range,
+    TypeError for anything else (a float, a bool).
+    """
+    n = len(tokens)
+    if isinstance(query, str):
+        lowered = [t.lower() for t in tokens]
+        word = query.strip().lower()
+        if word not in lowered:
+            raise ValueError(f"query word {query!r} is not among the tokens {list(tokens)} "
+                             "(case is ignored)")
+        return lowered.index(word)
+    if isinstance(query, bool) or not isinstance(query, int | np.integer):
+        raise TypeError(f"query must be a token or a whole number in 0..{n - 1}, got {query!r}")
+    if not 0 <= query < n:
+        raise ValueError(f"query must be in 0..{n - 1} ({n} tokens), got {query}")
+    return int(query)
 
 
 def is_input_error(exc: BaseException) -> bool:

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import math
 
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
 
 from bertlib import toy
 from bertlib.attention import scaled_dot_product_attention
+from bertlib.viz import weight_bars
 from bertlib.widgets import Drawn, live_box, query_index, render_safely
 
 __all__ = ["SCALINGS", "score_divisor", "toy_query_weights", "ToyAttentionExplorer"]
@@ -78,31 +81,26 @@ class ToyAttentionExplorer:
 
     def __init__(self, query: int | str = "cat", scaling: str = "sqrt_dk",
                  temperature: float = 1.0) -> None:
-        import ipywidgets as w
-
         if scaling not in SCALINGS:
             raise ValueError(f"scaling must be one of {list(SCALINGS)}, got {scaling!r}")
-        self.query = w.Dropdown(
+        self.query = widgets.Dropdown(
             options=[(f"{i}: {t}", i) for i, t in enumerate(toy.TOKENS)],
             value=query_index(query, toy.TOKENS), description="query")
-        self.scaling = w.Dropdown(options=[(label, key) for key, label in SCALINGS.items()],
+        self.scaling = widgets.Dropdown(options=[(label, key) for key, label in SCALINGS.items()],
                                   value=scaling, description="scores")
-        self.temperature = w.FloatText(value=temperature, description="T",
-                                       continuous_update=False, layout=w.Layout(width="150px"))
-        self.output = w.Output()
+        self.temperature = widgets.FloatText(value=temperature, description="T",
+                                             continuous_update=False,
+                                             layout=widgets.Layout(width="150px"))
+        self.output = widgets.Output()
         self.drawn = Drawn(message="not drawn yet")
-        self.widget = live_box([w.HBox([self.query, self.scaling, self.temperature]), self.output],
-                               self._static, "attention explorer")
+        controls = widgets.HBox([self.query, self.scaling, self.temperature])
+        self.widget = live_box([controls, self.output], self._static, "attention explorer")
         self.ok = False
         for control in (self.query, self.scaling, self.temperature):
             control.observe(self._redraw, names="value")
         self._redraw()
 
     def _draw(self) -> None:
-        import matplotlib.pyplot as plt
-
-        from bertlib.viz import weight_bars
-
         i, scaling = self.query.value, self.scaling.value
         weights = toy_query_weights(i, scaling, self.temperature.value)
         tau = score_divisor(scaling, self.temperature.value)

@@ -15,6 +15,9 @@ import html
 import re
 from collections.abc import Callable
 
+import IPython.display
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
 
 from bertlib.models import check_layer_head, load_bert, run_bert
@@ -93,9 +96,6 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
     tokens: n labels; attentions: (layers, heads, n, n). Returns the Figure (the caller closes
     it). Raises ValueError/TypeError for a bad layer or head, like :func:`view_html`.
     """
-    import matplotlib.pyplot as plt
-
-
     W = selected_weights(attentions, layer, head)
     n = len(tokens)
     long = n > _LABELLED_TICKS
@@ -137,8 +137,6 @@ class BertAttentionExplorer:
 
     def __init__(self, text: str = "The cat sat on the mat", text_pair: str | None = None,
                  model=None, overlay: Callable | None = None) -> None:
-        import ipywidgets as w
-
         if overlay is not None and not callable(overlay):
             raise TypeError(f"overlay must be a callable or None, got {type(overlay).__name__}")
         self.model = model if model is not None else load_bert()
@@ -153,23 +151,23 @@ class BertAttentionExplorer:
         self._layer, self._head = self.n_layers - 1, None
         self._muted = False
 
-        wide = w.Layout(width="95%")
-        self.text_box = w.Text(value=text, description="sentence", continuous_update=False,
+        wide = widgets.Layout(width="95%")
+        self.text_box = widgets.Text(value=text, description="sentence", continuous_update=False,
                                layout=wide)
-        self.pair_box = w.Text(value=text_pair or "", description="sentence B",
+        self.pair_box = widgets.Text(value=text_pair or "", description="sentence B",
                                placeholder="optional second sentence", continuous_update=False,
                                layout=wide)
-        self.layer_box = w.IntText(value=self._layer, continuous_update=False,
+        self.layer_box = widgets.IntText(value=self._layer, continuous_update=False,
                                    description=f"layer 0–{self.n_layers - 1}",
-                                   layout=w.Layout(width="170px"),
+                                   layout=widgets.Layout(width="170px"),
                                    style={"description_width": "initial"})
-        self.head_box = w.Dropdown(
+        self.head_box = widgets.Dropdown(
             options=[("mean of heads", MEAN)] + [(f"head {h}", h) for h in range(self.n_heads)],
             value=MEAN, description="head")
-        self.view = w.HTML()
-        self.overlay_html = w.HTML()
+        self.view = widgets.HTML()
+        self.overlay_html = widgets.HTML()
         self.widget = live_box([self.text_box, self.pair_box,
-                                w.HBox([self.layer_box, self.head_box]),
+                                widgets.HBox([self.layer_box, self.head_box]),
                                 self.view, self.overlay_html], self._static, "attention explorer")
         self.widget.add_class("bertlib-attention-explorer")
         for name, box in (("text", self.text_box), ("pair", self.pair_box),
@@ -222,9 +220,7 @@ class BertAttentionExplorer:
             self._muted = False
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        IPython.display.display(self.widget)
 
     # reactions to the controls ---------------------------------------------------------------
     def _on_text(self, change=None) -> bool:
@@ -293,8 +289,6 @@ class BertAttentionExplorer:
         """The static picture of the current view, for viewers without a kernel: the view drawn
         by :func:`view_figure` (overlay as text under it), or the message the live view shows
         (above the last valid view, as there)."""
-        import matplotlib.pyplot as plt
-
         if not self.view_source:
             return static_bundle(None, self.message)
         try:

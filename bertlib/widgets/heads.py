@@ -6,7 +6,12 @@ Works on any stack of attention maps: the toy's two heads (h, n, n) or a real BE
 
 from __future__ import annotations
 
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import ListedColormap, Normalize
+from matplotlib.patches import Rectangle
 
 from bertlib.models import check_layer_head
 from bertlib.viz import attention_heatmap
@@ -33,11 +38,6 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     colour scale (Blues, 0 to 1, the colour bar), the other heads greyed (a light grey ramp, 0 to
     1, with its own colour bar below). Raises ValueError/TypeError for a bad head or query.
     """
-    import matplotlib.pyplot as plt
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import ListedColormap, Normalize
-    from matplotlib.patches import Rectangle
-
     W = _check_maps(weights, tokens)
     h, n, _ = W.shape
     _, head = check_layer_head(W[None], 0, head, allow_mean=False)
@@ -84,8 +84,6 @@ class HeadExplorer:
 
     def __init__(self, weights, tokens: list[str], head: int = 0, query: int | str = 0,
                  layer: int = 0, title: str = ""):
-        import ipywidgets as widgets
-
         W = np.asarray(weights, dtype=float)
         if W.ndim == 3:
             W = W[None]

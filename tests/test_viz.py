@@ -6,7 +6,6 @@ import re
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from nbval.plugin import get_sanitize_patterns  # noqa: E402
@@ -24,12 +23,6 @@ def attentions():
     scores = rng.normal(size=(2, 3, 5, 5))
     e = np.exp(scores)
     return e / e.sum(-1, keepdims=True)
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_heatmap_has_token_labels_and_shape_errors():

@@ -4,19 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from bertlib import toy  # noqa: E402
 from bertlib.attention import multi_head_attention  # noqa: E402
 from bertlib.widgets.heads import HeadExplorer, draw_heads  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.fixture

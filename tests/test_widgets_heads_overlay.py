@@ -3,7 +3,6 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -11,12 +10,6 @@ from bertlib.widgets.explorer import BertAttentionExplorer  # noqa: E402
 from bertlib.widgets.heads_overlay import heads_overlay, segments_from_tokens  # noqa: E402
 
 TOKENS = ["[CLS]"] + [f"w{i}" for i in range(10)] + ["[SEP]"]
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def stack(*maps):

@@ -28,12 +28,6 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MAX_PICTURE = 120_000  # characters of base64 per static picture: small next to the 2 MB limit
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 @pytest.fixture
 def displayed(monkeypatch):
     """The (object, raw) pairs passed to IPython's display (outside a kernel nothing shows)."""

@@ -8,7 +8,7 @@ import pytest
 from matplotlib import colormaps
 from PIL import Image
 
-from bertlib.viz import attention_svg, heatmap_png, lines_svg
+from bertlib.widgets.render import attention_svg, heatmap_png, lines_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 

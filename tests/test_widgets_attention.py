@@ -13,10 +13,10 @@ import IPython.display  # noqa: E402
 import bertlib.widgets  # noqa: E402
 from bertlib import toy  # noqa: E402
 from bertlib.attention import softmax  # noqa: E402
+from bertlib.widgets import query_index  # noqa: E402
 from bertlib.widgets.attention import (  # noqa: E402
     SCALINGS,
-    AttentionExplorer,
-    query_index,
+    ToyAttentionExplorer,
     score_divisor,
     toy_query_weights,
 )
@@ -66,13 +66,20 @@ def test_unknown_scaling_lists_the_options():
 
 
 def test_query_by_word_or_index():
-    assert query_index("cat") == 1 and query_index(" Mat ") == 5 and query_index(4) == 4
-    with pytest.raises(ValueError, match=r"query index must be in 0..5 \(6 tokens\), got 6"):
-        query_index(6)
-    with pytest.raises(ValueError, match="query word must be one of"):
-        query_index("dog")
+    """One lookup for every explorer: case-insensitive, first occurrence, errors name the tokens."""
+    tokens = toy.TOKENS
+    assert query_index("cat", tokens) == 1 and query_index(" Mat ", tokens) == 5
+    assert query_index(4, tokens) == 4 and query_index(np.int64(2), tokens) == 2
+    assert query_index("THE", tokens) == 0  # "the" occurs twice: the first occurrence
+    assert query_index("the", ["The", "cat", "the"]) == 0  # tokens in any case
+    with pytest.raises(ValueError, match=r"query must be in 0..5 \(6 tokens\), got 6"):
+        query_index(6, tokens)
+    with pytest.raises(ValueError, match=r"'dog' is not among the tokens \['the', 'cat'"):
+        query_index("dog", tokens)
+    with pytest.raises(TypeError, match="query must be a token or a whole number in 0..5"):
+        query_index(1.5, tokens)
     with pytest.raises(TypeError):
-        query_index(1.5)
+        query_index(True, tokens)
 
 
 @pytest.fixture
@@ -96,7 +103,7 @@ def shown(monkeypatch):
 
 
 def test_explorer_builds_with_controls_above_view(shown):
-    ex = AttentionExplorer()
+    ex = ToyAttentionExplorer()
     assert ex.ok and shown["charts"] == ["query 'cat' (position 1): scores ÷ 1.41"]
     controls, view, _style = ex.widget.children
     assert view is ex.output
@@ -107,7 +114,7 @@ def test_explorer_builds_with_controls_above_view(shown):
 
 @pytest.mark.parametrize("T", [-1.0, 0.0, float("nan")])
 def test_explorer_shows_message_for_bad_temperature(shown, T):
-    ex = AttentionExplorer(scaling="temperature")
+    ex = ToyAttentionExplorer(scaling="temperature")
     assert ex.ok and not ex.temperature.disabled
     ex.temperature.value = T
     assert not ex.ok
@@ -117,7 +124,7 @@ def test_explorer_shows_message_for_bad_temperature(shown, T):
 
 
 def test_explorer_redraws_when_query_changes(shown):
-    ex = AttentionExplorer()
+    ex = ToyAttentionExplorer()
     ex.query.value = 5
     ex.scaling.value = "sqrt_d"
     assert ex.ok and not shown["displayed"]  # charts, no message
@@ -127,4 +134,4 @@ def test_explorer_redraws_when_query_changes(shown):
 
 def test_explorer_rejects_unknown_scaling():
     with pytest.raises(ValueError, match="scaling must be one of"):
-        AttentionExplorer(scaling="sqrt_n")
+        ToyAttentionExplorer(scaling="sqrt_n")

@@ -11,7 +11,7 @@ from bertlib.models import attention_maps, load_bert
 from bertlib.widgets.explorer import (
     MIN_LINE_WEIGHT,
     TOP_KEYS,
-    AttentionExplorer,
+    BertAttentionExplorer,
     selected_weights,
     view_html,
 )
@@ -19,7 +19,7 @@ from bertlib.widgets.explorer import (
 
 @pytest.fixture
 def explorer():
-    return AttentionExplorer("The cat sat on the mat")
+    return BertAttentionExplorer("The cat sat on the mat")
 
 
 def title(ex):
@@ -126,7 +126,7 @@ def test_overlay_receives_the_selection_and_is_shown():
         calls.append((len(tokens), attentions.shape, layer, head))
         return f"<b>{tokens[1]}</b> layer={layer} head={head}"
 
-    ex = AttentionExplorer("Hello world", overlay=overlay)
+    ex = BertAttentionExplorer("Hello world", overlay=overlay)
     assert calls[-1] == (4, (6, 12, 4, 4), 5, None)
     assert ex.overlay_html.value == "<b>hello</b> layer=5 head=None"
     ex.set_head(3)
@@ -137,11 +137,11 @@ def test_overlay_error_from_bertlibs_checks_becomes_a_message():
     def overlay(tokens, attentions, layer, head):
         return str(selected_weights(attentions, layer + 99, head))  # bertlib's check raises
 
-    ex = AttentionExplorer("Hello world", overlay=overlay)
+    ex = BertAttentionExplorer("Hello world", overlay=overlay)
     assert "layer must be in 0..5" in ex.message
     assert "layer must be in 0..5" in ex.overlay_html.value
     with pytest.raises(TypeError, match="overlay must be a callable"):
-        AttentionExplorer(overlay="not callable")
+        BertAttentionExplorer(overlay="not callable")
 
 
 def test_selected_weights_and_view_of_a_long_input():

@@ -4,19 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from bertlib import toy  # noqa: E402
 from bertlib.attention import multi_head_attention  # noqa: E402
 from bertlib.widgets.heads import HeadExplorer, draw_heads  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.fixture
@@ -58,6 +51,12 @@ def test_query_as_text_uses_first_occurrence(toy_maps):
     w, tokens = toy_maps
     fig = draw_heads(w, tokens, head=0, query="the")
     assert fig.axes[0].patches[0].get_y() == pytest.approx(-0.5)
+
+
+def test_query_word_ignores_case_like_the_toy_explorer(toy_maps):
+    w, tokens = toy_maps
+    fig = draw_heads(w, tokens, head=0, query=" CAT ")
+    assert fig.axes[0].patches[0].get_y() == pytest.approx(0.5)  # row of "cat", position 1
 
 
 @pytest.mark.parametrize("head, error, text", [

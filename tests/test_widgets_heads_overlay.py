@@ -3,20 +3,13 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlib.widgets.explorer import AttentionExplorer  # noqa: E402
+from bertlib.widgets.explorer import BertAttentionExplorer  # noqa: E402
 from bertlib.widgets.heads_overlay import heads_overlay, segments_from_tokens  # noqa: E402
 
 TOKENS = ["[CLS]"] + [f"w{i}" for i in range(10)] + ["[SEP]"]
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def stack(*maps):
@@ -50,7 +43,7 @@ def test_segments_from_tokens():
 
 
 def test_overlay_in_the_explorer_follows_the_selected_head():
-    ex = AttentionExplorer("The cat sat on the mat.", overlay=heads_overlay)
+    ex = BertAttentionExplorer("The cat sat on the mat.", overlay=heads_overlay)
     assert ex.set_layer(0) and ex.set_head(2)
     assert "layer 0, head 2: pattern <b>diagonal</b>" in ex.overlay_html.value
     assert ex.set_text("The cat sat.", "It was happy.")

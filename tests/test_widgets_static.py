@@ -15,23 +15,17 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from bertlib.bertviz_offline import head_view, model_view, with_static_snapshot  # noqa: E402
 from bertlib.models import check_layer_head, run_bert  # noqa: E402
-from bertlib.viz import head_view, model_view, with_static_snapshot  # noqa: E402
 from bertlib.widgets import LIVE_CLASS, LIVE_CSS, is_input_error, render_safely  # noqa: E402
-from bertlib.widgets.attention import AttentionExplorer as ToyExplorer  # noqa: E402
+from bertlib.widgets.attention import ToyAttentionExplorer  # noqa: E402
 from bertlib.widgets.efficient import EfficientExplorer  # noqa: E402
-from bertlib.widgets.explorer import AttentionExplorer  # noqa: E402
+from bertlib.widgets.explorer import BertAttentionExplorer  # noqa: E402
 from bertlib.widgets.heads import HeadExplorer  # noqa: E402
 from bertlib.widgets.heads_overlay import heads_overlay  # noqa: E402
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MAX_PICTURE = 120_000  # characters of base64 per static picture: small next to the 2 MB limit
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.fixture
@@ -63,11 +57,11 @@ def toy_maps():
 def all_explorers():
     W, tokens = toy_maps()
     return {
-        "toy": ToyExplorer(query="cat"),
+        "toy": ToyAttentionExplorer(query="cat"),
         "heads": HeadExplorer(W, tokens, query="cat"),
         "efficient": EfficientExplorer(),
-        "bert": AttentionExplorer("The cat sat on the mat"),
-        "bert with overlay": AttentionExplorer("The cat sat on the mat.", overlay=heads_overlay),
+        "bert": BertAttentionExplorer("The cat sat on the mat"),
+        "bert with overlay": BertAttentionExplorer("The cat sat on the mat.", overlay=heads_overlay),
     }
 
 
@@ -85,7 +79,7 @@ def test_every_explorer_shows_a_picture_then_the_widget_without_its_text_repr(di
 
 
 def test_the_attention_explorer_displays_itself_the_same_way(displayed):
-    explorer = AttentionExplorer("The cat sat on the mat")
+    explorer = BertAttentionExplorer("The cat sat on the mat")
     explorer._ipython_display_()
     assert [o for o, _ in displayed] == [explorer.widget]  # IPython then calls the box's
     static, live = shown_bundles(explorer.widget, displayed)
@@ -93,7 +87,7 @@ def test_the_attention_explorer_displays_itself_the_same_way(displayed):
 
 
 def test_the_live_box_carries_the_css_that_hides_the_picture_above_it():
-    box = ToyExplorer().widget
+    box = ToyAttentionExplorer().widget
     assert LIVE_CLASS in box._dom_classes
     style = box.children[-1]
     assert style.value == f"<style>{LIVE_CSS}</style>" and style.layout.display == "none"
@@ -101,7 +95,7 @@ def test_the_live_box_carries_the_css_that_hides_the_picture_above_it():
 
 
 def test_static_picture_follows_the_current_view_and_is_deterministic(displayed):
-    explorer = AttentionExplorer("The cat sat on the mat")
+    explorer = BertAttentionExplorer("The cat sat on the mat")
     first = shown_bundles(explorer.widget, displayed)[0]
     assert first == shown_bundles(explorer.widget, displayed)[0]  # same view, same bytes
     explorer.set_layer(0)
@@ -112,8 +106,8 @@ def test_static_picture_follows_the_current_view_and_is_deterministic(displayed)
 
 
 def test_overlay_text_goes_under_the_picture(displayed):
-    plain = AttentionExplorer("The cat sat on the mat.")
-    overlaid = AttentionExplorer("The cat sat on the mat.", overlay=heads_overlay)
+    plain = BertAttentionExplorer("The cat sat on the mat.")
+    overlaid = BertAttentionExplorer("The cat sat on the mat.", overlay=heads_overlay)
     h_plain = png_size(shown_bundles(plain.widget, displayed)[0])[1]
     h_overlaid = png_size(shown_bundles(overlaid.widget, displayed)[0])[1]
     assert h_overlaid > h_plain  # two lines of overlay text below the view
@@ -121,7 +115,7 @@ def test_overlay_text_goes_under_the_picture(displayed):
 
 @pytest.mark.parametrize("text", ["", "   "])
 def test_an_explorer_that_cannot_draw_shows_its_message_not_a_traceback(displayed, text):
-    explorer = AttentionExplorer(text)
+    explorer = BertAttentionExplorer(text)
     static, live = shown_bundles(explorer.widget, displayed)
     assert explorer.message.startswith("ValueError: text is empty")
     assert static["text/plain"] == explorer.message
@@ -130,7 +124,7 @@ def test_an_explorer_that_cannot_draw_shows_its_message_not_a_traceback(displaye
 
 
 def test_after_bad_input_the_picture_has_the_message_above_the_last_view(displayed):
-    explorer = AttentionExplorer("The cat sat on the mat")
+    explorer = BertAttentionExplorer("The cat sat on the mat")
     explorer.set_text("   ")
     static = shown_bundles(explorer.widget, displayed)[0]
     assert static["text/plain"] == explorer.message
@@ -139,7 +133,7 @@ def test_after_bad_input_the_picture_has_the_message_above_the_last_view(display
 
 
 def test_a_matplotlib_explorer_with_bad_input_shows_the_same_message(displayed):
-    explorer = ToyExplorer(scaling="temperature")
+    explorer = ToyAttentionExplorer(scaling="temperature")
     explorer.temperature.value = -1.0
     static = shown_bundles(explorer.widget, displayed)[0]
     assert "temperature must be a finite number &gt; 0, got -1.0" in static["text/html"]
@@ -238,7 +232,7 @@ def test_a_good_draw_shows_and_closes_only_its_own_figure(displayed):
 
 
 def test_a_bug_in_the_forward_pass_reaches_the_learner_as_a_traceback(monkeypatch):
-    explorer = AttentionExplorer("The cat sat on the mat")
+    explorer = BertAttentionExplorer("The cat sat on the mat")
 
     def broken(*args, **kwargs):
         return [][0]
@@ -253,4 +247,4 @@ def test_a_bug_in_an_overlay_is_a_traceback_too():
         return tokens[99]
 
     with pytest.raises(IndexError):
-        AttentionExplorer("Hello world", overlay=overlay)
+        BertAttentionExplorer("Hello world", overlay=overlay)

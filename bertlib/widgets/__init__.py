@@ -14,10 +14,14 @@ renders, it hides the picture just above it with a CSS rule it carries (``LIVE_C
 from __future__ import annotations
 
 import base64
-import functools
 import html
 from collections.abc import Callable
 from pathlib import Path
+
+import IPython.display
+import ipywidgets as w
+import matplotlib.pyplot as plt
+import numpy as np
 
 from bertlib.viz import figure_png, small_png
 
@@ -34,6 +38,28 @@ LIVE_CSS = (
     f".jp-OutputArea-child:has(+ .jp-OutputArea-child .{LIVE_CLASS}),"
     f".output_area:has(+ .output_area .{LIVE_CLASS}){{display:none}}"
 )
+
+
+def query_index(query, tokens: list[str]) -> int:
+    """Position of the query in ``tokens`` (n of them): an index 0..n−1, or a word, matched
+    without regard to case or surrounding spaces, at its first occurrence.
+
+    Raises ValueError for a word not among the tokens (naming them) or an index out of range,
+    TypeError for anything else (a float, a bool).
+    """
+    n = len(tokens)
+    if isinstance(query, str):
+        lowered = [t.lower() for t in tokens]
+        word = query.strip().lower()
+        if word not in lowered:
+            raise ValueError(f"query word {query!r} is not among the tokens {list(tokens)} "
+                             "(case is ignored)")
+        return lowered.index(word)
+    if isinstance(query, bool) or not isinstance(query, int | np.integer):
+        raise TypeError(f"query must be a token or a whole number in 0..{n - 1}, got {query!r}")
+    if not 0 <= query < n:
+        raise ValueError(f"query must be in 0..{n - 1} ({n} tokens), got {query}")
+    return int(query)
 
 
 def is_input_error(exc: BaseException) -> bool:
@@ -73,39 +99,31 @@ def static_bundle(png: bytes | None, message: str = "", alt: str = "") -> dict:
     return {"text/html": message_html(message) + picture, "text/plain": message}
 
 
-def live_box(children: list, static: Callable[[], dict], name: str):
+class LiveBox(w.VBox):
+    """A VBox that displays a static picture of its view before itself (see the module)."""
+
+    def __init__(self, children: list, static: Callable[[], dict], name: str) -> None:
+        css = w.HTML(f"<style>{LIVE_CSS}</style>", layout=w.Layout(display="none"))
+        super().__init__(list(children) + [css])
+        self.add_class(LIVE_CLASS)
+        self._static, self._name = static, name
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = super()._repr_mimebundle_(**kwargs)
+        data["text/plain"] = (f"[{self._name}: run the cell to use its controls; "
+                              "the picture above is its view]")
+        return data
+
+    def _ipython_display_(self) -> None:
+        IPython.display.display(self._static(), raw=True)
+        IPython.display.display(self._repr_mimebundle_(), raw=True)
+
+
+def live_box(children: list, static: Callable[[], dict], name: str) -> LiveBox:
     """A :class:`LiveBox` (an ipywidgets VBox) holding ``children`` and the CSS that hides the
     static picture once the box renders. static() returns the picture's mimebundle
     (:func:`static_bundle`); name is what the box is ("attention explorer"), for its text."""
-    return _live_box_class()(children, static, name)
-
-
-@functools.cache
-def _live_box_class():
-    import ipywidgets as w
-
-    class LiveBox(w.VBox):
-        """A VBox that displays a static picture of its view before itself (see the module)."""
-
-        def __init__(self, children: list, static: Callable[[], dict], name: str) -> None:
-            css = w.HTML(f"<style>{LIVE_CSS}</style>", layout=w.Layout(display="none"))
-            super().__init__(list(children) + [css])
-            self.add_class(LIVE_CLASS)
-            self._static, self._name = static, name
-
-        def _repr_mimebundle_(self, **kwargs):
-            data = super()._repr_mimebundle_(**kwargs)
-            data["text/plain"] = (f"[{self._name}: run the cell to use its controls; "
-                                  "the picture above is its view]")
-            return data
-
-        def _ipython_display_(self) -> None:
-            from IPython.display import display
-
-            display(self._static(), raw=True)
-            display(self._repr_mimebundle_(), raw=True)
-
-    return LiveBox
+    return LiveBox(children, static, name)
 
 
 class Drawn:
@@ -131,9 +149,6 @@ def render_safely(output, draw: Callable[[], None]) -> Drawn:
     a traceback, and the figures ``draw`` opened are closed; any other exception propagates.
     Returns a :class:`Drawn`, true when ``draw`` succeeded.
     """
-    import matplotlib.pyplot as plt
-    from IPython.display import HTML, Image, display
-
     output.clear_output(wait=True)
     before = set(plt.get_fignums())
     own = []
@@ -144,13 +159,13 @@ def render_safely(output, draw: Callable[[], None]) -> Drawn:
             png = None
             for fig in own:
                 png = figure_png(fig)
-                display(Image(data=png, format="png"))
+                IPython.display.display(IPython.display.Image(data=png, format="png"))
             return Drawn(png)
         except INPUT_ERRORS as exc:
             if not is_input_error(exc):
                 raise
             message = f"{type(exc).__name__}: {exc}"
-            display(HTML(message_html(message)))
+            IPython.display.display(IPython.display.HTML(message_html(message)))
             return Drawn(None, message)
         finally:
             for k in set(plt.get_fignums()) - before:

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
 
 from bertlib import toy
 from bertlib.attention import scaled_dot_product_attention
-from bertlib.widgets import Drawn, live_box, render_safely
+from bertlib.viz import weight_bars
+from bertlib.widgets import Drawn, live_box, query_index, render_safely
 
-__all__ = ["SCALINGS", "score_divisor", "query_index", "toy_query_weights", "AttentionExplorer"]
+__all__ = ["SCALINGS", "score_divisor", "toy_query_weights", "ToyAttentionExplorer"]
 
 #: Scaling name -> label shown in the widget.
 SCALINGS: dict[str, str] = {
@@ -53,20 +56,6 @@ def score_divisor(scaling: str, temperature: float = 1.0, d_k: int = 2, d: int =
     return float(temperature)
 
 
-def query_index(query: int | str, tokens: list[str] = toy.TOKENS) -> int:
-    """Position of ``query`` in ``tokens``: an index 0..n-1, or a word (its first occurrence)."""
-    n = len(tokens)
-    if isinstance(query, str):
-        if query.strip().lower() not in tokens:
-            raise ValueError(f"query word must be one of {tokens}, got {query!r}")
-        return tokens.index(query.strip().lower())
-    if isinstance(query, bool) or not isinstance(query, int | np.integer):
-        raise TypeError(f"query must be a word or an index, got {type(query).__name__}")
-    if not 0 <= query < n:
-        raise ValueError(f"query index must be in 0..{n - 1} ({n} tokens), got {query}")
-    return int(query)
-
-
 def toy_query_weights(query: int | str, scaling: str = "sqrt_dk",
                       temperature: float = 1.0) -> np.ndarray:
     """Attention weights softmax(q_i Kᵀ / τ) of one toy query over the six keys: shape (6,).
@@ -74,7 +63,7 @@ def toy_query_weights(query: int | str, scaling: str = "sqrt_dk",
     q_i: (d_k,) = row ``query`` of Q = X W_Q; K = X W_K: (6, d_k); τ from :func:`score_divisor`
     with the toy's d_k = 2 and d = 4. The weights are non-negative and sum to 1.
     """
-    i = query_index(query)
+    i = query_index(query, toy.TOKENS)
     X = toy.embeddings()
     W_Q, W_K, W_V = toy.projections()
     tau = score_divisor(scaling, temperature, d_k=W_Q.shape[1], d=X.shape[1])
@@ -83,7 +72,7 @@ def toy_query_weights(query: int | str, scaling: str = "sqrt_dk",
     return weights[0]
 
 
-class AttentionExplorer:
+class ToyAttentionExplorer:
     """Controls (query word, scaling, temperature) on top, the bar chart of weights below.
 
     ``widget`` is the VBox to display. A bad temperature (≤ 0, NaN, inf) shows a message in place
@@ -92,31 +81,26 @@ class AttentionExplorer:
 
     def __init__(self, query: int | str = "cat", scaling: str = "sqrt_dk",
                  temperature: float = 1.0) -> None:
-        import ipywidgets as w
-
         if scaling not in SCALINGS:
             raise ValueError(f"scaling must be one of {list(SCALINGS)}, got {scaling!r}")
-        self.query = w.Dropdown(
+        self.query = widgets.Dropdown(
             options=[(f"{i}: {t}", i) for i, t in enumerate(toy.TOKENS)],
-            value=query_index(query), description="query")
-        self.scaling = w.Dropdown(options=[(label, key) for key, label in SCALINGS.items()],
+            value=query_index(query, toy.TOKENS), description="query")
+        self.scaling = widgets.Dropdown(options=[(label, key) for key, label in SCALINGS.items()],
                                   value=scaling, description="scores")
-        self.temperature = w.FloatText(value=temperature, description="T",
-                                       continuous_update=False, layout=w.Layout(width="150px"))
-        self.output = w.Output()
+        self.temperature = widgets.FloatText(value=temperature, description="T",
+                                             continuous_update=False,
+                                             layout=widgets.Layout(width="150px"))
+        self.output = widgets.Output()
         self.drawn = Drawn(message="not drawn yet")
-        self.widget = live_box([w.HBox([self.query, self.scaling, self.temperature]), self.output],
-                               self._static, "attention explorer")
+        controls = widgets.HBox([self.query, self.scaling, self.temperature])
+        self.widget = live_box([controls, self.output], self._static, "attention explorer")
         self.ok = False
         for control in (self.query, self.scaling, self.temperature):
             control.observe(self._redraw, names="value")
         self._redraw()
 
     def _draw(self) -> None:
-        import matplotlib.pyplot as plt
-
-        from bertlib.viz import weight_bars
-
         i, scaling = self.query.value, self.scaling.value
         weights = toy_query_weights(i, scaling, self.temperature.value)
         tau = score_divisor(scaling, self.temperature.value)

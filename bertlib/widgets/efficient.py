@@ -9,9 +9,12 @@ divide n) shows the variant's own error message in place of the view.
 
 from __future__ import annotations
 
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
 
 from bertlib.attention import scaled_dot_product_attention
+from bertlib.models import check_layer_head, load_bert, run_bert
 from bertlib.variants import (
     bert_qkv,
     block_sparse_attention,
@@ -21,6 +24,7 @@ from bertlib.variants import (
     relative_error,
     sliding_window_attention,
 )
+from bertlib.viz import attention_heatmap
 from bertlib.widgets import Drawn, live_box, render_safely
 
 __all__ = ["VARIANTS", "DEFAULT_TEXT", "variant_vs_full", "EfficientExplorer"]
@@ -74,27 +78,23 @@ class EfficientExplorer:
 
     def __init__(self, text: str = DEFAULT_TEXT, variant: str = "sliding", layer: int = 2,
                  head: int = 0) -> None:
-        import ipywidgets as w
-
-        from bertlib.models import check_layer_head, load_bert, run_bert
-
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
         model = load_bert()
         layer, head = check_layer_head(model, layer, head, allow_mean=False)
         self.run = run_bert(text)  # cached: the forward pass runs once per text
         n_layers, n_heads = self.run.attentions.shape[:2]
-        self.variant = w.Dropdown(options=[(v[0], k) for k, v in VARIANTS.items()],
+        self.variant = widgets.Dropdown(options=[(v[0], k) for k, v in VARIANTS.items()],
                                   value=variant, description="variant")
-        self.knob = w.IntText(value=VARIANTS[variant][2], description=VARIANTS[variant][1],
-                              continuous_update=False, layout=w.Layout(width="180px"))
-        self.layer = w.Dropdown(options=list(range(n_layers)), value=layer, description="layer",
-                                layout=w.Layout(width="140px"))
-        self.head = w.Dropdown(options=list(range(n_heads)), value=head, description="head",
-                               layout=w.Layout(width="140px"))
-        self.output = w.Output()
+        self.knob = widgets.IntText(value=VARIANTS[variant][2], description=VARIANTS[variant][1],
+                              continuous_update=False, layout=widgets.Layout(width="180px"))
+        self.layer = widgets.Dropdown(options=list(range(n_layers)), value=layer,
+                                      description="layer", layout=widgets.Layout(width="140px"))
+        self.head = widgets.Dropdown(options=list(range(n_heads)), value=head, description="head",
+                               layout=widgets.Layout(width="140px"))
+        self.output = widgets.Output()
         self.drawn = Drawn(message="not drawn yet")
-        self.widget = live_box([w.HBox([self.variant, self.knob, self.layer, self.head]),
+        self.widget = live_box([widgets.HBox([self.variant, self.knob, self.layer, self.head]),
                                 self.output], self._static, "efficient attention explorer")
         self.ok = False
         self.error: float | None = None
@@ -112,10 +112,6 @@ class EfficientExplorer:
             self._redraw()
 
     def _draw(self) -> None:
-        import matplotlib.pyplot as plt
-
-        from bertlib.viz import attention_heatmap
-
         self.error = None
         layer, head = self.layer.value, self.head.value
         Q, K, V = bert_qkv(self.run.hidden_states[layer], layer)

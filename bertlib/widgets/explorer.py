@@ -2,10 +2,10 @@
 (or the mean of the heads), and see the real BERT's attention as a heatmap and as token-to-token
 lines. Reused by later notebooks, which can add an ``overlay`` (HTML under the view).
 
-    from bertlib.widgets.explorer import AttentionExplorer
-    AttentionExplorer("The cat sat on the mat")       # the last line of a cell shows it
+    from bertlib.widgets.explorer import BertAttentionExplorer
+    BertAttentionExplorer("The cat sat on the mat")       # the last line of a cell shows it
 
-Benchmark (the latencies the issue asks for): ``python -m bertlib.widgets.explorer --bench``.
+Its latency benchmark: ``python benchmarks/explorer_latency.py``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ from __future__ import annotations
 import contextlib
 import html
 import re
-import time
 from collections.abc import Callable
 
+import IPython.display
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
 
 from bertlib.models import check_layer_head, load_bert, run_bert
-from bertlib.viz import attention_svg, lines_svg
+from bertlib.viz import attention_heatmap, line_view
 from bertlib.widgets import (
     INPUT_ERRORS,
     figure_png,
@@ -28,8 +30,9 @@ from bertlib.widgets import (
     message_html,
     static_bundle,
 )
+from bertlib.widgets.render import attention_svg, lines_svg
 
-__all__ = ["AttentionExplorer", "selected_weights", "view_html", "view_figure"]
+__all__ = ["BertAttentionExplorer", "selected_weights", "view_html", "view_figure"]
 
 MEAN = "mean"
 _LABELLED_TICKS = 48  # above this many tokens, label only every k-th tick
@@ -93,10 +96,6 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
     tokens: n labels; attentions: (layers, heads, n, n). Returns the Figure (the caller closes
     it). Raises ValueError/TypeError for a bad layer or head, like :func:`view_html`.
     """
-    import matplotlib.pyplot as plt
-
-    from bertlib.viz import attention_heatmap, line_view
-
     W = selected_weights(attentions, layer, head)
     n = len(tokens)
     long = n > _LABELLED_TICKS
@@ -120,7 +119,7 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
     return fig
 
 
-class AttentionExplorer:
+class BertAttentionExplorer:
     """Widget: sentence, optional second sentence, layer and head on top; the view below.
 
     text, text_pair: the input (text_pair None or "" for a single sentence). model: a LoadedBert
@@ -138,8 +137,6 @@ class AttentionExplorer:
 
     def __init__(self, text: str = "The cat sat on the mat", text_pair: str | None = None,
                  model=None, overlay: Callable | None = None) -> None:
-        import ipywidgets as w
-
         if overlay is not None and not callable(overlay):
             raise TypeError(f"overlay must be a callable or None, got {type(overlay).__name__}")
         self.model = model if model is not None else load_bert()
@@ -154,23 +151,23 @@ class AttentionExplorer:
         self._layer, self._head = self.n_layers - 1, None
         self._muted = False
 
-        wide = w.Layout(width="95%")
-        self.text_box = w.Text(value=text, description="sentence", continuous_update=False,
+        wide = widgets.Layout(width="95%")
+        self.text_box = widgets.Text(value=text, description="sentence", continuous_update=False,
                                layout=wide)
-        self.pair_box = w.Text(value=text_pair or "", description="sentence B",
+        self.pair_box = widgets.Text(value=text_pair or "", description="sentence B",
                                placeholder="optional second sentence", continuous_update=False,
                                layout=wide)
-        self.layer_box = w.IntText(value=self._layer, continuous_update=False,
+        self.layer_box = widgets.IntText(value=self._layer, continuous_update=False,
                                    description=f"layer 0–{self.n_layers - 1}",
-                                   layout=w.Layout(width="170px"),
+                                   layout=widgets.Layout(width="170px"),
                                    style={"description_width": "initial"})
-        self.head_box = w.Dropdown(
+        self.head_box = widgets.Dropdown(
             options=[("mean of heads", MEAN)] + [(f"head {h}", h) for h in range(self.n_heads)],
             value=MEAN, description="head")
-        self.view = w.HTML()
-        self.overlay_html = w.HTML()
+        self.view = widgets.HTML()
+        self.overlay_html = widgets.HTML()
         self.widget = live_box([self.text_box, self.pair_box,
-                                w.HBox([self.layer_box, self.head_box]),
+                                widgets.HBox([self.layer_box, self.head_box]),
                                 self.view, self.overlay_html], self._static, "attention explorer")
         self.widget.add_class("bertlib-attention-explorer")
         for name, box in (("text", self.text_box), ("pair", self.pair_box),
@@ -223,9 +220,7 @@ class AttentionExplorer:
             self._muted = False
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        IPython.display.display(self.widget)
 
     # reactions to the controls ---------------------------------------------------------------
     def _on_text(self, change=None) -> bool:
@@ -294,8 +289,6 @@ class AttentionExplorer:
         """The static picture of the current view, for viewers without a kernel: the view drawn
         by :func:`view_figure` (overlay as text under it), or the message the live view shows
         (above the last valid view, as there)."""
-        import matplotlib.pyplot as plt
-
         if not self.view_source:
             return static_bundle(None, self.message)
         try:
@@ -322,68 +315,3 @@ class AttentionExplorer:
         previous = " ".join(self.tokens[1:4]) + " …"
         note = f"{self.message} — still showing the last valid view ({previous})"
         self.view.value = message_html(note) + self.view_source
-
-
-def _bench(repeats: int = 5) -> None:
-    """Print the explorer's latencies: head/layer change, new sentences of 128 and 512 pieces.
-
-    A step is timed until the view's HTML is built and serialised as the widget message the
-    front end receives (the browser then draws it). A new sentence is timed without the cache
-    (never seen); its forward pass alone (:func:`bertlib.models.run_bert`) is timed again
-    separately. Wall-clock and CPU time of this process are both printed (a busy machine slows
-    the first, not the second).
-    """
-    import json
-
-    from bertlib import models
-
-    def timed(step: Callable[[], object]) -> tuple[float, float]:
-        wall, cpu = time.perf_counter(), time.process_time()
-        step()
-        json.dumps({"method": "update", "state": {"value": explorer.view.value}})
-        return time.perf_counter() - wall, time.process_time() - cpu
-
-    explorer = AttentionExplorer("The quick brown fox jumps over the lazy dog.")
-    words = ("the model reads every word of this long text and attends to all of them at once "
-             "in each layer and head").split()
-    results = {
-        "head change (11 tokens)": [timed(lambda h=h: explorer.set_head(h))
-                                    for h in range(repeats)],
-        "layer change (11 tokens)": [timed(lambda i=i: explorer.set_layer(i % explorer.n_layers))
-                                     for i in range(repeats)],
-    }
-    for n in (128, 512):
-        times, forward = [], []
-        for r in range(max(2, repeats // 2)):
-            text = " ".join(words[(i + r) % len(words)] for i in range(n - 2))
-            models.clear_run_cache()
-            times.append(timed(lambda t=text: explorer.set_text(t)))
-            assert len(explorer.tokens) == n, (len(explorer.tokens), explorer.message)
-            models.clear_run_cache()  # the same sentence again, forward pass only
-            forward.append(timed(lambda t=text: models.run_bert(t, None, explorer.model)))
-        results[f"new sentence ({n} tokens)"] = times
-        results[f"  of which forward pass ({n})"] = forward
-        results[f"head change ({n} tokens)"] = [timed(lambda h=h: explorer.set_head(h))
-                                                for h in range(repeats)]
-        results[f"view size ({n} tokens)"] = len(explorer.view.value)
-    targets = {"head change": 0.1, "layer change": 0.1, "new sentence (128": 0.3,
-               "new sentence (512": 1.0}
-    print(f"{'step':28s} {'wall median':>11s} {'wall max':>9s} {'CPU median':>10s}  target")
-    for name, times in results.items():
-        if isinstance(times, int):
-            print(f"{name:28s} {times / 1000:8.0f} kB of HTML")
-            continue
-        wall, cpu = np.array(times).T * 1000
-        target = next((f"≤ {t * 1000:.0f} ms" for k, t in targets.items() if name.startswith(k)),
-                      "")
-        print(f"{name:28s} {np.median(wall):8.1f} ms {wall.max():6.1f} ms "
-              f"{np.median(cpu):7.1f} ms  {target}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    if "--bench" in sys.argv[1:]:
-        _bench()
-    else:
-        print(__doc__)

@@ -6,27 +6,18 @@ Works on any stack of attention maps: the toy's two heads (h, n, n) or a real BE
 
 from __future__ import annotations
 
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import ListedColormap, Normalize
+from matplotlib.patches import Rectangle
 
 from bertlib.models import check_layer_head
 from bertlib.viz import attention_heatmap
-from bertlib.widgets import Drawn, live_box, render_safely
+from bertlib.widgets import Drawn, live_box, query_index, render_safely
 
 __all__ = ["draw_heads", "HeadExplorer"]
-
-
-def _query_index(query, tokens: list[str]) -> int:
-    """The query's position: an int in 0..n−1 or a token (its first occurrence)."""
-    n = len(tokens)
-    if isinstance(query, str):
-        if query not in tokens:
-            raise ValueError(f"query word {query!r} is not among the tokens {tokens}")
-        return tokens.index(query)
-    if isinstance(query, bool) or not isinstance(query, int | np.integer):
-        raise TypeError(f"query must be a token or a whole number in 0..{n - 1}, got {query!r}")
-    if not 0 <= query < n:
-        raise ValueError(f"query must be in 0..{n - 1} ({n} tokens), got {query}")
-    return int(query)
 
 
 def _check_maps(weights, tokens) -> np.ndarray:
@@ -47,15 +38,10 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     colour scale (Blues, 0 to 1, the colour bar), the other heads greyed (a light grey ramp, 0 to
     1, with its own colour bar below). Raises ValueError/TypeError for a bad head or query.
     """
-    import matplotlib.pyplot as plt
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import ListedColormap, Normalize
-    from matplotlib.patches import Rectangle
-
     W = _check_maps(weights, tokens)
     h, n, _ = W.shape
     _, head = check_layer_head(W[None], 0, head, allow_mean=False)
-    i = _query_index(query, tokens)
+    i = query_index(query, tokens)
 
     fig, (ax_head, ax_all) = plt.subplots(
         1, 2, figsize=(5.5 + 0.9 * n, 0.45 * max(n, h) + 2.2),
@@ -98,8 +84,6 @@ class HeadExplorer:
 
     def __init__(self, weights, tokens: list[str], head: int = 0, query: int | str = 0,
                  layer: int = 0, title: str = ""):
-        import ipywidgets as widgets
-
         W = np.asarray(weights, dtype=float)
         if W.ndim == 3:
             W = W[None]
@@ -117,7 +101,7 @@ class HeadExplorer:
                                     style={"description_width": "initial"})
         self.query = widgets.Dropdown(
             options=[(f"{k}: {t}", k) for k, t in enumerate(self.tokens)],
-            value=_query_index(query, self.tokens), description="query word")
+            value=query_index(query, self.tokens), description="query word")
         self.output = widgets.Output()
         controls = [self.head, self.query] if L == 1 else [self.layer, self.head, self.query]
         for control in controls:

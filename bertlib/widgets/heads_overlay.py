@@ -1,8 +1,8 @@
 """An overlay for the attention explorer: the selected head's pattern class and shares.
 
-    from bertlib.widgets.explorer import AttentionExplorer
+    from bertlib.widgets.explorer import BertAttentionExplorer
     from bertlib.widgets.heads_overlay import heads_overlay
-    AttentionExplorer("The cat sat on the mat.", overlay=heads_overlay)
+    BertAttentionExplorer("The cat sat on the mat.", overlay=heads_overlay)
 
 Under the heatmap it shows, for the input on screen, the head's pattern label (the rules of
 :func:`bertlib.analysis.pattern_labels`), its shares of attention to [CLS], [SEP], punctuation,

@@ -79,10 +79,10 @@ def dismiss_news_prompt(page) -> None:
 
 
 def explorer_variable(name: str) -> str:
-    """The name the notebook gives its AttentionExplorer (``explorer = AttentionExplorer(...)``)."""
+    """The name the notebook gives its BERT explorer (``explorer = BertAttentionExplorer(...)``)."""
     source = "\n".join("".join(c["source"]) for c in
                        json.loads((ROOT / "notebooks" / name).read_text())["cells"])
-    found = re.findall(r"^(\w+)\s*=\s*AttentionExplorer\(", source, re.M)
+    found = re.findall(r"^(\w+)\s*=\s*(?:Bert)?AttentionExplorer\(", source, re.M)
     assert found, f"{name}: shows an explorer but assigns none to a variable"
     return found[-1]
 

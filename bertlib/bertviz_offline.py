@@ -1,0 +1,287 @@
+"""bertviz's interactive head and model views, made to render with no internet and to show a
+static picture where no script runs.
+
+bertviz's HTML loads require.js, d3 and jQuery from a CDN; :func:`offline_bertviz_html` inlines
+copies read from installed packages instead. :func:`with_static_snapshot` puts a matplotlib
+picture of the same attention (:func:`head_view_figure`, :func:`model_view_figure`) inside the
+view until bertviz has drawn."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import html as html_lib
+import importlib.util
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from bertviz import head_view as _head_view
+from bertviz import model_view as _model_view
+from IPython.display import HTML
+from matplotlib.collections import LineCollection
+
+from bertlib.models import check_layer_head
+from bertlib.viz import figure_png, line_segments, line_view, small_png
+
+__all__ = [
+    "offline_bertviz_html",
+    "with_static_snapshot",
+    "head_view_figure",
+    "model_view_figure",
+    "head_view",
+    "model_view",
+]
+
+
+# --- bertviz, offline -------------------------------------------------------------------------
+# bertviz's HTML loads require.js from a CDN and tells require.js to fetch d3 and jQuery from the
+# CDN too. With no internet the view stays blank. We remove both and put copies of the three
+# libraries, read from installed packages, in front of the view.
+_LIBRARIES = {  # (package, file inside it)
+    "d3": ("mpld3", "js/d3.v5.min.js"),
+    "jquery": ("nbclassic", "static/components/jquery/jquery.min.js"),
+    "requirejs": ("nbclassic", "static/components/requirejs/require.js"),
+}
+_CDN_SCRIPT = re.compile(r'<script src="https://cdnjs\.cloudflare\.com/[^"]*require[^"]*"></script>')
+_REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);", re.DOTALL)
+
+
+def _library_source(name: str) -> str:
+
+    package, relative = _LIBRARIES[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"the offline bertviz views read {name} from the package {package!r}; "
+                          "install the pinned requirements (requirements.txt)")
+    return (Path(spec.origin).parent / relative).read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def _offline_libraries_script() -> str:
+    """One <script>: d3 and jQuery as plain globals (the AMD hooks hidden while they load), then
+    require.js unless the page already has it, then d3 and jQuery registered as its modules."""
+    d3, jquery, requirejs = (_library_source(k) for k in ("d3", "jquery", "requirejs"))
+    return (
+        '<script type="text/javascript">\n'
+        "(function (define, module, exports) {\n" + d3 + "\n}).call(window);\n"
+        "(function (define, module, exports) {\n" + jquery + "\n}).call(window);\n"
+        'if (typeof window.requirejs === "undefined") {\n' + requirejs + "\n}\n"
+        'define("d3", [], function () { return window.d3; });\n'
+        'define("jquery", [], function () { return window.jQuery; });\n'
+        "</script>\n"
+    )
+
+
+def offline_bertviz_html(html: str) -> str:
+    """Turn bertviz's ``html_action="return"`` HTML into HTML that renders with no internet.
+
+    Removes the CDN <script src=...require.js> tag and the ``require.config`` CDN paths, and puts
+    inline copies of d3 v5 (from mpld3), jQuery and require.js (from nbclassic) in front.
+    Raises RuntimeError if bertviz's HTML no longer has the expected shape.
+    """
+    html, n_tags = _CDN_SCRIPT.subn("", html)
+    html, n_configs = _REQUIRE_CONFIG.subn("", html)
+    if n_tags != 1 or n_configs != 1:
+        raise RuntimeError(
+            f"unexpected bertviz HTML ({n_tags} CDN require.js tags, {n_configs} require.config "
+            "blocks; expected 1 each): has bertviz changed? Pin bertviz==1.4.1"
+        )
+    return _offline_libraries_script() + html
+
+
+def _bertviz_input(tokens, attentions, decimals: int):
+
+    A = np.asarray(attentions, dtype=np.float64)
+    if A.ndim != 4 or A.shape[2] != A.shape[3]:
+        raise ValueError(f"attentions must have shape (layers, heads, n, n), got {A.shape}")
+    if len(tokens) != A.shape[2]:
+        raise ValueError(f"{len(tokens)} tokens for attention over n = {A.shape[2]} positions")
+    if not np.isfinite(A).all():
+        raise ValueError("attentions contain NaN or inf")
+    A = np.round(A, decimals)  # smaller HTML; the view cannot show more digits anyway
+    return [torch.from_numpy(A[l][None]) for l in range(A.shape[0])], list(tokens)
+
+
+def _sentence_b_start(tokens, sentence_b_start):
+    if sentence_b_start is None:
+        return None
+    if not 0 < sentence_b_start < len(tokens):
+        raise ValueError(f"sentence_b_start must be in 1..{len(tokens) - 1}, "
+                         f"got {sentence_b_start}")
+    return int(sentence_b_start)
+
+
+# --- a static snapshot inside each bertviz view -------------------------------------------------
+# A viewer that runs no scripts (GitHub, nbconvert's HTML, an untrusted notebook in JupyterLab)
+# would show bertviz's view as an empty "Layer:" box. So the view carries a PNG of the same
+# attention drawn by matplotlib; a small script removes it (and shows the controls) as soon as
+# bertviz has drawn its SVG.
+_BERTVIZ_ROOT = re.compile(r'<div id="(bertviz-[0-9a-f]+)"[^>]*>')
+_BERTVIZ_CONTROLS = '<span style="user-select:none">'
+_BERTVIZ_VIS = "<div id='vis'></div>"
+_SNAPSHOT_SCRIPT = """<script type="text/javascript">
+(function () {
+  var root = document.getElementById("%s");
+  var vis = root && root.querySelector("#vis");
+  if (!vis) return;
+  function drawn() {
+    if (!vis.querySelector("svg")) return false;
+    root.querySelectorAll(".bertlib-static").forEach(function (e) { e.remove(); });
+    root.querySelectorAll(".bertlib-until-run").forEach(function (e) { e.style.display = ""; });
+    return true;
+  }
+  if (!drawn()) {
+    new MutationObserver(function (changes, observer) {
+      if (drawn()) observer.disconnect();
+    }).observe(vis, {childList: true, subtree: true});
+  }
+})();
+</script>
+"""
+
+
+
+def _figure_png(fig) -> bytes:
+    return small_png(figure_png(fig))
+
+
+def with_static_snapshot(html: str, png: bytes, alt: str) -> str:
+    """bertviz's HTML with ``png`` shown inside its view until bertviz has drawn.
+
+    The PNG goes in an ``<img class="bertlib-static">`` after the view's drawing area, bertviz's
+    (still empty) controls are hidden, and a script appended at the end removes the image and
+    shows the controls once the view holds an SVG. Raises RuntimeError if bertviz's HTML no
+    longer has the expected shape.
+    """
+
+    root = _BERTVIZ_ROOT.search(html)
+    if root is None or html.count(_BERTVIZ_VIS) != 1 or html.count(_BERTVIZ_CONTROLS) != 1:
+        raise RuntimeError("unexpected bertviz HTML (no single bertviz-<id> view with a 'vis' "
+                           "area and controls): has bertviz changed? Pin bertviz==1.4.1")
+    data = base64.b64encode(png).decode("ascii")
+    image = (f'<img class="bertlib-static" alt="{html_lib.escape(alt)}" '
+             f'src="data:image/png;base64,{data}">')
+    html = html.replace(_BERTVIZ_CONTROLS, '<span class="bertlib-until-run" '
+                        'style="user-select:none;display:none">')
+    html = html.replace(_BERTVIZ_VIS, _BERTVIZ_VIS + image)
+    return html + _SNAPSHOT_SCRIPT % root.group(1)
+
+
+def _head_colours(h: int) -> list:
+
+    cmap = plt.get_cmap("tab10" if h <= 10 else "tab20")
+    return [cmap(k % cmap.N) for k in range(h)]
+
+
+def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight: float = 0.05):
+    """bertviz's head view drawn by matplotlib: one layer, every selected head's
+    token-to-token lines in its own colour (opacity = weight), queries left, keys right.
+
+    tokens: n labels; attentions: (layers, heads, n, n); heads: indices (None = all). Lines
+    under ``min_weight`` are left out. Returns the Figure (the caller closes it).
+    """
+
+    A = np.asarray(attentions, dtype=float)
+    h, n = A.shape[1], A.shape[2]
+    chosen = list(range(h)) if heads is None else [int(k) for k in heads]
+    colours = _head_colours(h)
+
+    fig, ax = plt.subplots(figsize=(4.6, max(2.5, 0.28 * n + 1.2)), dpi=80)
+    line_view(A[layer, chosen[0]], tokens, ax=ax, color=colours[chosen[0]],
+              min_weight=min_weight)  # the labels, axes and the first head's lines
+    for k in chosen[1:]:
+        segments, rgba = line_segments(A[layer, k], None, min_weight, colours[k])
+        ax.add_collection(LineCollection(segments, colors=rgba, linewidths=2.0))
+    ax.set_title(f"layer {layer}: {len(chosen)} heads, one colour each", fontsize=10)
+    handles = [plt.Line2D([], [], color=colours[k], lw=3) for k in chosen]
+    ax.legend(handles, [str(k) for k in chosen], title="head", fontsize=7, title_fontsize=8,
+              ncols=min(len(chosen), 6), loc="upper center", bbox_to_anchor=(0.5, -0.08),
+              frameon=False)
+    return fig
+
+
+def model_view_figure(tokens, attentions):
+    """bertviz's model view drawn by matplotlib: a grid of every layer x head attention map
+    (rows = layers, columns = heads), one colour scale 0..1.
+
+    tokens: n labels (the count is checked); attentions: (layers, heads, n, n). Returns the
+    Figure (the caller closes it).
+    """
+
+    A = np.asarray(attentions, dtype=float)
+    L, h, n = A.shape[:3]
+    if len(tokens) != n:
+        raise ValueError(f"{len(tokens)} tokens for attention over n = {n} positions")
+    gap = max(1, n // 6)
+    step = n + gap
+    mosaic = np.full((L * step - gap, h * step - gap), np.nan)
+    for layer in range(L):
+        for k in range(h):
+            mosaic[layer * step:layer * step + n, k * step:k * step + n] = A[layer, k]
+    cmap = plt.get_cmap("Blues").copy()
+    cmap.set_bad("white")
+    fig, ax = plt.subplots(figsize=(min(1.0 + 0.75 * h, 12), min(0.8 + 0.75 * L, 12)), dpi=72)
+    ax.imshow(mosaic, cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+    ax.set_xticks(np.arange(h) * step + (n - 1) / 2, [str(k) for k in range(h)], fontsize=8)
+    ax.set_yticks(np.arange(L) * step + (n - 1) / 2, [str(k) for k in range(L)], fontsize=8)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title(f"every layer and head ({n} tokens; rows = queries)", fontsize=10)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.tick_params(length=0)
+    return fig
+
+
+def _snapshot(draw, *args, **kwargs) -> bytes:
+
+    fig = draw(*args, **kwargs)
+    try:
+        return _figure_png(fig)
+    finally:
+        plt.close(fig)
+
+
+def head_view(tokens, attentions, layer: int | None = None, heads=None,
+              sentence_b_start: int | None = None, decimals: int = 3):
+    """bertviz's head view (one layer, the heads as coloured lines), rendering offline.
+
+    tokens: n labels; attentions: (layers, heads, n, n), e.g. from ``attention_maps``.
+    layer: the layer shown first (0-based); heads: the heads selected first (None = all).
+    sentence_b_start: index of the second sentence's first token, for a pair.
+    decimals: weights are rounded to this many digits in the page.
+    Returns an ``IPython.display.HTML``; the last line of a cell displays it. The view carries
+    a static snapshot (:func:`head_view_figure` of the layer shown first, as a PNG) that bertviz's
+    drawing replaces (:func:`with_static_snapshot`), for viewers that run no scripts.
+    """
+
+    attention, tokens = _bertviz_input(tokens, attentions, decimals)
+    if layer is not None:
+
+        layer, _ = check_layer_head(np.asarray(attentions), layer)
+    out = _head_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
+                     sentence_b_start), layer=layer, heads=heads, html_action="return")
+    shown = 0 if layer is None else layer
+    png = _snapshot(head_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
+                    decimals), shown, heads)
+    alt = f"head view of layer {shown}: attention lines of each head"
+    return HTML(offline_bertviz_html(with_static_snapshot(out.data, png, alt)))
+
+
+def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals: int = 3):
+    """bertviz's model view (a grid of every layer x head thumbnail), rendering offline.
+
+    tokens: n labels; attentions: (layers, heads, n, n). Returns an ``IPython.display.HTML``,
+    with a static snapshot (:func:`model_view_figure`) until bertviz has drawn.
+    """
+
+    attention, tokens = _bertviz_input(tokens, attentions, decimals)
+    out = _model_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
+                      sentence_b_start), html_action="return")
+    png = _snapshot(model_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
+                    decimals))
+    alt = "model view: the attention map of every layer and head"
+    return HTML(offline_bertviz_html(with_static_snapshot(out.data, png, alt)))

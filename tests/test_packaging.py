@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from bertlib import viz
+from bertlib import bertviz_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 #: Imported only inside ``try: ... except ImportError`` with a message saying how to add it.
 OPTIONAL = {"nltk"}
 #: Needed without an import statement: the offline bertviz views read files out of these
-#: packages (viz._LIBRARIES), tokenizers runs transformers' fast tokenizers, and
+#: packages (bertviz_offline._LIBRARIES), tokenizers runs transformers' fast tokenizers, and
 #: ``python -m bertlib.execute`` starts an ipykernel.
-NOT_IMPORTED = {pkg for pkg, _ in viz._LIBRARIES.values()} | {"tokenizers", "ipykernel"}
+NOT_IMPORTED = {pkg for pkg, _ in bertviz_offline._LIBRARIES.values()} | {"tokenizers", "ipykernel"}
 
 
 def declared(requirements) -> dict[str, Requirement]:

@@ -41,6 +41,23 @@ def _check_fraction(value, name: str) -> float:
     return float(value)
 
 
+def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, mask_prob, mask_frac,
+                   random_frac) -> tuple[np.ndarray, float, float, float]:
+    """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, and
+    three fractions in [0, 1] with mask_frac + random_frac ≤ 1."""
+    ids = np.asarray(input_ids)
+    if ids.ndim != ndim or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"input_ids must be {what}, got shape {ids.shape} and dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError(f"input_ids must be in 0..{vocab_size - 1}")
+    fractions = [_check_fraction(v, name) for v, name in
+                 ((mask_prob, "mask_prob"), (mask_frac, "mask_frac"), (random_frac, "random_frac"))]
+    if fractions[1] + fractions[2] > 1:
+        raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
+                         f"{fractions[1]} + {fractions[2]}")
+    return ids, *fractions
+
+
 def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
                 mask_prob: float = 0.15, mask_frac: float = 0.8,
                 random_frac: float = 0.1) -> MaskedInput:
@@ -52,18 +69,8 @@ def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: 
     becomes [MASK] with probability mask_frac, a random id with probability random_frac, and
     stays itself otherwise. Returns a MaskedInput of (n,) arrays.
     """
-    ids = np.asarray(input_ids)
-    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(f"input_ids must be a 1-D array of ints, got shape {ids.shape} "
-                         f"and dtype {ids.dtype}")
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(f"input_ids must be in 0..{vocab_size - 1}")
-    mask_prob = _check_fraction(mask_prob, "mask_prob")
-    mask_frac = _check_fraction(mask_frac, "mask_frac")
-    random_frac = _check_fraction(random_frac, "random_frac")
-    if mask_frac + random_frac > 1:
-        raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
-                         f"{mask_frac} + {random_frac}")
+    ids, mask_prob, mask_frac, random_frac = _check_masking(
+        input_ids, 1, "a 1-D array of ints", vocab_size, mask_prob, mask_frac, random_frac)
     special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
     candidates = np.flatnonzero(~special)
     if candidates.size == 0:
@@ -97,18 +104,9 @@ def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
     numpy Generator (default: seed 0). Returns a MaskedInput of (B, n) arrays. Same rule as
     :func:`mask_tokens`, not the same random draws.
     """
-    ids = np.asarray(input_ids)
-    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(f"input_ids must be a 2-D (batch, n) array of ints, got shape "
-                         f"{ids.shape} and dtype {ids.dtype}")
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(f"input_ids must be in 0..{vocab_size - 1}")
-    mask_prob = _check_fraction(mask_prob, "mask_prob")
-    mask_frac = _check_fraction(mask_frac, "mask_frac")
-    random_frac = _check_fraction(random_frac, "random_frac")
-    if mask_frac + random_frac > 1:
-        raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
-                         f"{mask_frac} + {random_frac}")
+    ids, mask_prob, mask_frac, random_frac = _check_masking(
+        input_ids, 2, "a 2-D (batch, n) array of ints", vocab_size, mask_prob, mask_frac,
+        random_frac)
     rng = np.random.default_rng(0) if rng is None else rng
     special_list = np.asarray(list(special_ids), dtype=int)
     special = np.isin(ids, special_list)

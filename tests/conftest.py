@@ -15,6 +15,7 @@ import inspect
 import re
 import sys
 
+import numpy as np
 import pytest
 
 from bertlib.models import load_bert
@@ -24,6 +25,15 @@ from bertlib.models import load_bert
 def bert():
     """The bundled pretrained BERT as a LoadedBert (model, tokenizer, name), loaded once."""
     return load_bert()
+
+
+@pytest.fixture
+def attentions():
+    """Random attention weights of shape (layers 2, heads 3, n 5, n 5); each row sums to 1."""
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(2, 3, 5, 5))
+    e = np.exp(scores)
+    return e / e.sum(-1, keepdims=True)
 
 
 @pytest.fixture(autouse=True)

@@ -12,13 +12,6 @@ from bertlib.viz import attention_heatmap, line_view, weight_bars  # noqa: E402
 TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
 
-@pytest.fixture
-def attentions():
-    rng = np.random.default_rng(0)
-    scores = rng.normal(size=(2, 3, 5, 5))
-    e = np.exp(scores)
-    return e / e.sum(-1, keepdims=True)
-
 
 def test_heatmap_has_token_labels_and_shape_errors():
     ax = attention_heatmap(np.eye(5), TOKENS, title="t")

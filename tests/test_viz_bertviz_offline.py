@@ -16,13 +16,6 @@ from bertlib.bertviz_offline import head_view, model_view, offline_bertviz_html 
 TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
 
-@pytest.fixture
-def attentions():
-    rng = np.random.default_rng(0)
-    scores = rng.normal(size=(2, 3, 5, 5))
-    e = np.exp(scores)
-    return e / e.sum(-1, keepdims=True)
-
 
 @pytest.mark.parametrize("view", [head_view, model_view])
 def test_bertviz_views_are_offline_and_contain_libraries_and_tokens(view, attentions):

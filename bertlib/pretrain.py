@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
+from tqdm.std import tqdm
 
 from bertlib import grammar
 from bertlib.mlm import IGNORE_INDEX, mask_batch
@@ -352,9 +353,9 @@ def train(model, tokenizer, steps: int, probe: Probe, batch_size: int = 128, lr:
 def _progress(total: int, show: bool):
     if not show:
         return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="pre-training", unit="step")
+    # a text bar (stderr): its saved output reads "100% 300/300" anywhere, with or without a
+    # kernel, where a widget bar would be saved as a widget that static viewers cannot draw
+    return tqdm(total=total, desc="pre-training", unit="step", mininterval=2.0)
 
 
 def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: int = 0) -> float:

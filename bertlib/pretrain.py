@@ -32,7 +32,7 @@ from bertlib.mlm import IGNORE_INDEX, mask_batch
 __all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "tiny_config", "new_model",
            "offset_share", "position_share", "pair_share", "first_crossing", "Probe",
            "make_probe", "subset", "measure", "History", "train", "mlm_accuracy", "agreement_table",
-           "accuracy_by", "ablated", "fill_mask", "fill_mask_html"]
+           "accuracy_by", "ablated", "fill_mask"]
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -483,21 +483,3 @@ def fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, 
     tokens = [vocab[int(i)] for i in ids[0]]
     return [(vocab[int(i)], float(p[i])) for i in top], tokens, maps[0], where
 
-
-def fill_mask_html(model, tokenizer, text: str, layer: int, head: int, k: int = 5) -> str:
-    """HTML for the fill-mask widget: the top-k words for the [MASK] of ``text`` and, under
-    each word of the sentence, how much head (layer, head) attends to it from the [MASK].
-    A bad text gives a message naming the problem instead of raising."""
-    import html
-
-    try:
-        top, tokens, maps, where = fill_mask(model, tokenizer, text, k)
-    except (TypeError, ValueError) as err:
-        return f"<p style='color:#b00'>{html.escape(str(err))}</p>"
-    row = maps[layer, head, where]
-    cells = "".join(
-        f"<td style='padding:2px 6px;background:rgba(214,39,40,{w:.2f})'>{html.escape(t)}"
-        f"<br><small>{w:.2f}</small></td>" for t, w in zip(tokens, row, strict=True))
-    guesses = ", ".join(f"<b>{html.escape(w)}</b> {p:.2f}" for w, p in top)
-    return (f"<p>[MASK] → {guesses}</p><p>layer {layer} head {head}, attention from "
-            f"[MASK]:</p><table><tr>{cells}</tr></table>")

@@ -151,13 +151,6 @@ def test_fill_mask_returns_probabilities_and_names_bad_text(tok, tiny):
         pt.fill_mask(tiny, tok, None)
 
 
-def test_fill_mask_html_shows_words_or_the_problem(tok, tiny):
-    page = pt.fill_mask_html(tiny, tok, "the cat [MASK]", 1, 0)
-    assert "[MASK] →" in page and "layer 1 head 0" in page
-    assert "not words of the language: [&#x27;unicorn&#x27;]" in pt.fill_mask_html(
-        tiny, tok, "the unicorn [MASK]", 1, 0)
-
-
 def test_subset_keeps_the_chosen_rows(tok):
     probe = pt.make_probe(tok, g.generate(5, g.CONSTRUCTIONS, seed=2))
     part = pt.subset(probe, probe.role == "main")

@@ -29,6 +29,7 @@ def test_static_picture_is_a_png_then_a_message_for_bad_text(tiny):
     model, tok = tiny
     explorer = FillMaskExplorer(model, tok, TEXT, layer=0, head=1)
     assert "image/png" in explorer._static()
+    assert explorer.page.value.startswith("<img ")  # the live view is the same picture
     explorer.text.value = "the dog runs"  # no [MASK]
     bundle = explorer._static()
     assert "image/png" not in bundle and "exactly one [MASK]" in bundle["text/plain"]

@@ -9,13 +9,15 @@ before the live widget, and a bad sentence (no [MASK], a word outside the langua
 
 from __future__ import annotations
 
+import base64
+
 import IPython.display
 import ipywidgets as w
 import matplotlib.pyplot as plt
 
 from bertlib import pretrain
-from bertlib.viz import figure_png
-from bertlib.widgets import is_input_error, live_box, static_bundle
+from bertlib.viz import figure_png, small_png
+from bertlib.widgets import is_input_error, live_box, message_html, static_bundle
 
 __all__ = ["fill_mask_figure", "FillMaskExplorer"]
 
@@ -57,21 +59,28 @@ class FillMaskExplorer:
                           names="value")
         self.widget = live_box([self.text, self.page], self._static, "fill-mask explorer")
 
-    def _html(self, text: str) -> str:
-        return pretrain.fill_mask_html(self.model, self.tokenizer, text, self.layer, self.head,
-                                       self.k)
-
-    def _static(self) -> dict:
+    def _view(self, text: str) -> tuple[bytes | None, str]:
+        """(PNG of the view, "") or (None, the message for a bad sentence)."""
         try:
-            fig = fill_mask_figure(self.model, self.tokenizer, self.text.value, self.layer,
-                                   self.head, self.k)
+            fig = fill_mask_figure(self.model, self.tokenizer, text, self.layer, self.head, self.k)
         except (ValueError, TypeError) as exc:
             if not is_input_error(exc):
                 raise
-            return static_bundle(None, f"{type(exc).__name__}: {exc}")
+            return None, f"{type(exc).__name__}: {exc}"
         png = figure_png(fig)
         plt.close(fig)
-        return static_bundle(png, alt=f"fill-mask view of {self.text.value!r}")
+        return png, ""
+
+    def _html(self, text: str) -> str:
+        png, message = self._view(text)
+        if message:
+            return message_html(message)
+        data = base64.b64encode(small_png(png)).decode("ascii")
+        return f'<img src="data:image/png;base64,{data}" alt="fill-mask view">'
+
+    def _static(self) -> dict:
+        png, message = self._view(self.text.value)
+        return static_bundle(png, message, alt=f"fill-mask view of {self.text.value!r}")
 
     def _ipython_display_(self) -> None:
         IPython.display.display(self.widget)

@@ -58,6 +58,23 @@ def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, mask_prob, 
     return ids, *fractions
 
 
+def _corrupt(ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator, mask_id: int,
+             vocab_size: int, special_ids, mask_frac: float, random_frac: float) -> MaskedInput:
+    """BERT's 80/10/10 on the chosen positions (any shape): each becomes [MASK] with probability
+    mask_frac, a random ordinary id with probability random_frac, and stays itself otherwise."""
+    fate = rng.random(ids.shape)
+    action = np.full(ids.shape, "", dtype=object)
+    action[chosen & (fate < mask_frac)] = "mask"
+    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
+    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
+    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
+    out = ids.copy()
+    out[action == "mask"] = mask_id
+    out[action == "random"] = rng.choice(ordinary, size=int((action == "random").sum()))
+    labels = np.where(chosen, ids, IGNORE_INDEX)
+    return MaskedInput(out, labels, chosen, action.astype(str))
+
+
 def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
                 mask_prob: float = 0.15, mask_frac: float = 0.8,
                 random_frac: float = 0.1) -> MaskedInput:
@@ -79,18 +96,7 @@ def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: 
     k = max(1, int(round(mask_prob * candidates.size))) if mask_prob > 0 else 0
     chosen = np.zeros(ids.shape, dtype=bool)
     chosen[rng.choice(candidates, size=k, replace=False)] = True
-    fate = rng.random(ids.shape)
-    action = np.full(ids.shape, "", dtype=object)
-    action[chosen & (fate < mask_frac)] = "mask"
-    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
-    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
-    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
-    out = ids.copy()
-    out[action == "mask"] = mask_id
-    n_random = int((action == "random").sum())
-    out[action == "random"] = rng.choice(ordinary, size=n_random)
-    labels = np.where(chosen, ids, IGNORE_INDEX)
-    return MaskedInput(out, labels, chosen, action.astype(str))
+    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
 
 
 def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
@@ -118,18 +124,7 @@ def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
     scores = np.where(special, np.inf, rng.random(ids.shape))
     rank = scores.argsort(1).argsort(1)
     chosen = rank < k[:, None]
-    fate = rng.random(ids.shape)
-    action = np.full(ids.shape, "", dtype=object)
-    action[chosen & (fate < mask_frac)] = "mask"
-    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
-    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
-    ordinary = np.setdiff1d(np.arange(vocab_size), special_list)
-    out = ids.copy()
-    out[action == "mask"] = mask_id
-    n_random = int((action == "random").sum())
-    out[action == "random"] = rng.choice(ordinary, size=n_random)
-    labels = np.where(chosen, ids, IGNORE_INDEX)
-    return MaskedInput(out, labels, chosen, action.astype(str))
+    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_list, mask_frac, random_frac)
 
 
 def mask_sentence(text: str, text_pair: str | None = None, model=None,

@@ -1,0 +1,116 @@
+"""Input checks, in one place: each public bertlib function checks its inputs once, at the edge.
+
+A public function starts with a line or two from here, then reads like the formula it implements;
+the private functions it calls (layer to layer, head to head) trust their arguments. Every check
+raises ``TypeError`` for the wrong kind of thing and ``ValueError`` for a value out of range, with
+a message that names the argument, the valid range and what was given, e.g.
+
+    layer must be a whole number in 0..5 (6 layers), got 7
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["whole", "number", "one_of", "as_array", "check_finite", "same_shape"]
+
+
+def _span(low, high) -> str:
+    if high is None:
+        return f">= {low}"
+    return f"in {low}..{high}" if low is not None else f"<= {high}"
+
+
+def whole(value, name: str, low: int | None = 0, high: int | None = None, why: str = "") -> int:
+    """``value`` as an int in ``low..high`` (either end None = open).
+
+    why: a few words on where the range comes from, shown in the message, e.g. "(6 layers)".
+    Raises TypeError for a non-integer (bools included), ValueError outside the range.
+    """
+    why = f" {why}" if why else ""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be a whole number {_span(low, high)}{why}, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be a whole number {_span(low, high)}{why}, got {value}")
+    return int(value)
+
+
+def number(value, name: str, low: float | None = None, high: float | None = None, *,
+           open_low: bool = False, why: str = "") -> float:
+    """``value`` as a finite float in ``[low, high]`` (``(low, high]`` when ``open_low``).
+
+    Raises TypeError for a non-number (bools included), ValueError for NaN, ±inf or a value
+    outside the range.
+    """
+    why = f" {why}" if why else ""
+    left = "(" if open_low else "["
+    span = f"in {left}{low}, {high}]" if low is not None and high is not None else (
+        f"{'>' if open_low else '>='} {low}" if low is not None else
+        f"<= {high}" if high is not None else "finite")
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a number {span}{why}, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value) or (low is not None and (value <= low if open_low else value < low)) \
+            or (high is not None and value > high):
+        raise ValueError(f"{name} must be a number {span}{why}, got {value!r}")
+    return value
+
+
+def one_of(value, name: str, choices: Sequence):
+    """``value`` if it is one of ``choices``; otherwise a ValueError listing them."""
+    try:
+        ok = value in choices
+    except TypeError:  # an unhashable value against a set or dict of choices
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def check_finite(x, name: str) -> None:
+    """Raise ValueError if ``x`` (any shape) holds NaN or ±inf, saying how many and where first."""
+    bad = ~np.isfinite(x)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name} contains {int(bad.sum())} NaN/inf value(s) (first at index {first}); "
+            "attention needs finite numbers"
+        )
+
+
+def as_array(x, name: str, ndim: int | None = None, *, min_ndim: int = 0,
+             layout: str = "", finite: bool = True) -> np.ndarray:
+    """``x`` as a float ndarray (float64 unless already floating), checked.
+
+    ndim: the exact number of axes required (None = any, at least ``min_ndim``); layout: the
+    axes' names for the message, e.g. "(n, d)". finite: reject NaN and ±inf.
+    Raises TypeError for booleans, strings, complex or ragged input; ValueError for the wrong
+    number of axes or non-finite values.
+    """
+    if isinstance(x, np.ndarray) and x.dtype == bool:
+        raise TypeError(f"{name} must hold numbers, got a boolean array")
+    try:
+        arr = x if isinstance(x, np.ndarray) else np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}") from exc
+    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
+    if (ndim is not None and arr.ndim != ndim) or arr.ndim < min_ndim:
+        want = f"{ndim}" if ndim is not None else f"at least {min_ndim}"
+        raise ValueError(f"{name} must have {want} dimensions {layout}, got shape {arr.shape}"
+                         .replace("  ", " "))
+    if finite:
+        check_finite(arr, name)
+    return arr
+
+
+def same_shape(a, b, names: tuple[str, str]) -> None:
+    """Raise ValueError unless arrays (or shapes) ``a`` and ``b`` have the same shape."""
+    sa = tuple(a) if isinstance(a, tuple) else np.shape(a)
+    sb = tuple(b) if isinstance(b, tuple) else np.shape(b)
+    if sa != sb:
+        raise ValueError(f"{names[0]} and {names[1]} must have the same shape, got {sa} and {sb}")

@@ -33,6 +33,8 @@ __all__ = [
     "run_bert",
     "attention_maps",
     "check_layer_head",
+    "bert_module",
+    "max_positions",
     "clear_run_cache",
     "parameters_state",
     "forward_state",
@@ -225,8 +227,24 @@ def load_bert(name: str | None = None) -> LoadedBert:
                         f"to use the bundled default.") from exc
 
 
-def _max_positions(model) -> int:
-    return int(getattr(model.config, "max_position_embeddings", 512))
+def bert_module(model=None):
+    """The transformers ``BertModel`` inside ``model``: a LoadedBert, the module itself, or None
+    for the default (:func:`load_bert`). The one place that unwraps a model.
+
+    Raises TypeError, naming both accepted kinds, for anything without BERT's encoder layers.
+    """
+    bert = load_bert().model if model is None else (
+        model.model if isinstance(model, LoadedBert) else model)
+    if not hasattr(getattr(bert, "encoder", None), "layer"):
+        raise TypeError(f"model must be a LoadedBert (from load_bert()) or a transformers "
+                        f"BertModel, got {type(model).__name__}")
+    return bert
+
+
+def max_positions(model=None) -> int:
+    """How many word pieces ``model`` (see :func:`bert_module`) takes at most: its config's
+    ``max_position_embeddings`` (512 for BERT); the one place the position limit is read."""
+    return int(getattr(bert_module(model).config, "max_position_embeddings", 512))
 
 
 def _tokenize(text, text_pair, model: LoadedBert, truncate: bool) -> tuple[dict, int, int]:
@@ -240,7 +258,7 @@ def _tokenize(text, text_pair, model: LoadedBert, truncate: bool) -> tuple[dict,
             raise ValueError(f"{label} is empty or only whitespace: type a sentence")
         if not model.tokenizer(t, add_special_tokens=False, verbose=False)["input_ids"]:
             raise ValueError(f"{label} {t!r} gives no word pieces (only invisible characters?)")
-    limit = _max_positions(model.model)
+    limit = max_positions(model)
     enc = model.tokenizer(text, text_pair, return_tensors="pt", truncation=False, verbose=False)
     n = int(enc["input_ids"].shape[1])
     dropped = 0
@@ -281,7 +299,7 @@ def encode(text: str, text_pair: str | None = None, model: LoadedBert | None = N
     model = model or load_bert()
     enc, dropped, n = _tokenize(text, text_pair, model, truncate)
     if dropped:
-        _warn_truncated(dropped, n, _max_positions(model.model))
+        _warn_truncated(dropped, n, max_positions(model))
     return enc
 
 
@@ -404,7 +422,7 @@ def run_bert(text: str, text_pair: str | None = None, model: LoadedBert | None =
             old, _, _ = _RUN_CACHE.popitem(last=False)[1]
             total -= _run_nbytes(old)
     if dropped:
-        _warn_truncated(dropped, n, _max_positions(model.model))
+        _warn_truncated(dropped, n, max_positions(model))
     return run
 
 

@@ -417,3 +417,13 @@ def test_the_tiny_bert_folder_loads(tiny_bert_folder):
     loaded = load_bert(str(tiny_bert_folder))
     tokens, maps = attention_maps(SENTENCE, model=loaded)
     assert maps.shape == (2, 2, len(tokens), len(tokens))
+
+
+def test_bert_module_unwraps_once_and_names_what_it_accepts(bert):
+    from bertlib.models import bert_module, max_positions
+
+    assert bert_module(bert) is bert.model
+    assert bert_module(bert.model) is bert.model
+    assert max_positions(bert) == bert.model.config.max_position_embeddings
+    with pytest.raises(TypeError, match="LoadedBert .* or a transformers BertModel, got str"):
+        bert_module("bert")

@@ -69,7 +69,7 @@ lint: $(STAMP)
 
 # The larger cost sweep (notebook 05): writes benchmarks/results/ (JSON + PNG) and prints a table.
 bench: $(STAMP)
-	$(BIN)/python -m bertlib.cost
+	$(BIN)/python benchmarks/attention_cost.py
 	$(BIN)/python benchmarks/window_vs_sdpa.py
 
 # Rebuild notebook 09's checkpoint bertlib/data/tiny_bert (2,500 steps, one thread, deterministic).

@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bertlib.cost import banded_attention, check_memory, measure, random_qkv
+from bertlib.cost import check_memory, measure, random_qkv
+from bertlib.kernels import banded_attention
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import math
 
-from bertlib.cost import attention_bytes, measure, tiled_attention
+from bertlib.cost import attention_bytes, measure
 from bertlib.exercises import Feedback
+from bertlib.kernels import tiled_attention
 
 __all__ = ["check_memory_prediction", "check_qkv_crossover", "check_block_for_budget", "RTOL"]
 

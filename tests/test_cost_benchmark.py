@@ -1,0 +1,89 @@
+"""benchmarks/attention_cost.py (`make bench`): the sweep, its figures, table, plot and command line."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from bertlib import cost
+from bertlib.cost import attention_bytes, attention_flops
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_cost.py"
+_SPEC = importlib.util.spec_from_file_location("attention_cost", _PATH)
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
+
+
+@pytest.fixture(scope="module")
+def small_benchmark():
+    return bench.run_benchmark([64, 128, 256], d_k=16, block=32, repeats=1, progress=False)
+
+
+def test_benchmark_measures_every_kernel_and_the_figures(small_benchmark):
+    result = small_benchmark
+    assert list(result["methods"]) == ["naive numpy", "naive torch", "torch SDPA",
+                                       "tiled (block 32)"]
+    for rows in result["methods"].values():
+        assert [r["n"] for r in rows] == [64, 128, 256]
+        assert all(r["error"] is None for r in rows)
+        # GFLOP/s = the counted FLOPs over the measured time
+        assert [r["gflops"] for r in rows] == [attention_flops(r["n"], 16) / r["seconds"] / 1e9
+                                                for r in rows]
+    f = result["figures"]
+    assert f["tiled_max_abs_diff"] <= 1e-5
+    assert f["memory_ratio_n"] == 256
+    assert f["naive_torch_over_tiled_memory"] == pytest.approx(
+        result["methods"]["naive torch"][2]["peak_bytes"]
+        / result["methods"]["tiled (block 32)"][2]["peak_bytes"])
+    assert f["naive_torch_memory_exponent"] == pytest.approx(2.0, abs=1e-9)
+    assert 1.7 < f["naive_numpy_memory_exponent"] <= 2.1  # at small n, fixed overheads lower it
+    assert f["tiled_over_sdpa_throughput_2048"] is None  # 2048 was not in this sweep
+
+
+def test_benchmark_reports_guard_refusals_and_goes_on(monkeypatch):
+    monkeypatch.setattr(cost, "available_memory", lambda: 2 * 9 * attention_bytes(64))
+    result = bench.run_benchmark([32, 64, 4096], d_k=8, block=16, repeats=1, progress=False)
+    numpy_rows = result["methods"]["naive numpy"]
+    assert numpy_rows[0]["error"] is None
+    assert numpy_rows[2]["error"].startswith("MemoryGuardError: n = 4096 needs")
+    assert numpy_rows[2]["seconds"] is None
+    assert "4096" not in result["tiled_max_abs_diff_by_n"]
+    assert "Refused or failed" in bench.benchmark_table(result)
+
+
+def test_benchmark_table_lists_sizes_and_ratios(small_benchmark):
+    table = bench.benchmark_table(small_benchmark)
+    assert table.startswith("| n | naive numpy ms |")
+    assert "| 256 |" in table
+    assert "naive torch / tiled" in table and "fitted memory exponent: naive torch 2.000" in table
+
+
+def test_main_writes_json_png_and_table(tmp_path, capsys):
+    assert bench.main(["--min-n", "32", "--max-n", "64", "--d-k", "8", "--block", "16",
+                      "--repeats", "1", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "cost.json").read_text())
+    assert result["config"]["sizes"] == [32, 64]
+    assert [r["n"] for r in result["methods"]["naive torch"]] == [32, 64]
+    assert (tmp_path / "cost.png").stat().st_size > 1000
+    assert (tmp_path / "cost.md").read_text().startswith("| n |")
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_main_rejects_bad_sizes(tmp_path):
+    with pytest.raises(SystemExit):
+        bench.main(["--min-n", "64", "--max-n", "32", "--out", str(tmp_path)])
+
+
+
+def test_main_sweeps_powers_of_two_between_min_and_max(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(sizes, **kwargs):
+        seen["sizes"] = sizes
+        raise SystemExit(0)
+
+    monkeypatch.setattr(bench, "run_benchmark", fake_run)
+    with pytest.raises(SystemExit):
+        bench.main(["--min-n", "100", "--max-n", "1000", "--out", str(tmp_path)])
+    assert seen["sizes"] == [100, 200, 400, 800]

@@ -1,0 +1,44 @@
+"""bertlib.peak_memory: the most bytes a call holds alive at once, for torch tensors and numpy."""
+
+import numpy as np
+import torch
+
+from bertlib.peak_memory import tensor_peak_bytes, tensors_in, traced_peak_bytes
+
+
+def test_tensors_in_finds_tensors_in_nested_containers():
+    a, b = torch.zeros(1), torch.ones(2)
+    found = tensors_in(({"x": a, "y": [1, "no"]}, (b, np.zeros(3))))
+    assert len(found) == 2 and found[0] is a and found[1] is b
+    assert tensors_in((1, np.zeros(2))) == []
+
+
+def test_tensor_peak_counts_temporaries_alive_together_and_the_result():
+    x = torch.zeros(1000)  # an input: not counted
+
+    def two_alive(x):
+        a = x + 1  # 4,000 bytes
+        b = x * 2  # 4,000 bytes, a still alive
+        return a + b  # 4,000 more for the result: 12,000 at the peak
+
+    def one_at_a_time(x):
+        a = x + 1
+        del a
+        return x * 2  # reuses the freed room: 4,000 at the peak
+
+    assert tensor_peak_bytes(two_alive, (x,)) == 12_000
+    assert tensor_peak_bytes(one_at_a_time, (x,)) == 4_000
+    assert tensor_peak_bytes(lambda x: x.view(10, 100).t(), (x,)) == 0  # views: no new storage
+
+
+def test_tensor_peak_counts_meta_tensors_without_allocating():
+    n = 1 << 20
+    Q = torch.empty(n, 8, device="meta")
+    assert tensor_peak_bytes(lambda Q: Q @ Q.T, (Q,)) == n * n * 4  # 4 TiB, counted
+
+
+def test_traced_peak_sees_numpy_arrays_above_the_starting_level():
+    before = np.ones(10**6)  # allocated before the call: not counted
+    peak = traced_peak_bytes(lambda n: np.ones((n, n)), (300,))
+    assert 8 * 300**2 <= peak < 8 * 300**2 + 10_000
+    assert before.sum() == 10**6

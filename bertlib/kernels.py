@@ -58,8 +58,8 @@ def _scale(scale, d_k: int) -> float:
     return 1 / math.sqrt(max(d_k, 1)) if scale is None else number(scale, "scale", low=0)
 
 
-def _check_tiled(Q, K, V, block, mask, scale) -> tuple[torch.Size, int, float]:
-    """The checks of both tiled twins: Q, K, V, block, mask; returns (leading axes, block, s)."""
+def _check_tiled(Q, K, V, block, mask, scale) -> tuple[int, float]:
+    """The checks of both tiled twins: Q, K, V, block, mask, scale; returns (block, s)."""
     batch = _check_qkv(Q, K, V)
     if mask is not None:
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
@@ -67,7 +67,7 @@ def _check_tiled(Q, K, V, block, mask, scale) -> tuple[torch.Size, int, float]:
                             f"{getattr(mask, 'dtype', type(mask).__name__)}")
         _broadcast("the mask and the scores (..., n_q, n_k)",
                    mask=mask.shape, scores=(*batch, Q.shape[-2], K.shape[-2]))
-    return batch, whole(block, "block", low=1), _scale(scale, Q.shape[-1])
+    return whole(block, "block", low=1), _scale(scale, Q.shape[-1])
 
 
 # --------------------------------------------------------------------------- the n×n matrix
@@ -104,7 +104,7 @@ def tiled_attention_plain(Q, K, V, block: int = 256, mask=None, scale: float | N
     order). Fresh tensors every block and no tricks: read it beside the equations.
     :func:`tiled_attention` computes the same with reused buffers; a test proves them equal.
     """
-    _, block, s = _check_tiled(Q, K, V, block, mask, scale)
+    block, s = _check_tiled(Q, K, V, block, mask, scale)  # s = 1/√d_k unless a scale is given
     m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=Q.dtype, device=Q.device)
     l = torch.zeros_like(m)
     O = torch.zeros((*Q.shape[:-1], V.shape[-1]), dtype=Q.dtype, device=Q.device)
@@ -141,14 +141,15 @@ def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = 
     float32 and ≤ 1e-12 in float64 on unit-normal inputs, as the tests check). Memory: one
     (..., n_q, block) block of scores at a time, so it grows linearly in n for a fixed block.
     """
-    batch, block, s = _check_tiled(Q, K, V, block, mask, scale)
+    block, s = _check_tiled(Q, K, V, block, mask, scale)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (Q, K, V)):
         raise ValueError(
             "tiled_attention computes the forward pass only (it reuses buffers in place, which "
             "autograd cannot follow): call it under torch.no_grad(), or use naive_attention"
         )
     dtype = torch.promote_types(torch.promote_types(Q.dtype, K.dtype), V.dtype)
-    rows, n_k = (*batch, Q.shape[-2]), K.shape[-2]
+    rows = (*torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2]), Q.shape[-2])
+    n_k = K.shape[-2]
     Qs = Q.to(dtype) * s
     Kt = K.to(dtype).transpose(-2, -1)
     V1 = torch.cat([V.to(dtype), V.new_ones((*V.shape[:-1], 1), dtype=dtype)], dim=-1)  # [V, 1]

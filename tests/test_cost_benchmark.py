@@ -14,6 +14,8 @@ _SPEC = importlib.util.spec_from_file_location("attention_cost", _PATH)
 bench = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(bench)
 
+pytestmark = pytest.mark.slow  # each runs a small sweep of four kernels
+
 
 @pytest.fixture(scope="module")
 def small_benchmark():

@@ -14,6 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bertlib.checks import number
+from bertlib.models import bundled_model_path, encode, load_bert, load_pretrained
+
 __all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mask_sentence",
            "has_mlm_head", "fill_mask"]
 
@@ -35,12 +38,6 @@ class MaskedInput(NamedTuple):
     action: np.ndarray
 
 
-def _check_fraction(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    return float(value)
-
-
 def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, mask_prob, mask_frac,
                    random_frac) -> tuple[np.ndarray, float, float, float]:
     """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, and
@@ -50,7 +47,7 @@ def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, mask_prob, 
         raise ValueError(f"input_ids must be {what}, got shape {ids.shape} and dtype {ids.dtype}")
     if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
         raise ValueError(f"input_ids must be in 0..{vocab_size - 1}")
-    fractions = [_check_fraction(v, name) for v, name in
+    fractions = [number(v, name, 0, 1) for v, name in
                  ((mask_prob, "mask_prob"), (mask_frac, "mask_frac"), (random_frac, "random_frac"))]
     if fractions[1] + fractions[2] > 1:
         raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
@@ -134,8 +131,6 @@ def mask_sentence(text: str, text_pair: str | None = None, model=None,
     Returns (tokens before, tokens after corruption, MaskedInput). [CLS], [SEP] and [PAD] are
     never chosen.
     """
-    from bertlib.models import encode, load_bert
-
     loaded = load_bert() if model is None else model
     tok = loaded.tokenizer
     ids = encode(text, text_pair, loaded)["input_ids"][0].numpy()
@@ -149,9 +144,7 @@ def has_mlm_head(folder: str | None = None) -> bool:
 
     folder: None for the bundled model. Reads only the names in ``model.safetensors``.
     """
-    from safetensors import safe_open
-
-    from bertlib.models import bundled_model_path
+    from safetensors import safe_open  # third-party, loaded only when needed
 
     path = os.path.join(folder or bundled_model_path(), "model.safetensors")
     if not os.path.isfile(path):
@@ -168,10 +161,8 @@ def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tu
     the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
     holds exactly one [MASK].
     """
-    import torch
+    import torch  # torch and transformers load only when a model is asked for
     from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    from bertlib.models import load_pretrained
 
     if not isinstance(text, str) or text.count("[MASK]") != 1:
         raise ValueError(f"text must contain exactly one [MASK], got {text!r}")

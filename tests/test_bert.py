@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from bertlib.bert import (
-    BertWeights,
+    BertParams,
     bert_forward,
-    bert_weights,
+    bert_params,
     embed,
     encoder_layer,
     forward_text,
@@ -106,14 +106,14 @@ def test_attention_rows_sum_to_one(bert):
 
 
 def test_one_layer_by_hand_matches_the_stack(bert):
-    w = bert_weights(bert)
+    params = bert_params(bert)
     enc = encode("One layer at a time.", model=bert)
     ids = enc["input_ids"][0].numpy()
-    X = embed(w, ids)
-    out = bert_forward(ids, model=w)
+    X = embed(params, ids)
+    out = bert_forward(ids, model=params)
     # bert_forward calls these very functions on the same arrays: equal to the last bit
     np.testing.assert_array_equal(X, out.hidden_states[0])
-    X1, A1 = encoder_layer(X, w.layers[0], w.h, eps=w.eps)
+    X1, A1 = encoder_layer(X, params.layers[0], params.h, eps=params.eps)
     np.testing.assert_array_equal(X1, out.hidden_states[1])
     np.testing.assert_array_equal(A1, out.attentions[0])
 
@@ -135,14 +135,14 @@ def test_layer_norm_matches_torch():
     assert np.abs(layer_norm(x, g, b) - expected).max() < 1e-10
 
 
-def test_weights_are_transposed_to_x_times_w(bert):
-    w = bert_weights(bert)
-    assert isinstance(w, BertWeights) and len(w.layers) == 6 and w.h == 12
+def test_params_are_transposed_to_x_times_w(bert):
+    params = bert_params(bert)
+    assert isinstance(params, BertParams) and len(params.layers) == 6 and params.h == 12
     linear = bert.model.encoder.layer[0].intermediate.dense
-    assert w.layers[0].W_1.shape == (384, 1536)
+    assert params.layers[0].W_1.shape == (384, 1536)
     # float32 -> float64 is exact: the same numbers, transposed
-    np.testing.assert_array_equal(w.layers[0].W_1, linear.weight.detach().numpy().T)
-    assert bert_weights(bert) is w  # cached
+    np.testing.assert_array_equal(params.layers[0].W_1, linear.weight.detach().numpy().T)
+    assert bert_params(bert) is params  # cached
 
 
 def test_bad_inputs_give_clear_errors(bert):
@@ -155,9 +155,9 @@ def test_bad_inputs_give_clear_errors(bert):
         bert_forward(np.array([], dtype=int), model=bert)
     with pytest.raises(ValueError, match="token_type_ids must be in 0..1"):
         bert_forward(ids, np.full_like(ids, 2), model=bert)
-    with pytest.raises(ValueError, match="must have the shape of input_ids"):
+    with pytest.raises(ValueError, match="token_type_ids and input_ids must have the same shape"):
         bert_forward(ids, ids[:2] * 0, model=bert)
-    with pytest.raises(ValueError, match="attention_mask .* must have the shape"):
+    with pytest.raises(ValueError, match="attention_mask and input_ids must have the same shape"):
         bert_forward(ids, attention_mask=np.ones(2, dtype=int), model=bert)
     with pytest.raises(ValueError, match="0/1 or bool"):
         bert_forward(ids, attention_mask=np.full(ids.shape, 2), model=bert)
@@ -165,5 +165,5 @@ def test_bad_inputs_give_clear_errors(bert):
         bert_forward(ids, attention_mask=np.zeros(ids.shape, dtype=int), model=bert)
     with pytest.raises(ValueError, match="513 tokens but the model has 512 positions"):
         bert_forward(np.full(513, 1000), model=bert)
-    with pytest.raises(TypeError, match="need a transformers BertModel"):
-        bert_weights("bert")
+    with pytest.raises(TypeError, match="LoadedBert .* or a transformers BertModel"):
+        bert_params("bert")

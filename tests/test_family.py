@@ -170,14 +170,14 @@ def test_shapes_that_do_not_match_d_are_refused():
         F.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr[:, :2], W_kr, 2)
     with pytest.raises(ValueError, match="W_v must have shape"):
         F.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, 2, W_v=W_v[:4])
-    with pytest.raises(ValueError, match=r"H must be one sequence of shape \(n, d\)"):
+    with pytest.raises(ValueError, match=r"X must have 2 dimensions \(one sequence of shape \(n, d\)\)"):
         F.disentangled_attention(H[None], P_rel, W_qc, W_kc, W_qr, W_kr, 2)
 
 
 def test_nan_and_bad_p2c_option_are_refused():
     H, P_rel, W_qc, W_kc, W_qr, W_kr, _ = _inputs()
     H[2, 1] = np.nan
-    with pytest.raises(ValueError, match="H contains 1 NaN"):
+    with pytest.raises(ValueError, match="X contains 1 NaN"):
         F.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, 2)
     with pytest.raises(ValueError, match="p2c_delta must be"):
         F.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, 2, p2c_delta="paper")
@@ -251,7 +251,7 @@ def test_published_base_sizes_match_transformers_counts_on_the_meta_device():
 def test_counting_refuses_other_models_and_bad_sizes():
     with pytest.raises(ValueError, match="model_type 'deberta-v2'"):
         F.config_parameter_count(DebertaV2Config())
-    with pytest.raises(ValueError, match=r"groups must be in 1..L=12"):
+    with pytest.raises(ValueError, match=r"groups must be a whole number in 1..12 \(1..L=12"):
         F.albert_parameter_count(30000, 128, 768, 12, 3072, groups=13)
     with pytest.raises(ValueError, match="H must be a whole number >= 1, got -768"):
         F.bert_parameter_count(30522, -768, 12, 3072)

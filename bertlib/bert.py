@@ -180,12 +180,11 @@ def gelu(x) -> np.ndarray:
 
 
 def _check_ids(input_ids, name: str, upper: int) -> np.ndarray:
+    """Ids of any shape, whole numbers in 0..upper − 1."""
     ids = np.asarray(input_ids)
-    if ids.ndim == 0 or ids.shape[-1] == 0:
-        raise ValueError(f"{name} must have shape (..., n) with n >= 1, got {ids.shape}")
     if not np.issubdtype(ids.dtype, np.integer):
         raise TypeError(f"{name} must hold whole numbers, got dtype {ids.dtype}")
-    if ids.min() < 0 or ids.max() >= upper:
+    if ids.size and (ids.min() < 0 or ids.max() >= upper):
         raise ValueError(f"{name} must be in 0..{upper - 1}, got values {ids.min()}..{ids.max()}")
     return ids
 
@@ -197,13 +196,12 @@ def embed(params: BertParams, input_ids, token_type_ids=None) -> np.ndarray:
     Returns (..., n, d) float64.
     """
     t = _check_ids(input_ids, "input_ids", params.word.shape[0])
+    n_max = params.position.shape[0]
+    n = whole(t.shape[-1] if t.ndim else 0, "n, the number of tokens (input_ids has shape "
+              "(..., n))", 1, n_max, why=f"(the model has {n_max} positions)")
     s = np.zeros_like(t) if token_type_ids is None else _check_ids(
         token_type_ids, "token_type_ids", params.token_type.shape[0])
     same_shape(s, t, ("token_type_ids", "input_ids"))
-    n = t.shape[-1]
-    if n > params.position.shape[0]:
-        raise ValueError(f"input has {n} tokens but the model has {params.position.shape[0]} "
-                         "positions")
     x = params.word[t].astype(np.float64) + params.position[:n] + params.token_type[s]
     return layer_norm(x, params.emb_gamma, params.emb_beta, params.eps)
 

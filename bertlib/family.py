@@ -232,21 +232,19 @@ def albert_parameter_count(V: int, E: int, H: int, L: int, I: int, P: int = 512,
 def config_parameter_count(config) -> ParameterCount:
     """The formula count for a transformers BertConfig, RobertaConfig or AlbertConfig
     (the model with its pooler, as ``AutoModel.from_config`` builds it)."""
-    kind = getattr(config, "model_type", None)
+    kind = one_of(getattr(config, "model_type", None),
+                  "config.model_type (a BertConfig, RobertaConfig or AlbertConfig)",
+                  ("bert", "roberta", "albert"))
     c = config
     if kind in ("bert", "roberta"):
         return bert_parameter_count(c.vocab_size, c.hidden_size, c.num_hidden_layers,
                                     c.intermediate_size, c.max_position_embeddings,
                                     c.type_vocab_size)
-    if kind == "albert":
-        if c.inner_group_num != 1:
-            raise ValueError(f"only inner_group_num=1 is counted here, got {c.inner_group_num}")
-        return albert_parameter_count(c.vocab_size, c.embedding_size, c.hidden_size,
-                                      c.num_hidden_layers, c.intermediate_size,
-                                      c.max_position_embeddings, c.type_vocab_size,
-                                      c.num_hidden_groups)
-    raise ValueError(f"config must be a BertConfig, RobertaConfig or AlbertConfig, "
-                     f"got model_type {kind!r}")
+    whole(c.inner_group_num, "inner_group_num", 1, 1, why="(only 1 is counted here)")
+    return albert_parameter_count(c.vocab_size, c.embedding_size, c.hidden_size,
+                                  c.num_hidden_layers, c.intermediate_size,
+                                  c.max_position_embeddings, c.type_vocab_size,
+                                  c.num_hidden_groups)
 
 
 def meta_model(config) -> nn.Module:
@@ -262,7 +260,7 @@ class LayerStack(nn.Module):
     """L encoder layers drawn from ``layers``, ALBERT-style.
 
     Layer i (0-based) uses ``layers[int(i / (L / G))]`` with G = len(layers), as ALBERT's
-    encoder does: G = 1 shares one layer's weights across all L layers; G = L shares nothing.
+    encoder does: G = 1 shares one layer's parameters across all L layers; G = L shares nothing.
     Each layer maps hidden states (batch, n, H) -> (batch, n, H) (e.g. transformers'
     ``AlbertLayer`` or ``BertLayer``). ``parameters()`` counts a shared layer once.
     forward(hidden (batch, n, H), attention_mask=None) -> (L + 1, batch, n, H): the input and
@@ -272,9 +270,8 @@ class LayerStack(nn.Module):
     def __init__(self, layers: Sequence[nn.Module], num_layers: int):
         super().__init__()
         num_layers = whole(num_layers, "num_layers", 1)
-        if not 1 <= len(layers) <= num_layers:
-            raise ValueError(f"need 1..{num_layers} distinct layers for num_layers={num_layers}, "
-                             f"got {len(layers)}")
+        whole(len(layers), "the number of distinct layers", 1, num_layers,
+              why=f"(num_layers={num_layers})")
         self.layers = nn.ModuleList(layers)
         self.num_layers = num_layers
 
@@ -295,9 +292,7 @@ def consecutive_cosine(hidden_states) -> np.ndarray:
     Returns (L,): entry l = mean over tokens t of cos(X_l[t], X_{l+1}[t]).
     """
     X = as_array(hidden_states, "hidden_states", 3, layout="(L + 1, n, H)").astype(np.float64)
-    if X.shape[0] < 2:
-        raise ValueError(f"hidden_states must have shape (L + 1, n, H) with L >= 1, "
-                         f"got {X.shape}")
+    whole(X.shape[0] - 1, "L (hidden_states has shape (L + 1, n, H))", 1)
     norms = np.linalg.norm(X, axis=-1)
     if (norms == 0).any():
         raise ValueError("hidden_states has an all-zero vector; cosine similarity is undefined")

@@ -276,7 +276,7 @@ def _check_multi_head(X, X_kv, W, biases, h, mask):
 
 
 def _param(W, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """A finite weight matrix (d, d) or bias (d,) of exactly ``shape``, or an error naming d."""
+    """A finite projection matrix (d, d) or bias (d,) of exactly ``shape``, or an error naming d."""
     W = as_array(W, name)
     if W.shape != shape:
         what = "a (d, d) matrix" if len(shape) == 2 else "a (d,) vector"

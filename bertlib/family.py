@@ -219,7 +219,7 @@ def bert_parameter_count(V: int, H: int, L: int, I: int, P: int = 512, T: int = 
 def albert_parameter_count(V: int, E: int, H: int, L: int, I: int, P: int = 512, T: int = 2,
                            groups: int = 1, pooler: bool = True) -> ParameterCount:
     """AlbertModel: embeddings (V + P + T)·E + 2E, projection E·H + H, ``groups`` distinct layers
-    (1 = all L layers share one set of weights; L = no sharing), pooler H² + H."""
+    (1 = all L layers share one set of parameters; L = no sharing), pooler H² + H."""
     V, E, H, L, P = (whole(x, name, 1)
                      for x, name in ((V, "V"), (E, "E"), (H, "H"), (L, "L"), (P, "P")))
     T = whole(T, "T", 0)

@@ -139,7 +139,7 @@ def mask_sentence(text: str, text_pair: str | None = None, model=None,
 
 
 def has_mlm_head(folder: str | None = None) -> bool:
-    """Whether a model folder's weights include BERT's masked-LM head (``cls.predictions.*``).
+    """Whether a model folder's parameters include BERT's masked-LM head (``cls.predictions.*``).
 
     folder: None for the bundled model. Reads only the names in ``model.safetensors``.
     """

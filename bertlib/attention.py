@@ -56,7 +56,7 @@ def _softmax(x: np.ndarray, axis: int = -1, where=None) -> np.ndarray:
     """:func:`softmax` on an already checked float array."""
     if where is None:
         where = np.ones(x.shape, dtype=bool)
-    where = np.broadcast_to(where, x.shape) & (x != -np.inf)
+    where = np.broadcast_to(np.asarray(where, dtype=bool), x.shape) & (x != -np.inf)
     if x.size == 0:
         return np.zeros(x.shape, dtype=x.dtype)
     masked = np.where(where, x, -np.inf)
@@ -177,6 +177,7 @@ def split_heads(X, h: int) -> np.ndarray:
 
 
 def _split(X: np.ndarray, h: int) -> np.ndarray:
+    """:func:`split_heads` of a checked X whose d is a multiple of h."""
     *lead, n, d = X.shape
     return np.swapaxes(X.reshape(*lead, n, h, d // h), -3, -2)
 
@@ -192,6 +193,7 @@ def merge_heads(X_heads) -> np.ndarray:
 
 
 def _merge(X_heads: np.ndarray) -> np.ndarray:
+    """:func:`merge_heads` of a checked array."""
     *lead, h, n, d_k = X_heads.shape
     return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
 
@@ -237,15 +239,16 @@ def _multi_head(X, X_kv, W, b, h: int, mask=None, attend=None):
 
 
 def _each_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """attend(q, k, v) on every head (and batch item) alone: (..., h, n_q, d_k) stacked."""
-    Q, K, V = np.broadcast_arrays(Q, K, V)
-    flat = [x.reshape(-1, *x.shape[-2:]) for x in (Q, K, V)]
+    """attend(q, k, v) on every head (and batch item) alone, stacked: (..., h, n_q, d_v)."""
+    lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
+    flat = [np.broadcast_to(x, lead + x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (Q, K, V)]
     heads = np.stack([np.asarray(attend(q, k, v), dtype=Q.dtype)
                       for q, k, v in zip(*flat, strict=True)])
-    if heads.shape[1:] != Q.shape[-2:]:
-        raise ValueError(f"attend must return one head's output of shape {Q.shape[-2:]} "
+    one_head = (Q.shape[-2], V.shape[-1])
+    if heads.shape[1:] != one_head:
+        raise ValueError(f"attend must return one head's output of shape {one_head} "
                          f"(n_q, d_k), got {heads.shape[1:]}")
-    return heads.reshape(Q.shape)
+    return heads.reshape(lead + one_head)
 
 
 def _check_multi_head(X, X_kv, W, biases, h, mask):

@@ -16,6 +16,7 @@ import torch
 
 from bertlib.bert import (
     BertParams,
+    LayerParams,
     bert_forward,
     bert_params,
     embed,
@@ -167,3 +168,44 @@ def test_bad_inputs_give_clear_errors(bert):
         bert_forward(np.full(513, 1000), model=bert)
     with pytest.raises(TypeError, match="LoadedBert .* or a transformers BertModel"):
         bert_params("bert")
+
+
+def _random_layer(d=8, d_ff=16, seed=0) -> LayerParams:
+    rng = np.random.default_rng(seed)
+    shapes = {"W_1": (d, d_ff), "b_1": (d_ff,), "W_2": (d_ff, d)}
+    return LayerParams(**{
+        name: rng.normal(size=shapes.get(name, (d, d) if name.startswith("W") else (d,)))
+        for name in LayerParams._fields})
+
+
+def test_encoder_layer_with_attend_is_the_same_layer_with_another_attention():
+    p, X = _random_layer(), np.random.default_rng(1).normal(size=(2, 5, 8))
+    out, weights = encoder_layer(X, p, 2)
+
+    def softmax_head(Q, K, V):  # one head, (n, d_k) each: BERT's own attention again
+        s = Q @ K.T / np.sqrt(Q.shape[1])
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True) @ V
+
+    out_attend, none = encoder_layer(X, p, 2, attend=softmax_head)
+    assert none is None and weights.shape == (2, 2, 5, 5)
+    # the same float64 arithmetic in another order: 1e-15 relative on values of size ~1 -> 1e-12
+    np.testing.assert_allclose(out_attend, out, rtol=0, atol=1e-12)
+    uniform = encoder_layer(X, p, 2, attend=lambda Q, K, V: np.broadcast_to(V.mean(0), V.shape))
+    assert not np.allclose(uniform[0], out)  # the attention really is swapped
+
+
+def test_encoder_layer_checks_its_arguments_once():
+    p, X = _random_layer(), np.ones((5, 8))
+    with pytest.raises(ValueError, match=r"d = 8, and h must divide d; got X of shape \(5, 6\)"):
+        encoder_layer(np.ones((5, 6)), p, 2)
+    with pytest.raises(ValueError, match="h = 3"):
+        encoder_layer(X, p, 3)
+    with pytest.raises(ValueError, match="custom attend .* no mask"):
+        encoder_layer(X, p, 2, mask=np.ones(5, bool), attend=lambda Q, K, V: V)
+    with pytest.raises(ValueError, match=r"attend must return one head's output of shape \(5, 4\)"):
+        encoder_layer(X, p, 2, attend=lambda Q, K, V: V[:2])
+    bad = X.copy()
+    bad[0, 3] = np.nan
+    with pytest.raises(ValueError, match="X contains 1 NaN"):
+        encoder_layer(bad, p, 2)

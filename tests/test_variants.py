@@ -382,3 +382,18 @@ def test_bert_qkv_and_layer_reproduce_the_model():
 def test_bert_layer_out_of_range_is_named():
     with pytest.raises(ValueError, match=r"layer must be in 0\.\.5 for this model \(6 layers\), got 7"):
         bert_qkv(np.zeros((3, 384)), 7)
+
+
+def test_bert_layer_with_a_window_that_sees_everything_is_the_full_layer():
+    from bertlib.models import run_bert
+
+    run = run_bert("The cat sat on the mat.")
+    n = len(run.tokens)
+    full = bert_layer(run.hidden_states[1], 1)
+    wide = bert_layer(run.hidden_states[1], 1,
+                      lambda Q, K, V: sliding_window_attention(Q, K, V, 2 * n))
+    # both float64, the same sums in another order (blocks): ~1e-15 relative on values up to
+    # ~10 after LayerNorm -> 1e-10 leaves a wide margin
+    np.testing.assert_allclose(wide, full, rtol=0, atol=1e-10)
+    narrow = bert_layer(run.hidden_states[1], 1, lambda Q, K, V: sliding_window_attention(Q, K, V, 2))
+    assert np.abs(narrow - full).max() > 1e-3  # a real window changes the layer

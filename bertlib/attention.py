@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+# check_finite lives in bertlib.checks; analysis.py still imports it from here
+from bertlib.checks import as_array, check_finite, number, whole  # noqa: F401
+
 __all__ = [
     "softmax",
     "scaled_dot_product_attention",
     "causal_mask",
     "padding_mask",
-    "check_finite",
     "check_qkv_shapes",
     "split_heads",
     "merge_heads",
@@ -21,52 +23,20 @@ __all__ = [
 ]
 
 
-def _as_float_array(x, name: str, min_ndim: int = 1) -> np.ndarray:
-    """``x`` as a float ndarray, or a TypeError/ValueError that names ``name``."""
-    if isinstance(x, np.ndarray) and x.dtype == bool:
-        raise TypeError(f"{name} must hold numbers, got a boolean array")
-    try:
-        arr = np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}") from exc
-    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
-        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    if not np.issubdtype(arr.dtype, np.floating):
-        arr = arr.astype(np.float64)
-    if arr.ndim < min_ndim:
-        raise ValueError(
-            f"{name} must have at least {min_ndim} dimensions (..., n, d), got shape {arr.shape}"
-        )
-    return arr
-
-
-def check_finite(x: np.ndarray, name: str) -> None:
-    """Raise ValueError if ``x`` (any shape) holds NaN or ±inf, saying how many and where first."""
-    bad = ~np.isfinite(x)
-    if bad.any():
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
-            f"{name} contains {int(bad.sum())} NaN/inf value(s) (first at index {first}); "
-            "attention needs finite numbers"
-        )
-
-
 def check_qkv_shapes(Q_shape, K_shape, V_shape) -> None:
     """Raise ValueError unless Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v) fit.
 
     Takes shapes (tuples or torch.Size), so numpy and torch code share one check; the message
-    names both shapes that disagree.
+    names what disagrees and all three shapes.
     """
     Q_shape, K_shape, V_shape = tuple(Q_shape), tuple(K_shape), tuple(V_shape)
-    if Q_shape[-1] != K_shape[-1]:
-        raise ValueError(
-            f"Q and K must share d_k (their last axis): Q has shape {Q_shape}, K has {K_shape}"
-        )
-    if K_shape[-2] != V_shape[-2]:
-        raise ValueError(
-            f"K and V must have the same number of keys n_k (second-last axis): "
-            f"K has shape {K_shape}, V has {V_shape}"
-        )
+    problems = [why for bad, why in (
+        (Q_shape[-1] != K_shape[-1], "Q and K must share d_k (their last axis)"),
+        (K_shape[-2] != V_shape[-2], "K and V must have the same number of keys n_k "
+                                     "(second-last axis)")) if bad]
+    if problems:
+        raise ValueError(f"{'; '.join(problems)}: Q has shape {Q_shape}, K has {K_shape}, "
+                         f"V has {V_shape}")
 
 
 def softmax(x, axis: int = -1, where=None) -> np.ndarray:
@@ -76,9 +46,14 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
     weight 0. A slice whose entries are all excluded (or all -inf) gives zeros, never NaN.
     Returns an array of x's shape whose slices along ``axis`` sum to 1 (or 0 if fully excluded).
     """
-    x = _as_float_array(x, "x", min_ndim=0)
+    x = as_array(x, "x", finite=False)  # -inf is a valid score: "never attend here"
     if np.isnan(x).any():
         raise ValueError("softmax input contains NaN")
+    return _softmax(x, axis, where)
+
+
+def _softmax(x: np.ndarray, axis: int = -1, where=None) -> np.ndarray:
+    """:func:`softmax` on an already checked float array."""
     if where is None:
         where = np.ones(x.shape, dtype=bool)
     where = np.broadcast_to(np.asarray(where, dtype=bool), x.shape) & (x != -np.inf)
@@ -93,6 +68,7 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
 
 
 def _check_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
+    """``mask`` as a bool array that broadcasts to the scores' ``shape``, or a clear error."""
     mask = np.asarray(mask)
     if mask.dtype != bool:
         raise TypeError(
@@ -111,6 +87,19 @@ def _check_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -
     return mask
 
 
+def _qkv(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q, K, V as finite float arrays of at least 2 axes whose shapes fit (one check)."""
+    Q, K, V = (as_array(x, name, min_ndim=2, layout="(..., n, d)")
+               for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
+    return Q, K, V
+
+
+def _scores_shape(Q: np.ndarray, K: np.ndarray) -> tuple[int, ...]:
+    """The shape of Q Kᵀ: the broadcast leading axes, then (n_q, n_k)."""
+    return np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
+
+
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
     """softmax(Q Kᵀ / √d_k) V.
 
@@ -120,28 +109,25 @@ def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None)
     Returns (output (..., n_q, d_v), weights (..., n_q, n_k)); masked-out rows get zero weights
     and a zero output. Leading dimensions broadcast (e.g. heads, batch).
     """
-    Q = _as_float_array(Q, "Q", 2)
-    K = _as_float_array(K, "K", 2)
-    V = _as_float_array(V, "V", 2)
-    check_qkv_shapes(Q.shape, K.shape, V.shape)
-    for name, arr in (("Q", Q), ("K", K), ("V", V)):
-        check_finite(arr, name)
+    Q, K, V = _qkv(Q, K, V)
+    scale = None if scale is None else number(scale, "scale", 0)
+    mask = None if mask is None else _check_mask(mask, _scores_shape(Q, K))
+    return _attend(Q, K, V, mask, scale)
+
+
+def _attend(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask=None, scale=None):
+    """softmax(Q Kᵀ · scale) V on checked arrays (scale None = 1/√d_k): (output, weights)."""
     d_k = Q.shape[-1]
     if scale is None:
         scale = 1.0 / np.sqrt(d_k) if d_k > 0 else 1.0
-    elif not np.isfinite(scale) or scale < 0:
-        raise ValueError(f"scale must be a finite number >= 0, got {scale}")
     scores = (Q @ np.swapaxes(K, -1, -2)) * scale
-    if mask is not None:
-        mask = _check_mask(mask, scores.shape)
-    weights = softmax(scores, axis=-1, where=mask)
+    weights = _softmax(scores, axis=-1, where=mask)
     return weights @ V, weights
 
 
 def causal_mask(n: int) -> np.ndarray:
     """Lower-triangular (n, n) bool mask: query i may attend to keys 0..i (GPT-style)."""
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"n must be a whole number >= 0, got {n!r}")
+    n = whole(n, "n", 0)
     return np.tril(np.ones((n, n), dtype=bool))
 
 
@@ -155,37 +141,28 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     Add a head axis with ``mask[:, None]`` for (batch, heads, n_q, n).
     """
     a = np.asarray(lengths_or_flags)
+    if a.ndim not in (1, 2) or (a.ndim == 2 and not (a.dtype == bool or np.isin(a, (0, 1)).all())):
+        raise ValueError(f"expected 1-D lengths, or 2-D (batch, n) flags of 0/1 or bool (1 = real "
+                         f"token); got shape {a.shape} and dtype {a.dtype}")
     if a.ndim == 2:
-        if not (a.dtype == bool or np.isin(a, (0, 1)).all()):
-            raise ValueError("2-D padding flags must be 0/1 or bool (1 = real token)")
         return a.astype(bool)[:, None, :]
-    if a.ndim != 1:
-        raise ValueError(
-            f"expected 1-D lengths or 2-D (batch, n) flags, got shape {a.shape}"
-        )
-    if a.size and (not np.issubdtype(a.dtype, np.integer) or (a < 0).any()):
-        raise ValueError(f"lengths must be whole numbers >= 0, got {a.tolist()}")
-    longest = int(a.max()) if a.size else 0
-    if n is None:
-        n = longest
-    elif n < longest:
-        raise ValueError(f"n={n} is shorter than the longest length {longest}")
-    return (np.arange(n)[None, :] < a[:, None])[:, None, :]
+    lengths = np.array([whole(x, f"lengths[{i}]", 0) for i, x in enumerate(a.tolist())], int)
+    longest = int(lengths.max()) if lengths.size else 0
+    n = longest if n is None else whole(n, "n", longest, why="(not shorter than the longest "
+                                                            "length)")
+    return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
 
 
 def _check_heads(h, d: int) -> int:
     """``h`` as an int that divides d, or an error naming d, h and the valid choices."""
-    if isinstance(h, bool) or not isinstance(h, int | np.integer):
-        raise TypeError(f"h (the number of heads) must be a whole number, got {h!r}")
-    if h <= 0:
-        raise ValueError(f"h (the number of heads) must be at least 1, got {h}")
+    h = whole(h, "h (the number of heads)", 1)
     if d % h:
         valid = [k for k in range(1, d + 1) if d % k == 0]
         raise ValueError(
             f"d = {d} is not divisible by h = {h}: every head gets d_k = d / h features, so h "
             f"must divide d. Valid h for d = {d}: {valid}"
         )
-    return int(h)
+    return h
 
 
 def split_heads(X, h: int) -> np.ndarray:
@@ -195,9 +172,13 @@ def split_heads(X, h: int) -> np.ndarray:
     head i gets feature columns i·d_k … (i+1)·d_k − 1 of every token.
     Raises ValueError if h does not divide d (the message lists the valid h).
     """
-    X = _as_float_array(X, "X", 2)
+    X = as_array(X, "X", min_ndim=2, layout="(..., n, d)", finite=False)
+    return _split(X, _check_heads(h, X.shape[-1]))
+
+
+def _split(X: np.ndarray, h: int) -> np.ndarray:
+    """:func:`split_heads` of a checked X whose d is a multiple of h."""
     *lead, n, d = X.shape
-    h = _check_heads(h, d)
     return np.swapaxes(X.reshape(*lead, n, h, d // h), -3, -2)
 
 
@@ -207,21 +188,14 @@ def merge_heads(X_heads) -> np.ndarray:
     X_heads: (..., h, n, d_k) -> (..., n, h·d_k), with out[..., t, i·d_k : (i+1)·d_k] =
     X_heads[..., i, t, :].
     """
-    X_heads = _as_float_array(X_heads, "X_heads", 3)
+    return _merge(as_array(X_heads, "X_heads", min_ndim=3, layout="(..., h, n, d_k)",
+                           finite=False))
+
+
+def _merge(X_heads: np.ndarray) -> np.ndarray:
+    """:func:`merge_heads` of a checked array."""
     *lead, h, n, d_k = X_heads.shape
     return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
-
-
-def _check_weights(W, name: str, shape: tuple[int, ...], d: int) -> np.ndarray:
-    W = _as_float_array(W, name, len(shape))
-    if W.shape != shape:
-        what = "a (d, d) matrix" if len(shape) == 2 else "a (d,) vector"
-        raise ValueError(
-            f"{name} must be {what} matching the input's d = {d}, i.e. shape {shape}; "
-            f"got {W.shape}"
-        )
-    check_finite(W, name)
-    return W
 
 
 def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None):
@@ -241,38 +215,74 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, 
     Returns (output (..., n_q, d), weights (..., h, n_q, n_k)); each row of weights sums to 1
     (0 for a fully masked row).
     """
-    X = _as_float_array(X, "X", 2)
-    X_kv = X if X_kv is None else _as_float_array(X_kv, "X_kv", 2)
+    X, X_kv, W, b, h, mask = _check_multi_head(X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
+    return _multi_head(X, X_kv, W, b, h, mask)
+
+
+def _multi_head(X, X_kv, W, b, h: int, mask=None, attend=None):
+    """:func:`multi_head_attention` on checked arguments, W = (W_Q, W_K, W_V, W_O) and
+    b = (b_Q, b_K, b_V, b_O) (a bias may be 0.0).
+
+    attend: None for softmax attention (returns its weights), or a function
+    attend(Q, K, V) -> (n_q, d_k) run on each head (and batch item) alone (weights None).
+    """
+    W_Q, W_K, W_V, W_O = W
+    b_Q, b_K, b_V, b_O = b
+    Q = _split(X @ W_Q + b_Q, h)  # (..., h, n_q, d_k)
+    K = _split(X_kv @ W_K + b_K, h)  # (..., h, n_k, d_k)
+    V = _split(X_kv @ W_V + b_V, h)  # (..., h, n_k, d_k)
+    if attend is None:
+        heads, weights = _attend(Q, K, V, mask)
+    else:
+        heads, weights = _each_head(attend, Q, K, V), None
+    return _merge(heads) @ W_O + b_O, weights
+
+
+def _each_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """attend(q, k, v) on every head (and batch item) alone, stacked: (..., h, n_q, d_v)."""
+    lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
+    flat = [np.broadcast_to(x, lead + x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (Q, K, V)]
+    heads = np.stack([np.asarray(attend(q, k, v), dtype=Q.dtype)
+                      for q, k, v in zip(*flat, strict=True)])
+    one_head = (Q.shape[-2], V.shape[-1])
+    if heads.shape[1:] != one_head:
+        raise ValueError(f"attend must return one head's output of shape {one_head} "
+                         f"(n_q, d_k), got {heads.shape[1:]}")
+    return heads.reshape(lead + one_head)
+
+
+def _check_multi_head(X, X_kv, W, biases, h, mask):
+    """The arguments of :func:`multi_head_attention`, checked once: (X, X_kv, W, b, h, mask)."""
+    X = as_array(X, "X", min_ndim=2, layout="(..., n_q, d)")
+    X_kv = X if X_kv is None else as_array(X_kv, "X_kv", min_ndim=2, layout="(..., n_k, d)")
     d = X.shape[-1]
     h = _check_heads(h, d)
-    if X_kv.shape[-1] != d:
-        raise ValueError(
-            f"X_kv must have the same d as X (last axis): X has shape {X.shape}, "
-            f"X_kv has {X_kv.shape}"
-        )
     try:
-        np.broadcast_shapes(X.shape[:-2], X_kv.shape[:-2])
+        lead = np.broadcast_shapes(X.shape[:-2], X_kv.shape[:-2])
     except ValueError:
-        raise ValueError(
-            f"the leading (batch) axes of X {X.shape} and X_kv {X_kv.shape} do not broadcast"
-        ) from None
-    check_finite(X, "X")
-    check_finite(X_kv, "X_kv")
-    W_Q, W_K, W_V, W_O = (_check_weights(W, name, (d, d), d) for W, name in
-                          ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V"), (W_O, "W_O")))
+        lead = None
+    if X_kv.shape[-1] != d or lead is None:
+        raise ValueError(f"X_kv must have the same d as X (last axis), and leading (batch) axes "
+                         f"that broadcast with X's: X has shape {X.shape}, X_kv has {X_kv.shape}")
     if biases is None:
         biases = (None,) * 4
     elif not isinstance(biases, list | tuple) or len(biases) != 4:
         raise TypeError("biases must be None or a list or tuple (b_Q, b_K, b_V, b_O) of (d,) "
                         f"vectors or None, got {type(biases).__name__}")
-    b_Q, b_K, b_V, b_O = (0.0 if b is None else _check_weights(b, name, (d,), d) for b, name in
-                          zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
-    Q = split_heads(X @ W_Q + b_Q, h)  # (..., h, n_q, d_k)
-    K = split_heads(X_kv @ W_K + b_K, h)  # (..., h, n_k, d_k)
-    V = split_heads(X_kv @ W_V + b_V, h)  # (..., h, n_k, d_k)
+    W = tuple(_param(w, name, (d, d))
+              for w, name in zip(W, ("W_Q", "W_K", "W_V", "W_O"), strict=True))
+    b = tuple(0.0 if x is None else _param(x, name, (d,))
+              for x, name in zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
     if mask is not None:
-        scores_shape = np.broadcast_shapes(Q.shape[:-3], K.shape[:-3]) + (h, Q.shape[-2],
-                                                                          K.shape[-2])
-        mask = _check_mask(mask, scores_shape, "(..., h, n_q, n_k)")
-    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
-    return merge_heads(heads) @ W_O + b_O, weights
+        mask = _check_mask(mask, lead + (h, X.shape[-2], X_kv.shape[-2]), "(..., h, n_q, n_k)")
+    return X, X_kv, W, b, h, mask
+
+
+def _param(W, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A finite projection matrix (d, d) or bias (d,) of exactly ``shape``, or an error naming d."""
+    W = as_array(W, name)
+    if W.shape != shape:
+        what = "a (d, d) matrix" if len(shape) == 2 else "a (d,) vector"
+        raise ValueError(f"{name} must be {what} matching the input's d = {shape[0]}, i.e. shape "
+                         f"{shape}; got {W.shape}")
+    return W

@@ -1,18 +1,19 @@
-"""BERT's forward pass written from the equations, in numpy, on the real pretrained weights.
+"""BERT's forward pass written from the equations, in numpy, on the real pretrained parameters.
 
 The whole model (Devlin et al. 2019; the encoder of Vaswani et al. 2017), for token ids t_1..t_n:
 
-    E   = LayerNorm(W_word[t] + W_pos[0..n-1] + W_type[s])                 (n, d)
+    X   = LayerNorm(W_word[t] + W_pos[0..n-1] + W_type[s])                 (n, d)
     for each of the L layers:
-        A   = MultiHead(E) = Concat(head_0, ..., head_{h-1}) W_O + b_O,
+        A   = MultiHead(X) = Concat(head_0, ..., head_{h-1}) W_O + b_O,
               head_i = softmax(Q_i K_iᵀ / √d_k + padding mask) V_i         (n, d)
-        E'  = LayerNorm(E + A)                                              (n, d)
-        F   = GELU(E' W_1 + b_1) W_2 + b_2                                  (n, d_ff)->(n, d)
-        E   = LayerNorm(E' + F)                                             (n, d)
+        X'  = LayerNorm(X + A)                                              (n, d)
+        F   = GELU(X' W_1 + b_1) W_2 + b_2                                  (n, d_ff)->(n, d)
+        X   = LayerNorm(X' + F)                                             (n, d)
 
 with LayerNorm(x) = γ (x − mean(x)) / √(var(x) + ε) + β over the feature axis, and BERT's exact
-GELU(x) = x · Φ(x) = x/2 · (1 + erf(x/√2)). Everything is float64 here; transformers computes in
-float32, so the two agree to float32 rounding (a few 1e-6; tests/test_bert.py says how close).
+GELU(x) = x · Φ(x) = x/2 · (1 + erf(x/√2)). X holds the hidden states, d is the hidden size, h
+the number of heads. Everything is float64 here; transformers computes in float32, so the two
+agree to float32 rounding (a few 1e-6; tests/test_bert.py says how close).
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.attention import check_finite, multi_head_attention
-from bertlib.models import LoadedBert, encode, load_bert, parameters_state
+from bertlib.attention import _check_mask, _multi_head
+from bertlib.checks import as_array, same_shape, whole
+from bertlib.models import bert_module, encode, load_bert, parameters_state
 
 __all__ = [
-    "LayerWeights",
-    "BertWeights",
+    "LayerParams",
+    "BertParams",
     "BertOutput",
-    "bert_weights",
+    "bert_params",
     "layer_norm",
     "gelu",
     "embed",
@@ -40,7 +42,7 @@ __all__ = [
 ]
 
 
-class LayerWeights(NamedTuple):
+class LayerParams(NamedTuple):
     """One encoder layer's parameters, float64, applied on the right (x W).
 
     W_Q, W_K, W_V, W_O: (d, d); b_Q, b_K, b_V, b_O: (d,); ln1_gamma, ln1_beta: (d,) (after
@@ -66,12 +68,12 @@ class LayerWeights(NamedTuple):
     ln2_beta: np.ndarray
 
 
-class BertWeights(NamedTuple):
+class BertParams(NamedTuple):
     """All of BERT's encoder parameters.
 
     word: (vocab, d) float32 (rows are cast to float64 when looked up, to save memory);
     position: (max_positions, d), token_type: (type_vocab, d), emb_gamma, emb_beta: (d,) float64;
-    layers: one LayerWeights per layer; h: heads per layer; eps: LayerNorm's ε.
+    layers: one LayerParams per layer; h: heads per layer; eps: LayerNorm's ε.
     """
 
     word: np.ndarray
@@ -79,7 +81,7 @@ class BertWeights(NamedTuple):
     token_type: np.ndarray
     emb_gamma: np.ndarray
     emb_beta: np.ndarray
-    layers: tuple[LayerWeights, ...]
+    layers: tuple[LayerParams, ...]
     h: int
     eps: float
 
@@ -101,63 +103,59 @@ def _np(param, transpose: bool = False) -> np.ndarray:
     return a.T.copy() if transpose else a
 
 
-#: model -> (its parameters_state when read, BertWeights); an entry goes with its model.
-_WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: model -> (its parameters_state when read, BertParams); an entry goes with its model.
+_PARAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _weights_of(model) -> BertWeights:
-    """The model's weights read once, and read again whenever a parameter has changed."""
+def _params_of(model) -> BertParams:
+    """The model's parameters read once, and read again whenever one of them has changed."""
     state = parameters_state(model)
-    cached = _WEIGHTS.get(model)
+    cached = _PARAMS.get(model)
     if cached is None or cached[0] != state:
-        cached = _WEIGHTS[model] = (state, _read_weights(model))
+        cached = _PARAMS[model] = (state, _read_params(model))
     return cached[1]
 
 
-def _read_weights(model) -> BertWeights:
+def _read_layer(layer) -> LayerParams:
+    att, out = layer.attention, layer.output
+    return LayerParams(
+        W_Q=_np(att.self.query.weight, True), b_Q=_np(att.self.query.bias),
+        W_K=_np(att.self.key.weight, True), b_K=_np(att.self.key.bias),
+        W_V=_np(att.self.value.weight, True), b_V=_np(att.self.value.bias),
+        W_O=_np(att.output.dense.weight, True), b_O=_np(att.output.dense.bias),
+        ln1_gamma=_np(att.output.LayerNorm.weight), ln1_beta=_np(att.output.LayerNorm.bias),
+        W_1=_np(layer.intermediate.dense.weight, True), b_1=_np(layer.intermediate.dense.bias),
+        W_2=_np(out.dense.weight, True), b_2=_np(out.dense.bias),
+        ln2_gamma=_np(out.LayerNorm.weight), ln2_beta=_np(out.LayerNorm.bias),
+    )
+
+
+def _read_params(model) -> BertParams:
     cfg = model.config
     if getattr(cfg, "hidden_act", "gelu") != "gelu":
         raise ValueError(f"this forward pass implements BERT's exact GELU; the model uses "
                          f"{cfg.hidden_act!r}")
     emb = model.embeddings
-    layers = []
-    for layer in model.encoder.layer:
-        att, out = layer.attention, layer.output
-        layers.append(LayerWeights(
-            W_Q=_np(att.self.query.weight, True), b_Q=_np(att.self.query.bias),
-            W_K=_np(att.self.key.weight, True), b_K=_np(att.self.key.bias),
-            W_V=_np(att.self.value.weight, True), b_V=_np(att.self.value.bias),
-            W_O=_np(att.output.dense.weight, True), b_O=_np(att.output.dense.bias),
-            ln1_gamma=_np(att.output.LayerNorm.weight), ln1_beta=_np(att.output.LayerNorm.bias),
-            W_1=_np(layer.intermediate.dense.weight, True), b_1=_np(layer.intermediate.dense.bias),
-            W_2=_np(out.dense.weight, True), b_2=_np(out.dense.bias),
-            ln2_gamma=_np(out.LayerNorm.weight), ln2_beta=_np(out.LayerNorm.bias),
-        ))
-    return BertWeights(
+    return BertParams(
         word=emb.word_embeddings.weight.detach().cpu().numpy(),
         position=_np(emb.position_embeddings.weight),
         token_type=_np(emb.token_type_embeddings.weight),
         emb_gamma=_np(emb.LayerNorm.weight), emb_beta=_np(emb.LayerNorm.bias),
-        layers=tuple(layers), h=int(cfg.num_attention_heads), eps=float(cfg.layer_norm_eps),
+        layers=tuple(_read_layer(layer) for layer in model.encoder.layer),
+        h=int(cfg.num_attention_heads), eps=float(cfg.layer_norm_eps),
     )
 
 
-def bert_weights(model=None) -> BertWeights:
+def bert_params(model=None) -> BertParams:
     """Read a transformers ``BertModel``'s parameters into numpy (cached per model).
 
     model: a BertModel, a LoadedBert, or None for the bundled model (:func:`load_bert`).
     torch's Linear stores W as (out, in) and computes x Wᵀ; here every W is stored transposed,
     (in, out), so the equations read x W as in the papers. The cache is read again once any
     parameter changed (see :func:`bertlib.models.parameters_state`), so training or an edited
-    weight is always seen.
+    parameter is always seen.
     """
-    model = load_bert() if model is None else model
-    if isinstance(model, LoadedBert):
-        model = model.model
-    if not (hasattr(model, "embeddings") and hasattr(model, "encoder")):
-        raise TypeError(
-            f"need a transformers BertModel (or LoadedBert), got {type(model).__name__}")
-    return _weights_of(model)
+    return _params_of(bert_module(model))
 
 
 def layer_norm(x, gamma, beta, eps: float = 1e-12) -> np.ndarray:
@@ -182,49 +180,87 @@ def gelu(x) -> np.ndarray:
 
 
 def _check_ids(input_ids, name: str, upper: int) -> np.ndarray:
+    """Ids of any shape, whole numbers in 0..upper − 1."""
     ids = np.asarray(input_ids)
-    if ids.ndim == 0 or ids.shape[-1] == 0:
-        raise ValueError(f"{name} must have shape (..., n) with n >= 1, got {ids.shape}")
     if not np.issubdtype(ids.dtype, np.integer):
         raise TypeError(f"{name} must hold whole numbers, got dtype {ids.dtype}")
-    if ids.min() < 0 or ids.max() >= upper:
+    if ids.size and (ids.min() < 0 or ids.max() >= upper):
         raise ValueError(f"{name} must be in 0..{upper - 1}, got values {ids.min()}..{ids.max()}")
     return ids
 
 
-def embed(weights: BertWeights, input_ids, token_type_ids=None) -> np.ndarray:
+def embed(params: BertParams, input_ids, token_type_ids=None) -> np.ndarray:
     """E = LayerNorm(W_word[t] + W_pos[0..n−1] + W_type[s]).
 
     input_ids, token_type_ids: (..., n) ints (token types default to 0, "sentence A").
     Returns (..., n, d) float64.
     """
-    ids = _check_ids(input_ids, "input_ids", weights.word.shape[0])
-    n = ids.shape[-1]
-    if n > weights.position.shape[0]:
-        raise ValueError(f"input has {n} tokens but the model has {weights.position.shape[0]} "
-                         "positions")
-    types = np.zeros_like(ids) if token_type_ids is None else _check_ids(
-        token_type_ids, "token_type_ids", weights.token_type.shape[0])
-    if types.shape != ids.shape:
-        raise ValueError(f"token_type_ids {types.shape} must have the shape of input_ids "
-                         f"{ids.shape}")
-    x = weights.word[ids].astype(np.float64) + weights.position[:n] + weights.token_type[types]
-    return layer_norm(x, weights.emb_gamma, weights.emb_beta, weights.eps)
+    t = _check_ids(input_ids, "input_ids", params.word.shape[0])
+    n_max = params.position.shape[0]
+    n = whole(t.shape[-1] if t.ndim else 0, "n, the number of tokens (input_ids has shape "
+              "(..., n))", 1, n_max, why=f"(the model has {n_max} positions)")
+    s = np.zeros_like(t) if token_type_ids is None else _check_ids(
+        token_type_ids, "token_type_ids", params.token_type.shape[0])
+    same_shape(s, t, ("token_type_ids", "input_ids"))
+    x = params.word[t].astype(np.float64) + params.position[:n] + params.token_type[s]
+    return layer_norm(x, params.emb_gamma, params.emb_beta, params.eps)
 
 
-def encoder_layer(X, lw: LayerWeights, h: int, mask=None,
-                  eps: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12,
+                  attend=None) -> tuple[np.ndarray, np.ndarray | None]:
     """One BERT encoder layer: attention, add & norm, feed-forward, add & norm.
 
-    X: (..., n, d); mask: bool broadcastable to (..., h, n, n), True = may attend (e.g. the key
-    padding mask of shape (..., 1, 1, n)); None = all.
-    Returns (output (..., n, d), attention weights (..., h, n, n)).
+        A   = Concat(head_0, ..., head_{h-1}) W_O + b_O,  head_i = attend(Q_i, K_i, V_i)
+        X'  = LayerNorm(X + A)
+        out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
+    with Q = X W_Q + b_Q (likewise K, V) cut into h heads Q_i of d_k = d / h columns.
+
+    X: (..., n, d); params: the layer's :class:`LayerParams`; h: the number of heads.
+    mask: bool broadcastable to (..., h, n, n), True = may attend (e.g. the key padding mask of
+    shape (..., 1, 1, n)); None = all.
+    attend: None for BERT's head_i = softmax(Q_i K_iᵀ / √d_k + mask) V_i; or a function
+    attend(Q, K, V) -> (n, d_k) computing one head from its (n, d_k) Q, K, V (no mask), e.g.
+    an efficient attention of :mod:`bertlib.variants`.
+    Returns (output (..., n, d), attention weights (..., h, n, n), None with a custom attend).
     """
-    A, weights = multi_head_attention(X, lw.W_Q, lw.W_K, lw.W_V, lw.W_O, h, mask=mask,
-                                      biases=(lw.b_Q, lw.b_K, lw.b_V, lw.b_O))
-    X1 = layer_norm(X + A, lw.ln1_gamma, lw.ln1_beta, eps)
-    F = gelu(X1 @ lw.W_1 + lw.b_1) @ lw.W_2 + lw.b_2
-    return layer_norm(X1 + F, lw.ln2_gamma, lw.ln2_beta, eps), weights
+    X, mask = _check_layer(X, params, h, mask, attend)
+    return _encoder_layer(X, params, h, mask, eps, attend)
+
+
+def _check_layer(X, params: LayerParams, h, mask, attend) -> tuple[np.ndarray, np.ndarray]:
+    """encoder_layer's arguments checked once: X as (..., n, d) for this layer's d, h divides d."""
+    X = as_array(X, "X", min_ndim=2, layout="(..., n, d)")
+    d, h = params.W_Q.shape[0], whole(h, "h (the number of heads)", 1)
+    if X.shape[-1] != d or d % h:
+        raise ValueError(f"X must be (..., n, d) with this layer's d = {d}, and h must divide d; "
+                         f"got X of shape {X.shape} and h = {h}")
+    if mask is not None and attend is not None:
+        raise ValueError("a custom attend sees one head's Q, K, V and no mask: pass mask=None")
+    n = X.shape[-2]
+    return X, None if mask is None else _check_mask(mask, X.shape[:-2] + (h, n, n),
+                                                    "(..., h, n, n)")
+
+
+def _encoder_layer(X, p: LayerParams, h: int, mask, eps: float, attend=None):
+    """:func:`encoder_layer` on checked arguments."""
+    A, weights = _multi_head(X, X, (p.W_Q, p.W_K, p.W_V, p.W_O), (p.b_Q, p.b_K, p.b_V, p.b_O),
+                             h, mask, attend)
+    X1 = layer_norm(X + A, p.ln1_gamma, p.ln1_beta, eps)
+    F = gelu(X1 @ p.W_1 + p.b_1) @ p.W_2 + p.b_2
+    return layer_norm(X1 + F, p.ln2_gamma, p.ln2_beta, eps), weights
+
+
+def _key_mask(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The (..., 1 head, 1 query, n keys) bool mask of (..., n) 0/1 flags; None stays None."""
+    if attention_mask is None:
+        return None
+    m = np.asarray(attention_mask)
+    same_shape(m, shape, ("attention_mask", "input_ids"))
+    if not (m.dtype == bool or np.isin(m, (0, 1)).all()):
+        raise ValueError("attention_mask must hold 0/1 or bool (1 = real token)")
+    if not m.astype(bool).any(axis=-1).all():
+        raise ValueError("every input needs at least one real token (attention_mask all 0)")
+    return m.astype(bool)[..., None, None, :]
 
 
 def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None) -> BertOutput:
@@ -232,26 +268,15 @@ def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None
 
     input_ids, token_type_ids: (..., n) ints, e.g. (n,) for one input or (batch, n) padded.
     attention_mask: (..., n) of 0/1 or bool, 1 = real token, 0 = padding (keys that nobody may
-    attend to); None = all real. model: a BertModel / LoadedBert / BertWeights, None = bundled.
+    attend to); None = all real. model: a BertModel / LoadedBert / BertParams, None = bundled.
     Returns BertOutput(hidden_states (L+1, ..., n, d), attentions (L, ..., h, n, n)), float64.
     """
-    w = model if isinstance(model, BertWeights) else bert_weights(model)
-    X = embed(w, input_ids, token_type_ids)
-    mask = None
-    if attention_mask is not None:
-        m = np.asarray(attention_mask)
-        if m.shape != X.shape[:-1]:
-            raise ValueError(f"attention_mask {m.shape} must have the shape of input_ids "
-                             f"{X.shape[:-1]}")
-        if not (m.dtype == bool or np.isin(m, (0, 1)).all()):
-            raise ValueError("attention_mask must hold 0/1 or bool (1 = real token)")
-        if not m.astype(bool).any(axis=-1).all():
-            raise ValueError("every input needs at least one real token (attention_mask all 0)")
-        mask = m.astype(bool)[..., None, None, :]  # (..., 1 head, 1 query, n keys)
+    params = model if isinstance(model, BertParams) else bert_params(model)
+    X = embed(params, input_ids, token_type_ids)
+    mask = _key_mask(attention_mask, X.shape[:-1])
     hidden, attentions = [X], []
-    for lw in w.layers:
-        X, weights = encoder_layer(X, lw, w.h, mask, w.eps)
-        check_finite(X, "hidden state")
+    for layer in params.layers:
+        X, weights = _encoder_layer(X, layer, params.h, mask, params.eps)
         hidden.append(X)
         attentions.append(weights)
     return BertOutput(np.stack(hidden), np.stack(attentions))

@@ -4,11 +4,13 @@
   for every pair (i, j), a relative-position vector picked by the bucket δ(i, j). The score is
   content→content + content→position + position→content, scaled by 1/√(3·d_k).
 - ALBERT (Lan et al. 2020): a factorised embedding (V×E + E×H instead of V×H) and one set of
-  layer weights used by every layer (cross-layer sharing). Parameter-count formulas for BERT and
-  ALBERT live here too, so a notebook can check them against ``transformers``' own counts.
+  layer parameters used by every layer (cross-layer sharing). Parameter-count formulas for BERT
+  and ALBERT live here too, so a notebook can check them against ``transformers``' own counts.
 
-Shapes: one sequence is ``(n, d)``; relative-position embeddings are ``(2k, d)``, one row per
-bucket; projections are ``(d, d_k)``.
+Symbols: X holds hidden states, one sequence ``(n, d)``; relative-position embeddings are
+``(2k, d)``, one row per bucket; projections are ``(d, d_k)``. The parameter counts use the
+ALBERT paper's letters: V vocabulary, E embedding size, H hidden size (d above), L layers,
+I feed-forward size.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertlib.attention import _as_float_array, check_finite, softmax
+from bertlib.attention import softmax
+from bertlib.checks import as_array, one_of, whole
 
 __all__ = [
     "relative_bucket",
@@ -42,22 +45,13 @@ __all__ = [
 ]
 
 
-def _check_whole(value, name: str, minimum: int = 1) -> int:
-    """``value`` as an int >= ``minimum``, or a ValueError/TypeError that names it."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value}")
-    return int(value)
-
-
 def relative_bucket(i_minus_j, k: int) -> np.ndarray:
     """DeBERTa's relative-distance bucket δ for offsets i − j (any shape, whole numbers).
 
     δ(i, j) = 0 if i − j ≤ −k;  2k − 1 if i − j ≥ k;  i − j + k otherwise,
     i.e. clip(i − j + k, 0, 2k − 1). Returns an int array of the input's shape, values in [0, 2k).
     """
-    k = _check_whole(k, "k")
+    k = whole(k, "k", 1)
     offsets = np.asarray(i_minus_j)
     if not np.issubdtype(offsets.dtype, np.integer):
         raise TypeError(f"i - j must be whole numbers (integer dtype), got dtype {offsets.dtype}")
@@ -66,7 +60,7 @@ def relative_bucket(i_minus_j, k: int) -> np.ndarray:
 
 def relative_positions(n: int, k: int) -> np.ndarray:
     """The (n, n) int matrix δ(i, j), query i and key j, values in [0, 2k); see relative_bucket."""
-    n = _check_whole(n, "n", minimum=0)
+    n = whole(n, "n", 0)
     idx = np.arange(n)
     return relative_bucket(idx[:, None] - idx[None, :], k)
 
@@ -87,53 +81,29 @@ class DisentangledAttention(NamedTuple):
     scale: float
 
 
-def disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, k: int, W_v=None,
+def disentangled_attention(X, P_rel, W_qc, W_kc, W_qr, W_kr, k: int, W_v=None,
                            p2c_delta: Literal["ji", "ij"] = "ji") -> DisentangledAttention:
     """DeBERTa's disentangled self-attention for one head (He et al. 2021, eq. 4).
 
-    Q_c = H W_qc, K_c = H W_kc (content);  Q_r = P_rel W_qr, K_r = P_rel W_kr (relative positions)
+    Q_c = X W_qc, K_c = X W_kc (content);  Q_r = P_rel W_qr, K_r = P_rel W_kr (relative positions)
         c2c[i, j] = Q_c[i] · K_c[j]
         c2p[i, j] = Q_c[i] · K_r[δ(i, j)]
         p2c[i, j] = K_c[j] · Q_r[δ(j, i)]         (p2c_delta="ji", the paper's formula)
                   = K_c[j] · Q_r[δ(i, j)]         (p2c_delta="ij", what transformers computes)
-        weights = softmax((c2c + c2p + p2c) / √(3·d_k)),  output = weights · V,  V = H W_v.
+        weights = softmax((c2c + c2p + p2c) / √(3·d_k)),  output = weights · V,  V = X W_v.
     Position→position is left out, as in the paper.
 
-    H: (n, d) token states.  P_rel: (2k, d), row m embeds bucket m of δ.
+    X: (n, d) token states.  P_rel: (2k, d), row m embeds bucket m of δ.
     W_qc, W_kc, W_qr, W_kr: (d, d_k) (d_k = d in the paper's single-head notation).
-    W_v: (d, d_v); None means V = H.  k: the maximum relative distance, a whole number >= 1.
+    W_v: (d, d_v); None means V = X.  k: the maximum relative distance, a whole number >= 1.
     Returns a :class:`DisentangledAttention` (output, weights, scores and the three terms).
     """
-    k = _check_whole(k, "k")
-    if p2c_delta not in ("ji", "ij"):
-        raise ValueError(f"p2c_delta must be 'ji' (the paper) or 'ij' (transformers), "
-                         f"got {p2c_delta!r}")
-    H = _as_float_array(H, "H", 2)
-    if H.ndim != 2:
-        raise ValueError(f"H must be one sequence of shape (n, d), got shape {H.shape}")
-    n, d = H.shape
-    P_rel = _as_float_array(P_rel, "P_rel", 2)
-    if P_rel.shape != (2 * k, d):
-        raise ValueError(f"P_rel must have shape (2k, d) = ({2 * k}, {d}) for k={k} and H of "
-                         f"shape {H.shape}, got {P_rel.shape}")
-    W = {}
-    for name, w in (("W_qc", W_qc), ("W_kc", W_kc), ("W_qr", W_qr), ("W_kr", W_kr)):
-        W[name] = _as_float_array(w, name, 2)
-        if W[name].ndim != 2 or W[name].shape[0] != d:
-            raise ValueError(f"{name} must have shape (d, d_k) with d={d} (H's last axis), "
-                             f"got {W[name].shape}")
-    if len({w.shape for w in W.values()}) != 1:
-        shapes = ", ".join(f"{name} {w.shape}" for name, w in W.items())
-        raise ValueError(f"W_qc, W_kc, W_qr, W_kr must all have the same shape (d, d_k): {shapes}")
-    W_v = np.eye(d) if W_v is None else _as_float_array(W_v, "W_v", 2)
-    if W_v.ndim != 2 or W_v.shape[0] != d:
-        raise ValueError(f"W_v must have shape (d, d_v) with d={d}, got {W_v.shape}")
-    for name, arr in (("H", H), ("P_rel", P_rel), *W.items(), ("W_v", W_v)):
-        check_finite(arr, name)
-
-    d_k = W["W_qc"].shape[1]
-    Q_c, K_c = H @ W["W_qc"], H @ W["W_kc"]
-    Q_r, K_r = P_rel @ W["W_qr"], P_rel @ W["W_kr"]
+    one_of(p2c_delta, "p2c_delta", ("ji", "ij"))  # the paper's, or transformers'
+    X, P_rel, (W_qc, W_kc, W_qr, W_kr), W_v = _check_disentangled(
+        X, P_rel, (W_qc, W_kc, W_qr, W_kr), W_v, whole(k, "k", 1))
+    n, d_k = X.shape[0], W_qc.shape[1]
+    Q_c, K_c = X @ W_qc, X @ W_kc
+    Q_r, K_r = P_rel @ W_qr, P_rel @ W_kr
     delta = relative_positions(n, k)  # delta[i, j] = δ(i, j)
     rows = np.arange(n)[:, None]
     c2c = Q_c @ K_c.T
@@ -143,7 +113,30 @@ def disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, k: int, W_v=None,
     scale = 1.0 / np.sqrt(3 * d_k)
     scores = (c2c + c2p + p2c) * scale
     weights = softmax(scores, axis=-1)
-    return DisentangledAttention(weights @ (H @ W_v), weights, scores, c2c, c2p, p2c, scale)
+    return DisentangledAttention(weights @ (X @ W_v), weights, scores, c2c, c2p, p2c, scale)
+
+
+def _check_disentangled(X, P_rel, Ws, W_v, k: int):
+    """disentangled_attention's arrays checked once: X (n, d), P_rel (2k, d), the four
+    projections (d, d_k) of one shape, W_v (d, d_v) (None = the identity)."""
+    X = as_array(X, "X", 2, layout="(one sequence of shape (n, d))")
+    n, d = X.shape
+    P_rel = as_array(P_rel, "P_rel", 2, layout="(2k, d)")
+    if P_rel.shape != (2 * k, d):
+        raise ValueError(f"P_rel must have shape (2k, d) = ({2 * k}, {d}) for k={k} and X of "
+                         f"shape {X.shape}, got {P_rel.shape}")
+    names = ("W_qc", "W_kc", "W_qr", "W_kr", "W_v")
+    W = [np.eye(d) if w is None else as_array(w, name, 2, layout="(d, d_k)")
+         for w, name in zip((*Ws, W_v), names, strict=True)]
+    wrong = [name for w, name in zip(W, names, strict=True) if w.shape[0] != d]
+    if wrong:
+        cols = "d_v" if wrong[0] == "W_v" else "d_k"
+        raise ValueError(f"{wrong[0]} must have shape (d, {cols}) with d={d} (X's last axis), "
+                         f"got {W[names.index(wrong[0])].shape}")
+    if len({w.shape for w in W[:4]}) != 1:
+        shapes = ", ".join(f"{name} {w.shape}" for name, w in zip(names, W[:4], strict=False))
+        raise ValueError(f"W_qc, W_kc, W_qr, W_kr must all have the same shape (d, d_k): {shapes}")
+    return X, P_rel, tuple(W[:4]), W[4]
 
 
 class EmbeddingCount(NamedTuple):
@@ -159,7 +152,7 @@ def factorised_embedding_parameters(V: int, E: int, H: int) -> EmbeddingCount:
     Warns (UserWarning) when the factorisation saves nothing, which is always so when E > H:
     V·E + E·H >= V·H exactly when E >= V·H / (V + H).
     """
-    V, E, H = (_check_whole(x, name) for x, name in ((V, "V"), (E, "E"), (H, "H")))
+    V, E, H = (whole(x, name, 1) for x, name in ((V, "V"), (E, "E"), (H, "H")))
     full, factorised = V * H, V * E + E * H
     if factorised >= full:
         warnings.warn(
@@ -176,9 +169,9 @@ def factorised_embedding(token_ids, word_table, W_EH) -> np.ndarray:
     token_ids: (n,) whole numbers in [0, V).  word_table: (V, E).  W_EH: (E, H).
     Returns (n, H) = word_table[token_ids] @ W_EH. (ALBERT's own map also has a bias of size H.)
     """
-    word_table = _as_float_array(word_table, "word_table", 2)
-    W_EH = _as_float_array(W_EH, "W_EH", 2)
-    if word_table.ndim != 2 or W_EH.ndim != 2 or word_table.shape[1] != W_EH.shape[0]:
+    word_table = as_array(word_table, "word_table", 2, layout="(V, E)")
+    W_EH = as_array(W_EH, "W_EH", 2, layout="(E, H)")
+    if word_table.shape[1] != W_EH.shape[0]:
         raise ValueError(f"word_table (V, E) and W_EH (E, H) must share E: got shapes "
                          f"{word_table.shape} and {W_EH.shape}")
     ids = np.asarray(token_ids)
@@ -186,9 +179,9 @@ def factorised_embedding(token_ids, word_table, W_EH) -> np.ndarray:
         raise TypeError(f"token_ids must be a 1-D array of whole numbers, got shape {ids.shape} "
                         f"and dtype {ids.dtype}")
     V = word_table.shape[0]
-    if ids.size and (ids.min() < 0 or ids.max() >= V):
-        bad = ids[(ids < 0) | (ids >= V)][0]
-        raise ValueError(f"token ids must be in 0..{V - 1} (V={V}), got {bad}")
+    bad = ids[(ids < 0) | (ids >= V)]
+    if bad.size:
+        raise ValueError(f"token ids must be in 0..{V - 1} (V={V}), got {bad[0]}")
     return word_table[ids] @ W_EH
 
 
@@ -209,7 +202,7 @@ class ParameterCount(NamedTuple):
 def layer_parameter_count(H: int, I: int) -> int:
     """One BERT/ALBERT encoder layer: 4(H² + H) attention (Q, K, V, output) + 2H LayerNorm
     + (H·I + I) + (I·H + H) feed-forward + 2H LayerNorm = 4H² + 2HI + 9H + I."""
-    H, I = _check_whole(H, "H"), _check_whole(I, "I")
+    H, I = whole(H, "H", 1), whole(I, "I", 1)
     return 4 * H * H + 2 * H * I + 9 * H + I
 
 
@@ -217,8 +210,8 @@ def bert_parameter_count(V: int, H: int, L: int, I: int, P: int = 512, T: int = 
                          pooler: bool = True) -> ParameterCount:
     """BertModel (also RobertaModel): embeddings (V + P + T)·H + 2H, L layers of
     :func:`layer_parameter_count`, pooler H² + H. V vocabulary, P positions, T token types."""
-    V, H, L, P = (_check_whole(x, name) for x, name in ((V, "V"), (H, "H"), (L, "L"), (P, "P")))
-    T = _check_whole(T, "T", minimum=0)
+    V, H, L, P = (whole(x, name, 1) for x, name in ((V, "V"), (H, "H"), (L, "L"), (P, "P")))
+    T = whole(T, "T", 0)
     return ParameterCount((V + P + T) * H + 2 * H, 0, L * layer_parameter_count(H, I),
                           H * H + H if pooler else 0)
 
@@ -226,13 +219,11 @@ def bert_parameter_count(V: int, H: int, L: int, I: int, P: int = 512, T: int = 
 def albert_parameter_count(V: int, E: int, H: int, L: int, I: int, P: int = 512, T: int = 2,
                            groups: int = 1, pooler: bool = True) -> ParameterCount:
     """AlbertModel: embeddings (V + P + T)·E + 2E, projection E·H + H, ``groups`` distinct layers
-    (1 = all L layers share one set of weights; L = no sharing), pooler H² + H."""
-    V, E, H, L, P = (_check_whole(x, name)
+    (1 = all L layers share one set of parameters; L = no sharing), pooler H² + H."""
+    V, E, H, L, P = (whole(x, name, 1)
                      for x, name in ((V, "V"), (E, "E"), (H, "H"), (L, "L"), (P, "P")))
-    T = _check_whole(T, "T", minimum=0)
-    groups = _check_whole(groups, "groups")
-    if groups > L:
-        raise ValueError(f"groups must be in 1..L={L} (1 = full sharing), got {groups}")
+    T = whole(T, "T", 0)
+    groups = whole(groups, "groups", 1, L, why=f"(1..L={L}: 1 = full sharing, L = none)")
     factorised_embedding_parameters(V, E, H)  # warns, with the reason, if E saves nothing
     return ParameterCount((V + P + T) * E + 2 * E, E * H + H,
                           groups * layer_parameter_count(H, I), H * H + H if pooler else 0)
@@ -241,21 +232,19 @@ def albert_parameter_count(V: int, E: int, H: int, L: int, I: int, P: int = 512,
 def config_parameter_count(config) -> ParameterCount:
     """The formula count for a transformers BertConfig, RobertaConfig or AlbertConfig
     (the model with its pooler, as ``AutoModel.from_config`` builds it)."""
-    kind = getattr(config, "model_type", None)
+    kind = one_of(getattr(config, "model_type", None),
+                  "config.model_type (a BertConfig, RobertaConfig or AlbertConfig)",
+                  ("bert", "roberta", "albert"))
     c = config
     if kind in ("bert", "roberta"):
         return bert_parameter_count(c.vocab_size, c.hidden_size, c.num_hidden_layers,
                                     c.intermediate_size, c.max_position_embeddings,
                                     c.type_vocab_size)
-    if kind == "albert":
-        if c.inner_group_num != 1:
-            raise ValueError(f"only inner_group_num=1 is counted here, got {c.inner_group_num}")
-        return albert_parameter_count(c.vocab_size, c.embedding_size, c.hidden_size,
-                                      c.num_hidden_layers, c.intermediate_size,
-                                      c.max_position_embeddings, c.type_vocab_size,
-                                      c.num_hidden_groups)
-    raise ValueError(f"config must be a BertConfig, RobertaConfig or AlbertConfig, "
-                     f"got model_type {kind!r}")
+    whole(c.inner_group_num, "inner_group_num", 1, 1, why="(only 1 is counted here)")
+    return albert_parameter_count(c.vocab_size, c.embedding_size, c.hidden_size,
+                                  c.num_hidden_layers, c.intermediate_size,
+                                  c.max_position_embeddings, c.type_vocab_size,
+                                  c.num_hidden_groups)
 
 
 def meta_model(config) -> nn.Module:
@@ -271,7 +260,7 @@ class LayerStack(nn.Module):
     """L encoder layers drawn from ``layers``, ALBERT-style.
 
     Layer i (0-based) uses ``layers[int(i / (L / G))]`` with G = len(layers), as ALBERT's
-    encoder does: G = 1 shares one layer's weights across all L layers; G = L shares nothing.
+    encoder does: G = 1 shares one layer's parameters across all L layers; G = L shares nothing.
     Each layer maps hidden states (batch, n, H) -> (batch, n, H) (e.g. transformers'
     ``AlbertLayer`` or ``BertLayer``). ``parameters()`` counts a shared layer once.
     forward(hidden (batch, n, H), attention_mask=None) -> (L + 1, batch, n, H): the input and
@@ -280,10 +269,9 @@ class LayerStack(nn.Module):
 
     def __init__(self, layers: Sequence[nn.Module], num_layers: int):
         super().__init__()
-        num_layers = _check_whole(num_layers, "num_layers")
-        if not 1 <= len(layers) <= num_layers:
-            raise ValueError(f"need 1..{num_layers} distinct layers for num_layers={num_layers}, "
-                             f"got {len(layers)}")
+        num_layers = whole(num_layers, "num_layers", 1)
+        whole(len(layers), "the number of distinct layers", 1, num_layers,
+              why=f"(num_layers={num_layers})")
         self.layers = nn.ModuleList(layers)
         self.num_layers = num_layers
 
@@ -301,15 +289,12 @@ def consecutive_cosine(hidden_states) -> np.ndarray:
     """Mean cosine similarity between each layer's token vectors and the previous layer's.
 
     hidden_states: (L + 1, n, H) (e.g. LayerStack output for one sequence).
-    Returns (L,): entry l = mean over tokens t of cos(h_l[t], h_{l+1}[t]).
+    Returns (L,): entry l = mean over tokens t of cos(X_l[t], X_{l+1}[t]).
     """
-    h = _as_float_array(hidden_states, "hidden_states", 3).astype(np.float64)
-    if h.ndim != 3 or h.shape[0] < 2:
-        raise ValueError(f"hidden_states must have shape (L + 1, n, H) with L >= 1, "
-                         f"got {h.shape}")
-    check_finite(h, "hidden_states")
-    norms = np.linalg.norm(h, axis=-1)
+    X = as_array(hidden_states, "hidden_states", 3, layout="(L + 1, n, H)").astype(np.float64)
+    whole(X.shape[0] - 1, "L (hidden_states has shape (L + 1, n, H))", 1)
+    norms = np.linalg.norm(X, axis=-1)
     if (norms == 0).any():
         raise ValueError("hidden_states has an all-zero vector; cosine similarity is undefined")
-    cos = (h[:-1] * h[1:]).sum(-1) / (norms[:-1] * norms[1:])
+    cos = (X[:-1] * X[1:]).sum(-1) / (norms[:-1] * norms[1:])
     return cos.mean(axis=-1)

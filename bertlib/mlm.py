@@ -14,6 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bertlib.checks import number
+from bertlib.models import bundled_model_path, encode, load_bert, load_pretrained
+
 __all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mask_sentence",
            "has_mlm_head", "fill_mask"]
 
@@ -35,27 +38,27 @@ class MaskedInput(NamedTuple):
     action: np.ndarray
 
 
-def _check_fraction(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, mask_prob, mask_frac,
-                   random_frac) -> tuple[np.ndarray, float, float, float]:
-    """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, and
-    three fractions in [0, 1] with mask_frac + random_frac ≤ 1."""
+def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, special_ids, mask_prob,
+                   mask_frac, random_frac) -> tuple[np.ndarray, np.ndarray, float, float, float]:
+    """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, an
+    ordinary token in every row, and three fractions in [0, 1] with mask_frac + random_frac ≤ 1.
+    Returns (ids, special: bool of ids' shape, mask_prob, mask_frac, random_frac)."""
     ids = np.asarray(input_ids)
     if ids.ndim != ndim or not np.issubdtype(ids.dtype, np.integer):
         raise ValueError(f"input_ids must be {what}, got shape {ids.shape} and dtype {ids.dtype}")
     if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
         raise ValueError(f"input_ids must be in 0..{vocab_size - 1}")
-    fractions = [_check_fraction(v, name) for v, name in
+    special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
+    empty = np.flatnonzero(~np.atleast_2d(~special).any(axis=-1))  # rows of special tokens only
+    if empty.size:
+        where = "the input has" if ndim == 1 else f"row(s) {empty.tolist()} have"
+        raise ValueError(f"{where} no ordinary tokens to mask (only special tokens)")
+    fractions = [number(v, name, 0, 1) for v, name in
                  ((mask_prob, "mask_prob"), (mask_frac, "mask_frac"), (random_frac, "random_frac"))]
     if fractions[1] + fractions[2] > 1:
         raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
                          f"{fractions[1]} + {fractions[2]}")
-    return ids, *fractions
+    return ids, special, *fractions
 
 
 def _corrupt(ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator, mask_id: int,
@@ -86,12 +89,10 @@ def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: 
     becomes [MASK] with probability mask_frac, a random id with probability random_frac, and
     stays itself otherwise. Returns a MaskedInput of (n,) arrays.
     """
-    ids, mask_prob, mask_frac, random_frac = _check_masking(
-        input_ids, 1, "a 1-D array of ints", vocab_size, mask_prob, mask_frac, random_frac)
-    special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
+    ids, special, mask_prob, mask_frac, random_frac = _check_masking(
+        input_ids, 1, "a 1-D array of ints", vocab_size, special_ids, mask_prob, mask_frac,
+        random_frac)
     candidates = np.flatnonzero(~special)
-    if candidates.size == 0:
-        raise ValueError("the input has no ordinary tokens to mask (only special tokens)")
     rng = np.random.default_rng(seed)
     k = max(1, int(round(mask_prob * candidates.size))) if mask_prob > 0 else 0
     chosen = np.zeros(ids.shape, dtype=bool)
@@ -110,21 +111,16 @@ def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
     numpy Generator (default: seed 0). Returns a MaskedInput of (B, n) arrays. Same rule as
     :func:`mask_tokens`, not the same random draws.
     """
-    ids, mask_prob, mask_frac, random_frac = _check_masking(
-        input_ids, 2, "a 2-D (batch, n) array of ints", vocab_size, mask_prob, mask_frac,
-        random_frac)
+    ids, special, mask_prob, mask_frac, random_frac = _check_masking(
+        input_ids, 2, "a 2-D (batch, n) array of ints", vocab_size, special_ids, mask_prob,
+        mask_frac, random_frac)
     rng = np.random.default_rng(0) if rng is None else rng
-    special_list = np.asarray(list(special_ids), dtype=int)
-    special = np.isin(ids, special_list)
-    m = (~special).sum(1)
-    if (m == 0).any():
-        raise ValueError(f"row(s) {np.flatnonzero(m == 0).tolist()} have no ordinary tokens to "
-                         f"mask (only special tokens)")
+    m = (~special).sum(1)  # ordinary tokens per row
     k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)
     scores = np.where(special, np.inf, rng.random(ids.shape))
     rank = scores.argsort(1).argsort(1)
     chosen = rank < k[:, None]
-    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_list, mask_frac, random_frac)
+    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
 
 
 def mask_sentence(text: str, text_pair: str | None = None, model=None,
@@ -134,8 +130,6 @@ def mask_sentence(text: str, text_pair: str | None = None, model=None,
     Returns (tokens before, tokens after corruption, MaskedInput). [CLS], [SEP] and [PAD] are
     never chosen.
     """
-    from bertlib.models import encode, load_bert
-
     loaded = load_bert() if model is None else model
     tok = loaded.tokenizer
     ids = encode(text, text_pair, loaded)["input_ids"][0].numpy()
@@ -145,13 +139,11 @@ def mask_sentence(text: str, text_pair: str | None = None, model=None,
 
 
 def has_mlm_head(folder: str | None = None) -> bool:
-    """Whether a model folder's weights include BERT's masked-LM head (``cls.predictions.*``).
+    """Whether a model folder's parameters include BERT's masked-LM head (``cls.predictions.*``).
 
     folder: None for the bundled model. Reads only the names in ``model.safetensors``.
     """
-    from safetensors import safe_open
-
-    from bertlib.models import bundled_model_path
+    from safetensors import safe_open  # third-party, loaded only when needed
 
     path = os.path.join(folder or bundled_model_path(), "model.safetensors")
     if not os.path.isfile(path):
@@ -168,10 +160,8 @@ def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tu
     the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
     holds exactly one [MASK].
     """
-    import torch
+    import torch  # torch and transformers load only when a model is asked for
     from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    from bertlib.models import load_pretrained
 
     if not isinstance(text, str) or text.count("[MASK]") != 1:
         raise ValueError(f"text must contain exactly one [MASK], got {text!r}")

@@ -10,7 +10,7 @@ numbers picked so that the attention weights tell a story a learner can predict 
 - two heads (notebook 02): head 0 is that verb-tracking head; head 1 links a noun to a related
   noun (a place), so in head 1 "cat" attends most to "mat".
 
-These weights are designed, not learned: a trained model finds its own (notebook 03).
+These projections are designed, not learned: a trained model finds its own (notebook 03).
 """
 
 from __future__ import annotations

@@ -23,14 +23,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from bertlib.attention import (
-    _as_float_array,
-    check_finite,
-    merge_heads,
-    scaled_dot_product_attention,
-    softmax,
-    split_heads,
-)
+from bertlib.attention import _attend, _softmax, check_qkv_shapes, softmax, split_heads
+from bertlib.bert import BertParams, LayerParams, bert_params, encoder_layer
+from bertlib.checks import as_array, same_shape, whole
+from bertlib.models import bert_module, check_layer_head
 
 __all__ = [
     "relative_error",
@@ -55,40 +51,16 @@ __all__ = [
 # ---------------------------------------------------------------- checks shared by the variants
 
 
-def _whole(value, name: str, low: int, high: int | None = None, why: str = "") -> int:
-    """``value`` as an int in low..high, or a ValueError/TypeError naming it and the range."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be a whole number, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        span = f"{low}..{high}" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {span}{why}, got {value}")
-    return value
-
-
-def _one_head(Q, K, V, same_n: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Check one head's Q (n, d_k), K (n, d_k), V (n, d_v): 2-D, finite, matching sizes."""
-    arrays = []
-    for name, x in (("Q", Q), ("K", K), ("V", V)):
-        a = _as_float_array(x, name, 2)
-        if a.ndim != 2:
-            raise ValueError(
-                f"{name} must be one head, a 2-D (n, d) array, got shape {a.shape}; "
-                "loop over heads (and batch items) for more"
-            )
-        if a.shape[0] == 0:
-            raise ValueError(f"{name} has no rows (n = 0): attention needs at least one token")
-        check_finite(a, name)
-        arrays.append(a)
-    Q, K, V = arrays
-    if Q.shape[1] != K.shape[1]:
-        raise ValueError(f"Q and K must share d_k: Q has shape {Q.shape}, K has {K.shape}")
-    if K.shape[0] != V.shape[0]:
-        raise ValueError(f"K and V must have the same n: K has shape {K.shape}, V has {V.shape}")
-    if same_n and Q.shape[0] != K.shape[0]:
-        raise ValueError(
-            f"self-attention needs as many queries as keys: Q has shape {Q.shape}, K has {K.shape}"
-        )
+def _one_head(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One head's Q (n, d_k), K (n, d_k), V (n, d_v), checked once: 2-D, finite, sizes that fit,
+    as many queries as keys (self-attention), cast to one float type."""
+    Q, K, V = (as_array(x, name, 2, layout="(one head, a 2-D (n, d) array; loop over heads and "
+                                          "batch items for more)")
+               for name, x in (("Q", Q), ("K", K), ("V", V)))
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
+    if Q.shape[0] != K.shape[0] or Q.shape[0] == 0:
+        raise ValueError(f"self-attention needs n >= 1 tokens, as many queries as keys: Q has "
+                         f"shape {Q.shape}, K has {K.shape}")
     dtype = np.result_type(Q, K, V)  # one float type: mixed float32/float64 products are slow
     return Q.astype(dtype, copy=False), K.astype(dtype, copy=False), V.astype(dtype, copy=False)
 
@@ -102,10 +74,8 @@ def relative_error(approx, exact) -> float:
 
     approx, exact: arrays of the same shape (e.g. outputs (n, d_v)). 0 means identical.
     """
-    approx = np.asarray(approx, dtype=float)
-    exact = np.asarray(exact, dtype=float)
-    if approx.shape != exact.shape:
-        raise ValueError(f"shapes differ: approx {approx.shape}, exact {exact.shape}")
+    approx, exact = as_array(approx, "approx"), as_array(exact, "exact")
+    same_shape(approx, exact, ("approx", "exact"))
     norm = np.linalg.norm(exact)
     if norm == 0:
         raise ValueError("exact is all zeros: a relative error is undefined")
@@ -117,7 +87,7 @@ def relative_error(approx, exact) -> float:
 
 def _window_half(w, n: int) -> int:
     """w/2 for a valid window w (a positive even number), capped at n − 1."""
-    w = _whole(w, "w (the window)", 1)
+    w = whole(w, "w (the window)", 1)
     if w % 2:
         raise ValueError(
             f"w must be even: a token sees w/2 keys on each side (w + 1 with itself), so an odd "
@@ -127,18 +97,10 @@ def _window_half(w, n: int) -> int:
 
 
 def _global_positions(global_idx, n: int) -> np.ndarray:
-    """Sorted unique global positions, each in 0..n−1."""
-    g = np.asarray(list(global_idx) if not isinstance(global_idx, np.ndarray) else global_idx)
-    if g.size == 0:
-        return np.zeros(0, dtype=int)
-    if g.ndim != 1 or not np.issubdtype(g.dtype, np.integer):
-        raise TypeError(f"global_idx must be a list of token positions (ints), got {global_idx!r}")
-    bad = g[(g < 0) | (g >= n)]
-    if bad.size:
-        raise ValueError(
-            f"global_idx holds {int(bad[0])}, but token positions run 0..{n - 1} (n={n})"
-        )
-    return np.unique(g)
+    """Sorted unique global positions, each a whole number in 0..n−1."""
+    why = f"(token positions run 0..{n - 1}, n={n})"
+    return np.unique(np.array([whole(i, "every global_idx entry", 0, n - 1, why=why)
+                               for i in global_idx], dtype=int))
 
 
 def sliding_window_pattern(n: int, w: int, global_idx=()) -> np.ndarray:
@@ -148,7 +110,7 @@ def sliding_window_pattern(n: int, w: int, global_idx=()) -> np.ndarray:
     n: tokens; w: a positive even window; global_idx: positions in 0..n−1.
     Returns (n, n) bool, True = may attend (for plots; the attention itself never builds it).
     """
-    n = _whole(n, "n", 1)
+    n = whole(n, "n", 1)
     half = _window_half(w, n)
     g = _global_positions(global_idx, n)
     i = np.arange(n)
@@ -204,11 +166,11 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     scale = _scale(d_k)
     band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, S)
     to_global = ((Q_blocks @ K[g].T) * scale)  # (n_blocks, B, g)
-    weights = softmax(np.concatenate([band, to_global], axis=2),
-                      where=np.concatenate([keep, np.ones(to_global.shape, bool)], axis=2))
+    weights = _softmax(np.concatenate([band, to_global], axis=2),
+                       where=np.concatenate([keep, np.ones(to_global.shape, bool)], axis=2))
     w_band, w_global = weights[..., :S], weights[..., S:]
     out = (w_band @ V_slab + w_global @ V[g]).reshape(-1, V.shape[1])[:n]
-    out_g, weights_g = scaled_dot_product_attention(Q[g], K, V)  # global rows see everything
+    out_g, weights_g = _attend(Q[g], K, V)  # global rows see everything
     out[g] = out_g
     if not return_weights:
         return out
@@ -250,7 +212,7 @@ def sliding_window_attention_plain(Q, K, V, w: int, global_idx=()) -> np.ndarray
 
 def _block_layout(n: int, block, n_random, global_blocks, seed) -> np.ndarray:
     """(nb, nb) bool: which key blocks each query block attends to (window, global, random)."""
-    block = _whole(block, "block", 1)
+    block = whole(block, "block", 1)
     if n % block:
         divisors = [b for b in range(1, n + 1) if n % b == 0]
         raise ValueError(
@@ -258,8 +220,8 @@ def _block_layout(n: int, block, n_random, global_blocks, seed) -> np.ndarray:
             f"{-(-n // block) * block} tokens, or pick a block that divides {n} ({divisors})"
         )
     nb = n // block
-    global_blocks = _whole(global_blocks, "global_blocks", 0, nb, f" (n/block = {nb} blocks)")
-    n_random = _whole(n_random, "n_random", 0)
+    global_blocks = whole(global_blocks, "global_blocks", 0, nb, why=f"(n/block = {nb} blocks)")
+    n_random = whole(n_random, "n_random", 0)
     rng = np.random.default_rng(seed)
     idx = np.arange(nb)
     layout = np.abs(idx[:, None] - idx[None, :]) <= 1  # window: the block and its neighbours
@@ -286,7 +248,7 @@ def block_sparse_pattern(n: int, block: int, n_random: int = 1, global_blocks: i
     block·(|window ∖ global| + global_blocks + n_random) keys, a global row all n.
     Returns (n, n) bool, True = may attend.
     """
-    n = _whole(n, "n", 1)
+    n = whole(n, "n", 1)
     layout = _block_layout(n, block, n_random, global_blocks, seed)
     return np.kron(layout, np.ones((block, block), dtype=bool)).astype(bool)
 
@@ -313,7 +275,7 @@ def block_sparse_attention(Q, K, V, block: int, n_random: int = 1, global_blocks
     for qb in range(layout.shape[0]):
         rows = slice(qb * block, (qb + 1) * block)
         keys = (np.flatnonzero(layout[qb])[:, None] * block + np.arange(block)).ravel()
-        out[rows], w = scaled_dot_product_attention(Q[rows], K[keys], V[keys])
+        out[rows], w = _attend(Q[rows], K[keys], V[keys])
         if dense is not None:
             dense[rows, keys] = w
     return (out, dense) if return_weights else out
@@ -329,16 +291,15 @@ def linformer_projections(n: int, k: int, seed: int | None = 0) -> np.ndarray:
     stand-in (Johnson–Lindenstrauss: it keeps lengths roughly, E[EᵀE] = I).
     Returns (k, n) float64.
     """
-    n = _whole(n, "n", 1)
-    k = _whole(k, "k", 1, n, f" (the projected length, at most n={n})")
+    n = whole(n, "n", 1)
+    k = whole(k, "k", 1, n, why=f"(the projected length, at most n={n})")
     return np.random.default_rng(seed).normal(0.0, 1.0 / np.sqrt(k), size=(k, n))
 
 
 def _projection(P, name: str, k: int, n: int) -> np.ndarray:
-    P = _as_float_array(P, name, 2)
+    P = as_array(P, name)
     if P.shape != (k, n):
         raise ValueError(f"{name} must have shape (k, n) = ({k}, {n}), got {P.shape}")
-    check_finite(P, name)
     return P
 
 
@@ -360,11 +321,11 @@ def linformer_attention(Q, K, V, k: int, E=None, F=None, seed: int | None = 0,
     """
     Q, K, V = _one_head(Q, K, V)
     n = K.shape[0]
-    k = _whole(k, "k", 1, n, f" (the projected length, at most n={n})")
+    k = whole(k, "k", 1, n, why=f"(the projected length, at most n={n})")
     E = linformer_projections(n, k, seed) if E is None else _projection(E, "E", k, n)
     F = E if F is None else _projection(F, "F", k, n)
     E, F = E.astype(Q.dtype, copy=False), F.astype(Q.dtype, copy=False)
-    out, P = scaled_dot_product_attention(Q, E @ K, F @ V)  # P: (n, k)
+    out, P = _attend(Q, E @ K, F @ V)  # P: (n, k)
     return (out, P @ F) if return_weights else out
 
 
@@ -378,8 +339,8 @@ def orthogonal_features(m: int, d: int, seed: int | None = 0) -> np.ndarray:
     uniformly random) with its rows rescaled to the lengths of d-dimensional Gaussian vectors.
     Returns (m, d) float64.
     """
-    m = _whole(m, "m (the number of random features)", 1)
-    d = _whole(d, "d", 1)
+    m = whole(m, "m (the number of random features)", 1)
+    d = whole(d, "d", 1)
     rng = np.random.default_rng(seed)
     blocks = []
     for _ in range(-(-m // d)):
@@ -404,13 +365,10 @@ def performer_features(X, omega) -> np.ndarray:
     :func:`performer_attention` avoids.
     X: (n, d); omega: (m, d), e.g. :func:`orthogonal_features`. Returns (n, m), all positive.
     """
-    X = _as_float_array(X, "X", 2)
-    omega = _as_float_array(omega, "omega", 2)
-    if X.ndim != 2 or omega.ndim != 2 or X.shape[1] != omega.shape[1]:
-        raise ValueError(f"X must be (n, d) and omega (m, d) with the same d, got shapes "
+    X, omega = as_array(X, "X", 2, layout="(n, d)"), as_array(omega, "omega", 2, layout="(m, d)")
+    if X.shape[1] != omega.shape[1]:
+        raise ValueError(f"X (n, d) and omega (m, d) must have the same d, got shapes "
                          f"{X.shape} and {omega.shape}")
-    check_finite(X, "X")
-    check_finite(omega, "omega")
     return np.exp(_log_features(X, omega))
 
 
@@ -429,7 +387,7 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
     whose rows are positive and sum to 1.
     """
     Q, K, V = _one_head(Q, K, V)
-    m = _whole(m, "m (the number of random features)", 1)
+    m = whole(m, "m (the number of random features)", 1)
     d_k = Q.shape[1]
     omega = orthogonal_features(m, d_k, seed).astype(Q.dtype)
     c = d_k ** -0.25
@@ -449,13 +407,13 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
 
 
 def _lsh_checks(n: int, n_buckets, n_hashes, chunk) -> tuple[int, int, int]:
-    n_buckets = _whole(n_buckets, "n_buckets", 1)
+    n_buckets = whole(n_buckets, "n_buckets", 1)
     if n_buckets > 1 and n_buckets % 2:
         raise ValueError(
             f"n_buckets must be 1 or even: angular LSH takes the argmax over [xR; −xR], which "
             f"makes buckets in pairs; got {n_buckets}, use {n_buckets - 1} or {n_buckets + 1}"
         )
-    n_hashes = _whole(n_hashes, "n_hashes", 1)
+    n_hashes = whole(n_hashes, "n_hashes", 1)
     if chunk is None:
         if n % n_buckets:
             raise ValueError(
@@ -463,7 +421,7 @@ def _lsh_checks(n: int, n_buckets, n_hashes, chunk) -> tuple[int, int, int]:
                 f"n/n_buckets is not whole: pick n_buckets dividing {n}, or pass chunk"
             )
         chunk = n // n_buckets
-    chunk = _whole(chunk, "chunk", 1, n, f" (n={n})")
+    chunk = whole(chunk, "chunk", 1, n, why=f"(n={n})")
     if n % chunk:
         raise ValueError(f"chunk={chunk} must divide n={n} (the sorted tokens are cut in chunks)")
     return n_buckets, n_hashes, chunk
@@ -475,11 +433,13 @@ def lsh_buckets(X, n_buckets: int, n_hashes: int = 1, seed: int | None = 0) -> n
     Vectors pointing in similar directions tend to share a bucket. One random R per hash round.
     n_buckets: 1 (everyone together) or even. Returns (n_hashes, n) ints in 0..n_buckets−1.
     """
-    X = _as_float_array(X, "X", 2)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D (n, d) array, got shape {X.shape}")
-    check_finite(X, "X")
+    X = as_array(X, "X", 2, layout="(n, d)")
     n_buckets, n_hashes, _ = _lsh_checks(X.shape[0], n_buckets, n_hashes, X.shape[0])
+    return _buckets(X, n_buckets, n_hashes, seed)
+
+
+def _buckets(X: np.ndarray, n_buckets: int, n_hashes: int, seed) -> np.ndarray:
+    """:func:`lsh_buckets` on checked arguments."""
     if n_buckets == 1:
         return np.zeros((n_hashes, X.shape[0]), dtype=int)
     rng = np.random.default_rng(seed)
@@ -498,7 +458,7 @@ def _lsh_rounds(Q: np.ndarray, n_buckets: int, n_hashes: int, seed, chunk: int):
     it no key at all (an all-False row).
     """
     n = Q.shape[0]
-    buckets = lsh_buckets(Q, n_buckets, n_hashes, seed)  # (n_hashes, n)
+    buckets = _buckets(Q, n_buckets, n_hashes, seed)  # (n_hashes, n)
     rounds = []
     has_other = np.zeros(n, dtype=bool)  # some round offers the token a key other than itself
     for b in buckets:
@@ -522,10 +482,7 @@ def lsh_pattern(Q, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     no round gives another key (shared QK: q_i·k_i would otherwise dominate).
     Q: (n, d). Returns (n, n) bool.
     """
-    Q = _as_float_array(Q, "Q", 2)
-    if Q.ndim != 2:
-        raise ValueError(f"Q must be one head, a 2-D (n, d) array, got shape {Q.shape}")
-    check_finite(Q, "Q")
+    Q = as_array(Q, "Q", 2, layout="(one head, a 2-D (n, d) array)")
     n = Q.shape[0]
     n_buckets, n_hashes, chunk = _lsh_checks(n, n_buckets, n_hashes, chunk)
     mask = np.zeros((n, n), dtype=bool)
@@ -598,65 +555,41 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
 # ---------------------------------------------------------------- the real BERT, one layer by hand
 
 
-def _layer(model, layer):
-    """(LayerWeights of ``layer``, BertWeights) of ``model`` (None = the bundled BERT)."""
-    from bertlib.bert import bert_weights
-    from bertlib.models import check_layer_head, load_bert
-
-    model = load_bert() if model is None else model
-    layer, _ = check_layer_head(model, layer)
-    weights = bert_weights(model)
-    return weights.layers[layer], weights
-
-
-def _hidden(hidden, d: int) -> np.ndarray:
-    H = _as_float_array(hidden, "hidden", 2)
-    if H.ndim != 2 or H.shape[1] != d:
-        raise ValueError(f"hidden must be (n, {d}) for this model, got shape {H.shape}")
-    check_finite(H, "hidden")
-    return H.astype(np.float64)
+def _layer_params(model, layer) -> tuple[LayerParams, BertParams]:
+    """(LayerParams of ``layer``, BertParams) of ``model`` (None = the bundled BERT)."""
+    bert = bert_module(model)
+    layer, _ = check_layer_head(bert, layer)
+    params = bert_params(bert)
+    return params.layers[layer], params
 
 
 def bert_qkv(hidden, layer: int, model=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Q, K, V of every head of BERT's layer ``layer`` from its input hidden states.
 
-        Q = H W_Q + b_Q (likewise K, V), split into h heads of d_k = d/h features.
-    hidden: (n, d), the layer's input (``run_bert(text).hidden_states[layer]``).
+        Q = X W_Q + b_Q (likewise K, V), split into h heads of d_k = d/h features.
+    hidden: X (n, d), the layer's input (``run_bert(text).hidden_states[layer]``).
     model: a LoadedBert or BertModel (default: the bundled BERT).
     Returns Q, K, V each (h, n, d_k) float64.
     """
-    lw, weights = _layer(model, layer)
-    H = _hidden(hidden, lw.W_Q.shape[0])
-    return tuple(split_heads(H @ W + b, weights.h)
-                 for W, b in ((lw.W_Q, lw.b_Q), (lw.W_K, lw.b_K), (lw.W_V, lw.b_V)))
-
-
-def _full_attention(Q, K, V) -> np.ndarray:
-    return scaled_dot_product_attention(Q, K, V)[0]
+    p, params = _layer_params(model, layer)
+    X = as_array(hidden, "hidden", 2, layout="(n, d)").astype(np.float64)
+    if X.shape[1] != p.W_Q.shape[0]:
+        raise ValueError(f"hidden must be (n, {p.W_Q.shape[0]}) for this model, got shape "
+                         f"{X.shape}")
+    return tuple(split_heads(X @ W + b, params.h)
+                 for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
 
 
 def bert_layer(hidden, layer: int, attend=None, model=None) -> np.ndarray:
-    """One BERT encoder layer in numpy, with each head's attention computed by ``attend``.
+    """One BERT encoder layer in numpy, with each head's attention computed by ``attend``:
+    :func:`bertlib.bert.encoder_layer` with the attention swapped,
 
-        A = concat_h attend(Q_h, K_h, V_h) W_O + b_O;  H' = LayerNorm(H + A)
-        out = LayerNorm(H' + GELU(H' W_1 + b_1) W_2 + b_2)
-    (the layer of :func:`bertlib.bert.encoder_layer`, with the attention swappable).
-    hidden: (n, d) the layer's input; attend(Q, K, V) -> (n, d_k) for one head, with Q, K, V
-    (n, d_k); default full attention. No padding (one unpadded sequence).
-    Returns the layer's output (n, d) float64 (``hidden_states[layer + 1]`` when attend is full).
+        A = Concat_i attend(Q_i, K_i, V_i) W_O + b_O;  X' = LayerNorm(X + A)
+        out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
+    hidden: X (n, d), the layer's input; attend(Q, K, V) -> (n, d_k) for one head, with Q, K, V
+    (n, d_k), e.g. ``lambda Q, K, V: sliding_window_attention(Q, K, V, 4)``; None = BERT's
+    full softmax attention. No padding (one unpadded sequence).
+    Returns the layer's output (n, d) float64 (``hidden_states[layer + 1]`` when attend is None).
     """
-    from bertlib.bert import gelu, layer_norm
-
-    lw, weights = _layer(model, layer)
-    attend = _full_attention if attend is None else attend
-    H = _hidden(hidden, lw.W_Q.shape[0])
-    Q, K, V = bert_qkv(H, layer, model)
-    heads = np.stack([np.asarray(attend(q, k, v), dtype=np.float64)
-                      for q, k, v in zip(Q, K, V, strict=True)])
-    if heads.shape != Q.shape:
-        raise ValueError(f"attend must return one head's output of shape {Q.shape[1:]} (n, d_k), "
-                         f"got {heads.shape[1:]}")
-    H1 = layer_norm(H + merge_heads(heads) @ lw.W_O + lw.b_O, lw.ln1_gamma, lw.ln1_beta,
-                    weights.eps)
-    F = gelu(H1 @ lw.W_1 + lw.b_1) @ lw.W_2 + lw.b_2
-    return layer_norm(H1 + F, lw.ln2_gamma, lw.ln2_beta, weights.eps)
+    p, params = _layer_params(model, layer)
+    return encoder_layer(hidden, p, params.h, eps=params.eps, attend=attend)[0]

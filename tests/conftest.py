@@ -48,7 +48,7 @@ def close_figures():
 #: Calls that load or run the real model: a test whose own code makes one is a ``model`` test.
 _LOADS_MODEL = re.compile(
     r"\b(load_bert|run_bert|attention_maps|encode|sentence_vectors|head_importance|"
-    r"ablated_head|bert_forward|bert_weights|bert_qkv|bert_layer|[A-Za-z]*Explorer|all_explorers|"
+    r"ablated_head|bert_forward|bert_params|bert_qkv|bert_layer|[A-Za-z]*Explorer|all_explorers|"
     # corpus statistics and exercise checkers that run the real model inside
     r"run_corpus|sep_shares|reference_position_prior|heads_where_top|check_(det_noun_head|position_guess|heads|"
     r"bank_sentence|sep_prediction|plugged_in|position_prior))\("

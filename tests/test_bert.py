@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from bertlib.bert import (
-    BertWeights,
+    BertParams,
+    LayerParams,
     bert_forward,
-    bert_weights,
+    bert_params,
     embed,
     encoder_layer,
     forward_text,
@@ -106,14 +107,14 @@ def test_attention_rows_sum_to_one(bert):
 
 
 def test_one_layer_by_hand_matches_the_stack(bert):
-    w = bert_weights(bert)
+    params = bert_params(bert)
     enc = encode("One layer at a time.", model=bert)
     ids = enc["input_ids"][0].numpy()
-    X = embed(w, ids)
-    out = bert_forward(ids, model=w)
+    X = embed(params, ids)
+    out = bert_forward(ids, model=params)
     # bert_forward calls these very functions on the same arrays: equal to the last bit
     np.testing.assert_array_equal(X, out.hidden_states[0])
-    X1, A1 = encoder_layer(X, w.layers[0], w.h, eps=w.eps)
+    X1, A1 = encoder_layer(X, params.layers[0], params.h, eps=params.eps)
     np.testing.assert_array_equal(X1, out.hidden_states[1])
     np.testing.assert_array_equal(A1, out.attentions[0])
 
@@ -135,14 +136,14 @@ def test_layer_norm_matches_torch():
     assert np.abs(layer_norm(x, g, b) - expected).max() < 1e-10
 
 
-def test_weights_are_transposed_to_x_times_w(bert):
-    w = bert_weights(bert)
-    assert isinstance(w, BertWeights) and len(w.layers) == 6 and w.h == 12
+def test_params_are_transposed_to_x_times_w(bert):
+    params = bert_params(bert)
+    assert isinstance(params, BertParams) and len(params.layers) == 6 and params.h == 12
     linear = bert.model.encoder.layer[0].intermediate.dense
-    assert w.layers[0].W_1.shape == (384, 1536)
+    assert params.layers[0].W_1.shape == (384, 1536)
     # float32 -> float64 is exact: the same numbers, transposed
-    np.testing.assert_array_equal(w.layers[0].W_1, linear.weight.detach().numpy().T)
-    assert bert_weights(bert) is w  # cached
+    np.testing.assert_array_equal(params.layers[0].W_1, linear.weight.detach().numpy().T)
+    assert bert_params(bert) is params  # cached
 
 
 def test_bad_inputs_give_clear_errors(bert):
@@ -151,19 +152,60 @@ def test_bad_inputs_give_clear_errors(bert):
         bert_forward(np.array([101, 40000, 102]), model=bert)
     with pytest.raises(TypeError, match="whole numbers"):
         bert_forward(ids.astype(float), model=bert)
-    with pytest.raises(ValueError, match="n >= 1"):
+    with pytest.raises(ValueError, match=r"n, the number of tokens .* must be a whole number in 1\.\.512 .*, got 0"):
         bert_forward(np.array([], dtype=int), model=bert)
     with pytest.raises(ValueError, match="token_type_ids must be in 0..1"):
         bert_forward(ids, np.full_like(ids, 2), model=bert)
-    with pytest.raises(ValueError, match="must have the shape of input_ids"):
+    with pytest.raises(ValueError, match="token_type_ids and input_ids must have the same shape"):
         bert_forward(ids, ids[:2] * 0, model=bert)
-    with pytest.raises(ValueError, match="attention_mask .* must have the shape"):
+    with pytest.raises(ValueError, match="attention_mask and input_ids must have the same shape"):
         bert_forward(ids, attention_mask=np.ones(2, dtype=int), model=bert)
     with pytest.raises(ValueError, match="0/1 or bool"):
         bert_forward(ids, attention_mask=np.full(ids.shape, 2), model=bert)
     with pytest.raises(ValueError, match="at least one real token"):
         bert_forward(ids, attention_mask=np.zeros(ids.shape, dtype=int), model=bert)
-    with pytest.raises(ValueError, match="513 tokens but the model has 512 positions"):
+    with pytest.raises(ValueError, match=r"in 1\.\.512 \(the model has 512 positions\), got 513"):
         bert_forward(np.full(513, 1000), model=bert)
-    with pytest.raises(TypeError, match="need a transformers BertModel"):
-        bert_weights("bert")
+    with pytest.raises(TypeError, match="LoadedBert .* or a transformers BertModel"):
+        bert_params("bert")
+
+
+def _random_layer(d=8, d_ff=16, seed=0) -> LayerParams:
+    rng = np.random.default_rng(seed)
+    shapes = {"W_1": (d, d_ff), "b_1": (d_ff,), "W_2": (d_ff, d)}
+    return LayerParams(**{
+        name: rng.normal(size=shapes.get(name, (d, d) if name.startswith("W") else (d,)))
+        for name in LayerParams._fields})
+
+
+def test_encoder_layer_with_attend_is_the_same_layer_with_another_attention():
+    p, X = _random_layer(), np.random.default_rng(1).normal(size=(2, 5, 8))
+    out, weights = encoder_layer(X, p, 2)
+
+    def softmax_head(Q, K, V):  # one head, (n, d_k) each: BERT's own attention again
+        s = Q @ K.T / np.sqrt(Q.shape[1])
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True) @ V
+
+    out_attend, none = encoder_layer(X, p, 2, attend=softmax_head)
+    assert none is None and weights.shape == (2, 2, 5, 5)
+    # the same float64 arithmetic in another order: 1e-15 relative on values of size ~1 -> 1e-12
+    np.testing.assert_allclose(out_attend, out, rtol=0, atol=1e-12)
+    uniform = encoder_layer(X, p, 2, attend=lambda Q, K, V: np.broadcast_to(V.mean(0), V.shape))
+    assert not np.allclose(uniform[0], out)  # the attention really is swapped
+
+
+def test_encoder_layer_checks_its_arguments_once():
+    p, X = _random_layer(), np.ones((5, 8))
+    with pytest.raises(ValueError, match=r"d = 8, and h must divide d; got X of shape \(5, 6\)"):
+        encoder_layer(np.ones((5, 6)), p, 2)
+    with pytest.raises(ValueError, match="h = 3"):
+        encoder_layer(X, p, 3)
+    with pytest.raises(ValueError, match="custom attend .* no mask"):
+        encoder_layer(X, p, 2, mask=np.ones(5, bool), attend=lambda Q, K, V: V)
+    with pytest.raises(ValueError, match=r"attend must return one head's output of shape \(5, 4\)"):
+        encoder_layer(X, p, 2, attend=lambda Q, K, V: V[:2])
+    bad = X.copy()
+    bad[0, 3] = np.nan
+    with pytest.raises(ValueError, match="X contains 1 NaN"):
+        encoder_layer(bad, p, 2)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib.bert import bert_weights, layer_norm
+from bertlib.bert import bert_params, layer_norm
 from bertlib.exercises import Feedback
 from bertlib.exercises.nb03 import (
     BANK_FIRST,
@@ -25,7 +25,7 @@ from bertlib.models import encode, run_bert
 
 @pytest.fixture(scope="module")
 def parts():
-    w = bert_weights()
+    w = bert_params()
     enc = encode(*EMBED_PAIR)
     ids, types = enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy()
     word = w.word[ids].astype(float)

@@ -15,7 +15,7 @@ from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
 from transformers.utils import logging as hf_logging
 
 from bertlib import custom, models
-from bertlib.bert import bert_weights, forward_text
+from bertlib.bert import bert_params, forward_text
 from bertlib.models import (
     DEFAULT_MODEL,
     LoadedBert,
@@ -265,7 +265,7 @@ def assert_every_path_sees_the_model_as_it_is(loaded, maps_before):
 
 
 def cache_everything(loaded):
-    """Fill every cache (run_bert's and bert_weights') for ``loaded``; return its maps."""
+    """Fill every cache (run_bert's and bert_params') for ``loaded``; return its maps."""
     forward_text(SENTENCE, model=loaded)
     return attention_maps(SENTENCE, model=loaded)[1].copy()
 
@@ -315,9 +315,9 @@ def test_a_switched_attention_implementation_is_seen(own_bert):
 
 def test_unchanged_model_is_served_from_the_caches(own_bert):
     run = run_bert(SENTENCE, model=own_bert)
-    weights = bert_weights(own_bert)
+    params = bert_params(own_bert)
     assert run_bert(SENTENCE, model=own_bert) is run
-    assert bert_weights(own_bert) is weights
+    assert bert_params(own_bert) is params
 
 
 def test_a_freed_model_leaves_nothing_behind(bert):
@@ -325,7 +325,7 @@ def test_a_freed_model_leaves_nothing_behind(bert):
     models.clear_run_cache()
     copied = LoadedBert(copy.deepcopy(bert.model), bert.tokenizer, bert.name)
     run_bert(SENTENCE, model=copied)
-    bert_weights(copied)
+    bert_params(copied)
     assert len(models._RUN_CACHE) == 1
     alive = weakref.ref(copied.model)
     del copied

@@ -218,9 +218,9 @@ def test_h_not_dividing_d_lists_valid_h():
 @pytest.mark.parametrize("h", [0, -2])
 def test_h_not_positive(h):
     Ws, _ = random_weights(4, seed=0)
-    with pytest.raises(ValueError, match=f"at least 1, got {h}"):
+    with pytest.raises(ValueError, match=f">= 1, got {h}"):
         multi_head_attention(np.ones((3, 4)), *Ws, h)
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match=">= 1"):
         split_heads(np.ones((3, 4)), h)
 
 

@@ -111,8 +111,8 @@ def test_sliding_window_memory_grows_with_n_times_w_not_n_squared():
     assert large < 4096 * 4096 * 4 / 8  # far below one float32 n×n matrix (64 MiB)
 
 
-@pytest.mark.parametrize("w, why", [(0, r"w \(the window\) must be >= 1, got 0"),
-                                    (-2, "must be >= 1, got -2"),
+@pytest.mark.parametrize("w, why", [(0, r"w \(the window\) must be a whole number >= 1, got 0"),
+                                    (-2, "must be a whole number >= 1, got -2"),
                                     (5, "w must be even: .* w/2 .* use 4 or 6"),
                                     (3, "use 2 or 4")])
 def test_bad_window_says_why(w, why):
@@ -123,7 +123,7 @@ def test_bad_window_says_why(w, why):
 
 def test_global_index_that_is_not_a_position_is_named():
     Q, K, V = qkv()
-    with pytest.raises(TypeError, match="global_idx must be a list of token positions"):
+    with pytest.raises(TypeError, match="every global_idx entry must be a whole number"):
         sliding_window_attention(Q, K, V, 4, global_idx=[0.5])
 
 
@@ -178,9 +178,9 @@ def test_block_not_dividing_n_says_how_to_fix():
 def test_block_sparse_bad_counts_are_named():
     with pytest.raises(ValueError, match="n_random=9 is too many"):
         block_sparse_pattern(32, 4, n_random=9)
-    with pytest.raises(ValueError, match=r"global_blocks must be 0\.\.8"):
+    with pytest.raises(ValueError, match=r"global_blocks must be a whole number in 0\.\.8"):
         block_sparse_pattern(32, 4, global_blocks=9)
-    with pytest.raises(ValueError, match="block must be >= 1"):
+    with pytest.raises(ValueError, match="block must be a whole number >= 1"):
         block_sparse_pattern(32, 0)
 
 
@@ -210,7 +210,7 @@ def test_linformer_matches_its_formula_and_implied_weights():
 @pytest.mark.parametrize("k", [0, -3, 25])
 def test_linformer_bad_k_names_the_range(k):
     Q, K, V = qkv()
-    with pytest.raises(ValueError, match=r"k must be 1\.\.24"):
+    with pytest.raises(ValueError, match=r"k must be a whole number in 1\.\.24"):
         linformer_attention(Q, K, V, k)
 
 
@@ -286,7 +286,7 @@ def test_orthogonal_features_are_orthogonal_within_a_block():
 @pytest.mark.parametrize("m", [0, -1])
 def test_performer_bad_m_is_named(m):
     Q, K, V = qkv()
-    with pytest.raises(ValueError, match="m .*must be >= 1"):
+    with pytest.raises(ValueError, match="m .*must be a whole number >= 1"):
         performer_attention(Q, K, V, m)
 
 
@@ -360,7 +360,7 @@ def test_bad_arrays_are_named():
     bad[2, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         linformer_attention(bad, K, V, 4)
-    with pytest.raises(ValueError, match="shapes differ"):
+    with pytest.raises(ValueError, match="approx and exact must have the same shape"):
         relative_error(Q, Q[:3])
 
 
@@ -382,3 +382,18 @@ def test_bert_qkv_and_layer_reproduce_the_model():
 def test_bert_layer_out_of_range_is_named():
     with pytest.raises(ValueError, match=r"layer must be in 0\.\.5 for this model \(6 layers\), got 7"):
         bert_qkv(np.zeros((3, 384)), 7)
+
+
+def test_bert_layer_with_a_window_that_sees_everything_is_the_full_layer():
+    from bertlib.models import run_bert
+
+    run = run_bert("The cat sat on the mat.")
+    n = len(run.tokens)
+    full = bert_layer(run.hidden_states[1], 1)
+    wide = bert_layer(run.hidden_states[1], 1,
+                      lambda Q, K, V: sliding_window_attention(Q, K, V, 2 * n))
+    # both float64, the same sums in another order (blocks): ~1e-15 relative on values up to
+    # ~10 after LayerNorm -> 1e-10 leaves a wide margin
+    np.testing.assert_allclose(wide, full, rtol=0, atol=1e-10)
+    narrow = bert_layer(run.hidden_states[1], 1, lambda Q, K, V: sliding_window_attention(Q, K, V, 2))
+    assert np.abs(narrow - full).max() > 1e-3  # a real window changes the layer

@@ -46,7 +46,7 @@ def test_unknown_variant_and_bad_knobs_are_named():
         variant_vs_full("flash", 4, Q, K, V)
     with pytest.raises(ValueError, match="w must be even"):
         variant_vs_full("sliding", 3, Q, K, V)
-    with pytest.raises(ValueError, match=r"k must be 1\.\.16"):
+    with pytest.raises(ValueError, match=r"k must be a whole number in 1\.\.16"):
         variant_vs_full("linformer", 17, Q, K, V)
 
 
@@ -82,11 +82,11 @@ def test_explorer_switches_variant_and_knob(shown):
 
 @pytest.mark.parametrize("variant, knob, words", [
     ("sliding", 5, "w must be even"),
-    ("sliding", 0, "must be &gt;= 1, got 0"),
-    ("linformer", 40, r"k must be 1..16"),
+    ("sliding", 0, "must be a whole number &gt;= 1, got 0"),
+    ("linformer", 40, r"k must be a whole number in 1..16"),
     ("block_sparse", 5, "n=16 is not a multiple of block=5"),
     ("lsh", 3, "n_buckets must be 1 or even"),
-    ("performer", -2, "must be &gt;= 1, got -2"),
+    ("performer", -2, "must be a whole number &gt;= 1, got -2"),
 ])
 def test_explorer_shows_a_message_for_a_bad_knob(shown, variant, knob, words):
     ex = EfficientExplorer(variant=variant)

@@ -55,11 +55,11 @@ def _model(model):
 
 
 def _embedding_variants(pair: tuple[str, str], model=None) -> dict[str, np.ndarray]:
-    from bertlib.bert import bert_weights, layer_norm
+    from bertlib.bert import bert_params, layer_norm
     from bertlib.models import encode
 
     model = _model(model)
-    w = bert_weights(model)
+    w = bert_params(model)
     enc = encode(*pair, model=model)
     ids, types = enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy()
     n = len(ids)

@@ -65,7 +65,7 @@ def test_whole_refuses_floats_and_bools_and_says_the_range():
 
 def test_word_ignores_case_and_spaces_and_lists_the_choices():
     assert as_answer_word(" Higher ", "guess", ("higher", "lower")) == "higher"
-    assert 'guess must be one of "higher" or "lower", got 3' in _message(
+    assert 'guess: answer with "higher" or "lower", got 3' in _message(
         as_answer_word(3, "guess", ("higher", "lower")))
     assert '"a", "b" or "c"' in _message(as_answer_word("d", "guess", ("a", "b", "c")))
 

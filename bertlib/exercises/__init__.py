@@ -138,7 +138,7 @@ def as_answer_word(answer, what: str, choices: Sequence[str], *, todo: str = TOD
     if word not in choices:
         quoted = [f'"{c}"' for c in choices]
         listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
-        return Feedback(False, f"{what} must be one of {listed}, got {answer!r}")
+        return Feedback(False, f"{what}: answer with {listed}, got {answer!r}")
     return word
 
 

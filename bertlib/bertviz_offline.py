@@ -23,6 +23,7 @@ from bertviz import model_view as _model_view
 from IPython.display import HTML
 from matplotlib.collections import LineCollection
 
+from bertlib.checks import as_array, whole
 from bertlib.models import check_layer_head
 from bertlib.viz import figure_png, line_segments, line_view, small_png
 
@@ -92,26 +93,27 @@ def offline_bertviz_html(html: str) -> str:
     return _offline_libraries_script() + html
 
 
-def _bertviz_input(tokens, attentions, decimals: int):
+def _attentions(tokens, attentions) -> np.ndarray:
+    """attentions as a finite float64 (layers, heads, n, n) array, n = len(tokens)."""
+    A = as_array(attentions, "attentions", ndim=4, layout="(layers, heads, n, n)")
+    n = len(tokens)
+    if A.shape[2:] != (n, n):
+        raise ValueError(f"{n} tokens for attention over n = {A.shape[2]} positions: attentions "
+                         f"must be (layers, heads, {n}, {n}), got {A.shape}")
+    return A.astype(np.float64)
 
-    A = np.asarray(attentions, dtype=np.float64)
-    if A.ndim != 4 or A.shape[2] != A.shape[3]:
-        raise ValueError(f"attentions must have shape (layers, heads, n, n), got {A.shape}")
-    if len(tokens) != A.shape[2]:
-        raise ValueError(f"{len(tokens)} tokens for attention over n = {A.shape[2]} positions")
-    if not np.isfinite(A).all():
-        raise ValueError("attentions contain NaN or inf")
-    A = np.round(A, decimals)  # smaller HTML; the view cannot show more digits anyway
+
+def _bertviz_input(tokens, attentions, decimals: int):
+    # rounded: smaller HTML, and the view cannot show more digits anyway
+    A = np.round(_attentions(tokens, attentions), decimals)
     return [torch.from_numpy(A[l][None]) for l in range(A.shape[0])], list(tokens)
 
 
 def _sentence_b_start(tokens, sentence_b_start):
     if sentence_b_start is None:
         return None
-    if not 0 < sentence_b_start < len(tokens):
-        raise ValueError(f"sentence_b_start must be in 1..{len(tokens) - 1}, "
-                         f"got {sentence_b_start}")
-    return int(sentence_b_start)
+    return whole(sentence_b_start, "sentence_b_start", 1, len(tokens) - 1,
+                 why="(the first token of the second sentence)")
 
 
 # --- a static snapshot inside each bertviz view -------------------------------------------------
@@ -210,11 +212,8 @@ def model_view_figure(tokens, attentions):
     tokens: n labels (the count is checked); attentions: (layers, heads, n, n). Returns the
     Figure (the caller closes it).
     """
-
-    A = np.asarray(attentions, dtype=float)
+    A = _attentions(tokens, attentions)
     L, h, n = A.shape[:3]
-    if len(tokens) != n:
-        raise ValueError(f"{len(tokens)} tokens for attention over n = {n} positions")
     gap = max(1, n // 6)
     step = n + gap
     mosaic = np.full((L * step - gap, h * step - gap), np.nan)

@@ -13,7 +13,10 @@ returns the matplotlib Figure, so the picture is drawn, not pasted, and stays tr
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+import numpy as np
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
+
+from bertlib.checks import number, whole
 
 __all__ = ["COLOURS", "canvas", "box", "arrow"]
 
@@ -32,8 +35,8 @@ COLOURS = {
 
 def canvas(width: float, height: float, title: str | None = None, scale: float = 1.0):
     """A blank picture ``width`` × ``height`` units (1 unit = ``scale`` inch); returns (fig, ax)."""
-    if width <= 0 or height <= 0:
-        raise ValueError(f"width and height must be positive, got {width} × {height}")
+    number(width, "width", 0, open_low=True)
+    number(height, "height", 0, open_low=True)
     fig, ax = plt.subplots(figsize=(width * scale, height * scale))
     ax.set_xlim(0, width)
     ax.set_ylim(0, height)
@@ -75,12 +78,8 @@ def rnn_vs_attention(tokens: list[str], target: int | None = None):
     word reaches word t only through t steps. Bottom: attention, word ``target`` looks every word
     up directly, one step each. tokens: the n ≥ 2 words. Returns the Figure.
     """
-    n = len(tokens)
-    if n < 2:
-        raise ValueError(f"tokens must hold at least 2 words, got {n}")
-    target = n - 1 if target is None else target
-    if not isinstance(target, int) or not 0 < target < n:
-        raise ValueError(f"target must be a position in 1..{n - 1}, got {target!r}")
+    n = whole(len(tokens), "the number of tokens", low=2)
+    target = n - 1 if target is None else whole(target, "target", 1, n - 1, why="(a position)")
     step = 1.45
     fig, ax = canvas(step * n + 0.6, 5.2, title="Getting the first word to "
                      f"{tokens[target]!r}: a chain of steps, or one look-up")
@@ -111,8 +110,7 @@ def qkv_scores_flow(n: int, d: int, d_k: int):
     gives the weights A (n, n); Z = A V (n, d_k). Returns the Figure.
     """
     for name, v in (("n", n), ("d", d), ("d_k", d_k)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {v!r}")
+        whole(v, name, low=1)
     fig, ax = canvas(11.5, 4.6, title="One attention head: projections, the n × n scores, "
                      "the weighted sum")
     box(ax, (0.9, 2.3), f"X\n({n}, {d})", "input", width=1.2)
@@ -142,9 +140,6 @@ def hatch_masked(ax, mask, label: str = "masked: no weight allowed"):
     learned zeros but cells the softmax never sees, so they are drawn as hatched blanks over
     whatever was there (numbers included). Returns the number of cells hatched.
     """
-    import numpy as np
-    from matplotlib.patches import Patch, Rectangle
-
     m = np.asarray(mask)
     if m.ndim != 2 or m.dtype != bool:
         raise ValueError(f"mask must be a 2-D bool array (True = may attend), got "
@@ -170,8 +165,7 @@ def multi_head_flow(n: int, d: int, h: int, shown: int = 3):
     → times W_O (d, d) → output (n, d). ``shown`` heads are drawn (the rest as "…").
     """
     for name, v in (("n", n), ("d", d), ("h", h), ("shown", shown)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {v!r}")
+        whole(v, name, low=1)
     if d % h:
         raise ValueError(f"d = {d} must be divisible by h = {h} heads")
     d_k = d // h
@@ -213,8 +207,7 @@ def tiled_softmax_picture(n_blocks: int = 3):
     O: (n, d_v)) handed from block to block, rescaled by e^(m − m'); last, out = O / ℓ.
     n_blocks: how many key blocks to draw (2..6). Returns the matplotlib Figure.
     """
-    if isinstance(n_blocks, bool) or not isinstance(n_blocks, int) or not 2 <= n_blocks <= 6:
-        raise ValueError(f"n_blocks must be a whole number in 2..6, got {n_blocks!r}")
+    whole(n_blocks, "n_blocks", 2, 6)
     step = 3.0
     width = 3.0 + step * n_blocks + 2.0
     fig, ax = canvas(width, 6.2, title="Tiled attention with an online softmax: "
@@ -251,8 +244,7 @@ def encoder_layer(n: int, d: int, h: int, d_ff: int):
     Returns the matplotlib Figure.
     """
     for label, value in (("n", n), ("d", d), ("h", h), ("d_ff", d_ff)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive whole number, got {value!r}")
+        whole(value, label, low=1)
     if d % h:
         raise ValueError(f"d = {d} must be divisible by the number of heads h = {h}")
     fig, ax = canvas(13.6, 3.9, title="One encoder layer (BERT normalises after each residual sum)",
@@ -290,8 +282,7 @@ def pretraining_step(batch: int = 128, n: int = 16, vocab: int = 102):
     (80/10/10) -> BertForMaskedLM -> logits (B, N, V) -> cross-entropy at the chosen positions
     -> AdamW. Shapes use ``batch`` = B, ``n`` = N (padded length) and ``vocab`` = V."""
     for name, value in (("batch", batch), ("n", n), ("vocab", vocab)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        whole(value, name, low=1)
     fig, ax = canvas(13, 4.2, title="One pre-training step", scale=0.8)
     top, low = 3.0, 1.2
     box(ax, (1.2, top), f"grammar\n{batch} sentences", "input", width=1.9)

@@ -14,7 +14,10 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from PIL import Image
 
+from bertlib.checks import as_array, whole
+
 __all__ = [
+    "attention_weights",
     "attention_heatmap",
     "weight_bars",
     "line_view",
@@ -22,6 +25,24 @@ __all__ = [
     "figure_png",
     "small_png",
 ]
+
+
+def attention_weights(weights, tokens) -> np.ndarray:
+    """``weights`` as a float (n, n) matrix of attention weights over the n ``tokens``: rows =
+    queries, columns = keys, every entry finite and in [0, 1] (n >= 1).
+
+    Raises ValueError naming the shape expected, or the values out of range; TypeError for
+    something that is not an array of numbers.
+    """
+    W = as_array(weights, "weights")
+    n = len(tokens)
+    if n == 0 or W.shape != (n, n):
+        raise ValueError(f"weights must be ({n}, {n}) for {n} tokens (at least one), got shape "
+                         f"{W.shape}")
+    if W.min() < 0 or W.max() > 1 + 1e-6:
+        raise ValueError(f"weights must be in [0, 1] (attention weights), got values from "
+                         f"{W.min():g} to {W.max():g}")
+    return W
 
 
 def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str = "",
@@ -33,10 +54,7 @@ def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str 
     ``vmax`` (pass the same values to every panel of a figure). ``annotate`` writes the numbers
     in the cells (default: when the matrix is at most 8 x 8).
     """
-
-    W = np.asarray(weights, dtype=float)
-    if W.ndim != 2:
-        raise ValueError(f"weights must be a 2-D (n_q, n_k) matrix, got shape {W.shape}")
+    W = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)", finite=False)
     col_tokens = row_tokens if col_tokens is None else col_tokens
     if len(row_tokens) != W.shape[0] or len(col_tokens) != W.shape[1]:
         raise ValueError(
@@ -70,9 +88,8 @@ def weight_bars(weights, tokens, ax=None, title: str = "", highlight: int | None
 
     ``highlight`` (a key index) draws that bar in a darker colour, e.g. the largest weight.
     """
-
-    w = np.asarray(weights, dtype=float)
-    if w.ndim != 1 or len(tokens) != len(w):
+    w = as_array(weights, "weights", finite=False)
+    if w.shape != (len(tokens),):
         raise ValueError(f"need one weight per token: {len(tokens)} tokens, weights {w.shape}")
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(w) + 1), 2.8))
@@ -120,16 +137,10 @@ def line_view(weights, tokens, ax=None, title: str = "", query: int | None = Non
     min_weight: leave out lines below this weight (they are nearly invisible; faster for long
     inputs). max_labels: above this many tokens, label only every k-th one.
     """
-
-    W = np.asarray(weights, dtype=float)
+    W = attention_weights(weights, tokens)
     n = len(tokens)
-    if W.ndim != 2 or W.shape != (n, n):
-        raise ValueError(f"weights must be ({n}, {n}) for {n} tokens, got shape {W.shape}")
-    if not np.isfinite(W).all() or W.min() < 0 or W.max() > 1 + 1e-6:
-        raise ValueError("weights must be finite and in [0, 1] (attention weights)")
-    if query is not None and (isinstance(query, bool) or not isinstance(query, int | np.integer)
-                              or not 0 <= query < n):
-        raise ValueError(f"query must be a token index in 0..{n - 1} or None, got {query!r}")
+    if query is not None:
+        whole(query, "query", 0, n - 1, why="(a token index, or None for every query)")
     if ax is None:
         _, ax = plt.subplots(figsize=(4.2, max(2.5, 0.28 * n + 0.8)))
     segments, colors = line_segments(W, query, min_weight, color)
@@ -156,7 +167,6 @@ PNG_COLOURS = 128
 
 def figure_png(fig, dpi: float | None = None) -> bytes:
     """PNG bytes of a matplotlib figure (tight bounding box, white background)."""
-
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi or fig.dpi, bbox_inches="tight",
                 facecolor="white")
@@ -166,8 +176,6 @@ def figure_png(fig, dpi: float | None = None) -> bytes:
 def small_png(png: bytes, colours: int = PNG_COLOURS) -> bytes:
     """The PNG re-encoded with an adaptive palette of ``colours`` colours (no dithering, so the
     same input always gives the same bytes) and maximal zlib compression."""
-
-
     image = Image.open(io.BytesIO(png)).convert("RGB")
     palette = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT,
                              dither=Image.Dither.NONE)

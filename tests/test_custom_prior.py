@@ -56,7 +56,7 @@ def test_zero_prior_prediction_checker_explains_each_guess():
     assert nb08.check_zero_prior_prediction("second")
     assert nb08.check_zero_prior_prediction(" Second ")
     for guess, needle in {"first": "S = 1 keeps the first score", "third": "LOWERED",
-                          "2": 'answer with "first"', None: "no guess yet"}.items():
+                          "2": 'answer with "first"', None: "not answered yet"}.items():
         fb = nb08.check_zero_prior_prediction(guess)
         assert not fb and needle in fb.message, (guess, fb.message)
 
@@ -71,7 +71,7 @@ def test_prior_design_checker_measures_cat_to_feline_against_the_target(bert):
     design[cat, feline] = 1  # cat keeps only its scores to feline; all others become 0
     assert nb08.check_prior_design(design)
     cases = {
-        "no prior yet": None,
+        "not answered yet": None,
         "shape (16, 16)": np.ones((3, 3)),
         "keep S in [0, 1]": 2 * design,
         "NaN or inf": np.full((n, n), np.nan),

@@ -30,11 +30,11 @@ def test_encoder_layer_follows_another_shape():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"n": 0, "d": 384, "h": 12, "d_ff": 1536}, "n must be a positive"),
-    ({"n": 8, "d": 384, "h": 5, "d_ff": 1536}, "divisible"),
-    ({"n": 8, "d": 384.0, "h": 12, "d_ff": 1536}, "d must be a positive"),
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"n": 0, "d": 384, "h": 12, "d_ff": 1536}, ValueError, "n must be a whole number >= 1"),
+    ({"n": 8, "d": 384, "h": 5, "d_ff": 1536}, ValueError, "divisible"),
+    ({"n": 8, "d": 384.0, "h": 12, "d_ff": 1536}, TypeError, "d must be a whole number >= 1"),
 ])
-def test_encoder_layer_rejects_bad_sizes(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+def test_encoder_layer_rejects_bad_sizes(kwargs, error, message):
+    with pytest.raises(error, match=message):
         encoder_layer(**kwargs)

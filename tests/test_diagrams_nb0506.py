@@ -20,7 +20,8 @@ def test_tiled_softmax_picture_labels_every_block_and_the_state():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("bad", [1, 7, 2.5, True])
-def test_tiled_softmax_picture_rejects_bad_block_counts(bad):
-    with pytest.raises(ValueError, match="n_blocks"):
+@pytest.mark.parametrize("bad, error", [(1, ValueError), (7, ValueError), (2.5, TypeError),
+                                        (True, TypeError)])
+def test_tiled_softmax_picture_rejects_bad_block_counts(bad, error):
+    with pytest.raises(error, match="n_blocks must be a whole number in 2..6"):
         tiled_softmax_picture(bad)

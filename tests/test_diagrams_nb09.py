@@ -17,5 +17,5 @@ def test_pretraining_step_draws_every_stage_with_its_shape():
 
 
 def test_pretraining_step_names_a_bad_size():
-    with pytest.raises(ValueError, match="batch must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="batch must be a whole number >= 1, got 0"):
         pretraining_step(batch=0)

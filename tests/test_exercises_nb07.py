@@ -18,10 +18,10 @@ def test_relative_positions_checker_accepts_the_answer_and_names_mistakes():
         "add k": offsets,
         "not clipped": offsets + k,
         "clip at 2k − 1": np.clip(offsets + k, 0, 2 * k),
-        "expected shape (6, 6)": right[:5],
+        "should have shape (6, 6)": right[:5],
         "got str": "δ",
         "NaN": np.full((n, n), np.nan),
-        "no answer yet": None,
+        "not answered yet": None,
     }
     for needle, answer in cases.items():
         fb = nb07.check_relative_positions(answer, n, k)
@@ -45,9 +45,9 @@ def test_albert_checker_accepts_the_count_and_names_mistakes():
         "LayerNorm": c.total - 2 * E - 4 * H,  # the embedding LayerNorm and the layer's two
         "E wide": c.total - c.embeddings + (V + 514) * H + 2 * H,
         "off by +1": c.total + 1,
-        "whole number of parameters": "many",
-        "is a whole number": c.total + 0.5,
-        "no answer yet": None,
+        "parameter count must be a whole number": "many",
+        "must be a whole number": c.total + 0.5,
+        "not answered yet": None,
     }
     for needle, answer in cases.items():
         fb = nb07.check_albert_parameters(answer)
@@ -93,7 +93,7 @@ def _one_head(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h):
     (lambda *a: np.zeros((3, 3)), "expected scores of shape (h, n, n) = (2, 7, 7)"),
     (lambda *a: 1 / 0, "raised ZeroDivisionError"),
     (lambda *a: np.ones((2, 7, 7)), "differ from the formula"),
-    (None, "no function yet"),
+    (None, "not answered yet"), (3, "expected a function"),
 ])
 def test_scores_checker_names_the_mistake(fn, needle):
     fb = nb07.check_disentangled_scores(fn)
@@ -127,8 +127,8 @@ def test_score_memory_checker_accepts_h_n_squared_and_names_mistakes():
         "size of the layer's output": n * d,
         "count the weights once": 2 * h * n * n,
         "off by a factor": 5,
-        "expected a whole number": "many",
-        "no guess yet": None,
+        "must be a whole number": "many",
+        "not answered yet": None,
     }
     for needle, answer in cases.items():
         fb = nb07.check_score_memory(answer, n, h, d, L)
@@ -145,7 +145,7 @@ def test_albert_design_checker_wants_the_most_distinct_layers_within_budget():
         (32, 2): "choose E in 64..768",
         (128, 13): "groups must be in 1..12",
         (128.0, 2): "E must be a whole number",
-        (None, None): "no design yet",
+        (None, None): "not answered yet",
     }
     for (E, groups), needle in cases.items():
         fb = nb07.check_albert_design(E, groups)

@@ -34,7 +34,7 @@ def test_position_prior_checker_accepts_the_reference():
 
 def test_position_prior_checker_explains_mistakes():
     none = nb08.check_position_prior(None)
-    assert not none and "no answer yet" in none.message
+    assert not none and "not answered yet" in none.message
     shape = nb08.check_position_prior(lambda a, b: np.ones((3, 3)))
     assert not shape and "(16, 16)" in shape.message
     pieces = nb08.check_position_prior(piece_positions)
@@ -72,7 +72,7 @@ def test_plugged_in_checker_accepts_the_right_weights_and_explains_mistakes():
     assert not standard and "standard weights" in standard.message
     other = nb08.check_plugged_in(layer0(S)[3].numpy(), S)
     assert not other and "max difference" in other.message
-    assert "no answer yet" in nb08.check_plugged_in(None, S).message
+    assert "not answered yet" in nb08.check_plugged_in(None, S).message
     assert "shape (16, 16)" in nb08.check_plugged_in(np.ones((4, 4)), S).message
     assert "cannot be used" in nb08.check_plugged_in(layer0(S).mean(0).numpy(), -S).message
 

@@ -16,7 +16,7 @@ TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 def test_heatmap_has_token_labels_and_shape_errors():
     ax = attention_heatmap(np.eye(5), TOKENS, title="t")
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match=r"must have 2 dimensions \(n_q, n_k\)"):
         attention_heatmap(np.ones(5), TOKENS)
     with pytest.raises(ValueError, match="labels for a matrix"):
         attention_heatmap(np.eye(4), TOKENS)
@@ -50,7 +50,7 @@ def test_line_view_single_query(attentions):
     ({"weights": np.ones((4, 4)) / 4}, r"must be \(5, 5\)"),
     ({"weights": np.full((5, 5), np.nan)}, "finite"),
     ({"weights": np.full((5, 5), 2.0)}, r"in \[0, 1\]"),
-    ({"weights": np.eye(5), "query": 5}, r"query must be a token index in 0\.\.4"),
+    ({"weights": np.eye(5), "query": 5}, r"query must be a whole number in 0\.\.4 \(a token index"),
 ])
 def test_line_view_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -73,3 +73,17 @@ def test_line_view_labels_every_kth_token_when_long():
                    min_weight=0.02)
     assert len(ax.texts) == 2 * 25
     assert len(ax.collections[0].get_segments()) == 0  # every weight is below min_weight
+
+
+def test_attention_weights_is_the_one_check_of_an_n_by_n_map():
+    W = viz.attention_weights(np.eye(5), TOKENS)
+    assert W.dtype == np.float64 and W.shape == (5, 5)
+    for bad, match in [(np.eye(4), r"must be \(5, 5\) for 5 tokens"),
+                       (np.full((5, 5), 1.5), r"in \[0, 1\].*from 1.5 to 1.5"),
+                       (np.full((5, 5), np.inf), "finite")]:
+        with pytest.raises(ValueError, match=match):
+            viz.attention_weights(bad, TOKENS)
+    with pytest.raises(ValueError, match="at least one"):
+        viz.attention_weights(np.zeros((0, 0)), [])
+    with pytest.raises(TypeError, match="array of numbers"):
+        viz.attention_weights("weights", TOKENS)

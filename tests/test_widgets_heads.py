@@ -72,9 +72,9 @@ def test_bad_head_index_raises_clear_error(toy_maps, head, error, text):
 
 def test_bad_query_and_bad_shapes(toy_maps):
     w, tokens = toy_maps
-    with pytest.raises(ValueError, match=r"query must be in 0..5 \(6 tokens\), got 6"):
+    with pytest.raises(ValueError, match=r"query must be a whole number in 0..5 \(6 tokens\) or a token, got 6"):
         draw_heads(w, tokens, head=0, query=6)
-    with pytest.raises(TypeError, match=r"query must be a token or a whole number in 0..5, got 1.0"):
+    with pytest.raises(TypeError, match=r"query must be a whole number in 0..5 \(6 tokens\) or a token, got 1.0"):
         draw_heads(w, tokens, head=0, query=1.0)
     with pytest.raises(ValueError, match="'dog' is not among the tokens"):
         draw_heads(w, tokens, head=0, query="dog")
@@ -108,7 +108,7 @@ def test_explorer_rejects_bad_weights_and_a_bad_starting_query(toy_maps):
     with pytest.raises(ValueError, match="weights must have shape"):
         HeadExplorer(np.ones((4, 4)), ["a", "b", "c", "d"])
     w, tokens = toy_maps
-    with pytest.raises(ValueError, match=r"query must be in 0..5 \(6 tokens\), got 9"):
+    with pytest.raises(ValueError, match=r"query must be a whole number in 0..5 \(6 tokens\) or a token, got 9"):
         HeadExplorer(w, tokens, query=9)
 
 

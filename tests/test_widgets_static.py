@@ -17,7 +17,13 @@ from PIL import Image  # noqa: E402
 
 from bertlib.bertviz_offline import head_view, model_view, with_static_snapshot  # noqa: E402
 from bertlib.models import check_layer_head, run_bert  # noqa: E402
-from bertlib.widgets import LIVE_CLASS, LIVE_CSS, is_input_error, render_safely  # noqa: E402
+from bertlib.widgets import (  # noqa: E402
+    LIVE_CLASS,
+    LIVE_CSS,
+    is_input_error,
+    render_safely,
+    static_bundle,
+)
 from bertlib.widgets.attention import ToyAttentionExplorer  # noqa: E402
 from bertlib.widgets.efficient import EfficientExplorer  # noqa: E402
 from bertlib.widgets.explorer import BertAttentionExplorer  # noqa: E402
@@ -136,7 +142,8 @@ def test_a_matplotlib_explorer_with_bad_input_shows_the_same_message(displayed):
     explorer = ToyAttentionExplorer(scaling="temperature")
     explorer.temperature.value = -1.0
     static = shown_bundles(explorer.widget, displayed)[0]
-    assert "temperature must be a finite number &gt; 0, got -1.0" in static["text/html"]
+    assert "temperature must be a number &gt; 0 (finite" in static["text/html"]
+    assert "got -1.0" in static["text/html"]
     assert "image/png" not in static
 
 
@@ -248,3 +255,7 @@ def test_a_bug_in_an_overlay_is_a_traceback_too():
 
     with pytest.raises(IndexError):
         BertAttentionExplorer("Hello world", overlay=overlay)
+
+
+def test_a_view_that_drew_nothing_and_said_nothing_is_shown_as_such():
+    assert static_bundle(None)["text/plain"] == "(nothing drawn)"

@@ -21,7 +21,14 @@ import numpy as np
 
 from bertlib import toy
 from bertlib.attention import causal_mask, softmax
-from bertlib.exercises import Feedback
+from bertlib.checks import whole
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_word,
+    call_answer,
+    not_answered,
+)
 
 __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
            "ATOL"]
@@ -32,7 +39,6 @@ __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_wi
 ATOL = 1e-5
 
 _N = len(toy.TOKENS)
-_NOT_YET = "not answered yet: replace None with your answer and run the cell again"
 
 
 def _toy_qkv(W_Q: np.ndarray | None = None, W_K: np.ndarray | None = None):
@@ -47,35 +53,16 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=ATOL))
 
 
-def _as_array(answer, what: str) -> np.ndarray | Feedback:
-    """The answer as a finite float array, or a Feedback saying why it is not one."""
-    if answer is None:
-        return Feedback(False, _NOT_YET)
-    if hasattr(answer, "detach"):  # a torch tensor
-        answer = answer.detach().cpu().numpy()
-    try:
-        a = np.asarray(answer, dtype=float)
-    except (TypeError, ValueError):
-        return Feedback(False, f"expected {what} as an array of numbers, got "
-                               f"{type(answer).__name__}")
-    if not np.isfinite(a).all():
-        return Feedback(False, f"your {what} contains NaN or inf: a row whose scores are all "
-                               "-inf, or exp of a huge score?")
-    return a
-
-
 def check_causal_guess(word) -> Feedback:
     """Predict-then-check: under a causal mask, which word does "cat" attend to most?
 
     word: a token of the toy sentence (str). The answer is computed here: the argmax of row "cat"
     of softmax(Q Kᵀ / √d_k) with keys after "cat" excluded.
     """
-    if word is None:
-        return Feedback(False, _NOT_YET + " (a word in quotes, e.g. 'the')")
-    if not isinstance(word, str) or word.strip().lower() not in toy.TOKENS:
-        return Feedback(False, f"your guess must be one of the words {sorted(set(toy.TOKENS))}, "
-                               f"got {word!r}")
-    word = word.strip().lower()
+    word = as_answer_word(word, "your guess", sorted(set(toy.TOKENS)),
+                          todo="replace None with a word in quotes, e.g. 'the'")
+    if isinstance(word, Feedback):
+        return word
     Q, K, _ = _toy_qkv()
     i = toy.TOKENS.index("cat")
     w = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1, where=causal_mask(_N))[i]
@@ -99,26 +86,19 @@ def check_attention_fn(fn: Callable) -> Feedback:
     a swapped axis or keys in place of values changes a shape or a number).
     Q: (4, 3), K: (5, 3), V: (5, 2); expected Z: (4, 2), A: (4, 5), rows of A summing to 1.
     """
-    if fn is None:
-        return Feedback(False, _NOT_YET)
     rng = np.random.default_rng(1)
     Q, K, V = rng.normal(size=(4, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
-    try:
-        result = fn(Q.copy(), K.copy(), V.copy())
-    except Exception as exc:  # a learner's bug becomes feedback, never a traceback
-        return Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
-    if result is None:
-        return Feedback(False, _NOT_YET + " (your function returns None)")
+    result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())
+    if error is not None:
+        return error
     if not isinstance(result, tuple) or len(result) != 2:
         return Feedback(False, "return two things: (Z, A), the outputs and the weights")
-    Z, A = (_as_array(r, name) for r, name in zip(result, ("Z", "A"), strict=True))
+    A = as_answer_array(result[1], "A", (4, 5), layout="(n_q, n_k)", why=", one row per query")
+    Z = as_answer_array(result[0], "Z")
     for r in (A, Z):
         if isinstance(r, Feedback):
             return r
     S = Q @ K.T
-    if A.shape != (4, 5):
-        return Feedback(False, f"A should be (n_q, n_k) = (4, 5), one row per query; yours is "
-                               f"{A.shape}")
     divisors = {"√d_k": math.sqrt(3), "none": 1.0, "d_k": 3.0}
     for name, div in divisors.items():
         for axis in (-1, 0):
@@ -158,14 +138,12 @@ def check_design(W_Q, W_K=None) -> Feedback:
     Says how close an answer is: the weight on "cat", the word that beats it and by how much.
     """
     if W_Q is None:
-        return Feedback(False, _NOT_YET)
+        return not_answered()
     arrays = []
     for name, W in (("W_Q", W_Q), ("W_K", W_K if W_K is not None else toy.projections()[1])):
-        a = _as_array(W, name)
+        a = as_answer_array(W, name, (4, 2), layout="(d, d_k)", why=" (it must stay that shape)")
         if isinstance(a, Feedback):
             return a
-        if a.shape != (4, 2):
-            return Feedback(False, f"{name} must stay (d, d_k) = (4, 2), yours is {a.shape}")
         arrays.append(a)
     Q, K, _ = _toy_qkv(*arrays)
     i_mat, i_cat, i_on = toy.TOKENS.index("mat"), toy.TOKENS.index("cat"), toy.TOKENS.index("on")
@@ -187,10 +165,8 @@ def check_design(W_Q, W_K=None) -> Feedback:
 
 def _window_mask(n: int, radius: int = 1) -> np.ndarray:
     """(n, n) bool mask, True where |i − j| ≤ radius: each word sees itself and its neighbours."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive whole number, got {n!r}")
-    if isinstance(radius, bool) or not isinstance(radius, int) or radius < 0:
-        raise ValueError(f"radius must be a whole number ≥ 0, got {radius!r}")
+    whole(n, "n", low=1)
+    whole(radius, "radius", low=0)
     i = np.arange(n)
     return np.abs(i[:, None] - i[None, :]) <= radius
 
@@ -201,12 +177,9 @@ def check_window_weights(weights) -> Feedback:
     softmax over each row of Q Kᵀ / √d_k with the scores outside the window set to −∞ before
     the softmax, so each row spreads over at most three keys and sums to 1.
     """
-    a = _as_array(weights, "weight matrix")
+    a = as_answer_array(weights, "the weights", (_N, _N), why=", one row per query")
     if isinstance(a, Feedback):
         return a
-    if a.shape != (_N, _N):
-        return Feedback(False, f"the weights should be (6, 6), one row per query; yours are "
-                               f"{a.shape}")
     Q, K, _ = _toy_qkv()
     S = Q @ K.T / math.sqrt(Q.shape[1])
     mask = _window_mask(_N)

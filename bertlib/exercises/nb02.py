@@ -17,13 +17,19 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bertlib.attention import split_heads
-from bertlib.exercises import Feedback
+from bertlib import toy
+from bertlib.attention import multi_head_attention, split_heads
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_number,
+    call_answer,
+    not_answered,
+)
+from bertlib.models import check_layer_head, load_bert, run_bert
 
 __all__ = ["DET_NOUN_SENTENCES", "check_cost_guess", "check_split_heads", "check_w_o_swap",
            "check_det_noun_head"]
-
-_NOT_YET = "not answered yet: replace None with your answer and run the cell again"
 
 #: Sentences for the determiner exercise, each with the noun that every "the" introduces, in
 #: order. Adjectives sit between some pairs, so "look at the next token" is not enough.
@@ -46,7 +52,7 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     is refused there.
     """
     if fn is None:
-        return Feedback(False, _NOT_YET)
+        return not_answered()
     if batched and _calls_library_split_heads(fn):
         return Feedback(False, "your function calls bertlib's split_heads, which already handles "
                                "batches; write the reshape and the axis swap yourself")
@@ -55,13 +61,10 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     X = np.arange(int(np.prod(lead + (n, d))), dtype=float).reshape(*lead, n, d)
     for h in (2, 4):
         d_k = d // h
-        try:
-            got = np.asarray(fn(X.copy(), h))
-        except Exception as exc:  # a learner's bug becomes feedback, never a traceback
-            return Feedback(False, f"with X of shape {X.shape} and h = {h} your function raised "
-                                   f"{type(exc).__name__}: {exc}")
-        if got.shape == ():
-            return Feedback(False, _NOT_YET + " (your function returns None)")
+        got, error = call_answer(fn, X.copy(), h, when=f"with X of shape {X.shape} and h = {h}")
+        got = as_answer_array(got, "the result", dtype=None) if error is None else error
+        if isinstance(got, Feedback):
+            return got
         want = split_heads(X, h)
         if got.shape == lead + (n, h, d_k):
             return Feedback(False, f"shape {got.shape} is {'(batch, ' if batched else '('}n, h, "
@@ -106,8 +109,6 @@ def _det_noun_scores() -> tuple[np.ndarray, list[tuple[str, int, int]]]:
 
     pairs: (text, i_the, j_noun) word-piece positions over all of DET_NOUN_SENTENCES.
     """
-    from bertlib.models import run_bert
-
     per_pair, pairs = [], []
     for text, nouns in DET_NOUN_SENTENCES:
         run = run_bert(text)
@@ -127,10 +128,8 @@ def check_det_noun_head(layer, head) -> Feedback:
     (layer, head) with the largest average, computed here; a wrong answer is told its average, its
     rank and where its "the" rows look instead.
     """
-    from bertlib.models import check_layer_head, load_bert, run_bert
-
     if layer is None and head is None:
-        return Feedback(False, _NOT_YET + " (two whole numbers: layer, head)")
+        return not_answered("replace None with two whole numbers: layer, head")
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
@@ -159,10 +158,9 @@ def check_cost_guess(guess, h: int = 12) -> Feedback:
     The attention layer holds 3·d·(h·d_k) + (h·d_k)·d weights (biases left out), so it depends on
     h·d_k only: with d_k = d the count is h times that with d_k = d / h. guess: a number.
     """
-    if guess is None:
-        return Feedback(False, _NOT_YET + " (a number)")
-    if isinstance(guess, bool) or not isinstance(guess, int | float | np.number):
-        return Feedback(False, f"your guess must be a number, got {type(guess).__name__}")
+    guess = as_answer_number(guess, "your guess", todo="replace None with a number")
+    if isinstance(guess, Feedback):
+        return guess
     if guess == h:
         return Feedback(True, f"right: every count depends on h·d_k, which grows from d to "
                               f"{h}·d: {h} times the parameters and the multiply-adds")
@@ -181,18 +179,10 @@ def check_w_o_swap(W_O) -> Feedback:
     With the concatenation C = [head 0 | head 1] (6, 4), the output C W_O must hold head 1's two
     columns first, then head 0's. Says which output columns are already right.
     """
-    from bertlib import toy
-    from bertlib.attention import multi_head_attention
-
-    if W_O is None:
-        return Feedback(False, _NOT_YET)
-    try:
-        W = np.asarray(W_O.detach().numpy() if hasattr(W_O, "detach") else W_O, dtype=float)
-    except (TypeError, ValueError):
-        return Feedback(False, f"W_O must be an array of numbers, got {type(W_O).__name__}")
-    if W.shape != (4, 4):
-        return Feedback(False, f"W_O maps the concatenation (n, 4) to the output (n, 4), so it is "
-                               f"(4, 4); yours is {W.shape}")
+    W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
+                        "output (n, 4))")
+    if isinstance(W, Feedback):
+        return W
     X = toy.embeddings()
     W_Q, W_K, W_V, I = toy.two_head_projections()
     concat, _ = multi_head_attention(X, W_Q, W_K, W_V, I, 2)  # W_O = I: the concatenation

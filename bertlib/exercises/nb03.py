@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertlib.exercises import Feedback
+from bertlib.bert import bert_params, layer_norm
+from bertlib.exercises import Feedback, as_answer_array, as_answer_number, not_answered
+from bertlib.models import attention_maps, encode, load_bert, run_bert
 
 __all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
            "BANK_FIRST", "GUESS_TOLERANCE", "FORBIDDEN", "check_embeddings", "bank_cosine",
@@ -45,19 +47,14 @@ FORBIDDEN = ("money", "loan", "loans", "account", "accounts", "cash")
 
 
 def _not_answered(what: str) -> Feedback:
-    return Feedback(False, f"not answered yet: {what}, then run this cell again")
+    return not_answered(f"{what}, then run this cell again")
 
 
 def _model(model):
-    from bertlib.models import load_bert
-
     return model or load_bert()
 
 
 def _embedding_variants(pair: tuple[str, str], model=None) -> dict[str, np.ndarray]:
-    from bertlib.bert import bert_params, layer_norm
-    from bertlib.models import encode
-
     model = _model(model)
     w = bert_params(model)
     enc = encode(*pair, model=model)
@@ -99,17 +96,10 @@ def check_embeddings(E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedb
         return _not_answered("compute E, one row per word piece of the pair")
     variants = _embedding_variants(pair, model)
     expected = variants["right"]
-    if hasattr(E, "detach"):
-        E = E.detach().cpu().numpy()
-    try:
-        E = np.asarray(E, dtype=float)
-    except (TypeError, ValueError):
-        return Feedback(False, f"expected E as an array of numbers, got {type(E).__name__}")
-    if E.shape != expected.shape:
-        return Feedback(False, f"wrong shape: E should be (n, d) = {expected.shape} (one row per "
-                               f"word piece, [CLS] and both [SEP] included); yours is {E.shape}")
-    if not np.isfinite(E).all():
-        return Feedback(False, "E contains NaN or inf: check the LayerNorm's division")
+    E = as_answer_array(E, "E", expected.shape, layout="(n, d)",
+                        why=" (one row per word piece, [CLS] and both [SEP] included)")
+    if isinstance(E, Feedback):
+        return E
     for name, V in variants.items():
         if np.allclose(E, V, rtol=0, atol=ATOL):
             if name == "right":
@@ -126,8 +116,6 @@ def _cosine(u: np.ndarray, v: np.ndarray) -> float:
 
 
 def _bank_vector(text: str, layer: int, model=None) -> np.ndarray:
-    from bertlib.models import run_bert
-
     run = run_bert(text, model=_model(model))
     return run.hidden_states[layer, run.tokens.index("bank")].astype(np.float64)
 
@@ -140,14 +128,11 @@ def bank_cosine(layer: int = 0, model=None) -> float:
 
 def check_position_guess(guess, model=None) -> Feedback:
     """Check a guess of :func:`bank_cosine` at the input (layer 0): right within GUESS_TOLERANCE."""
-    if guess is None:
-        return _not_answered("write your guess, a number between -1 and 1, in `guess`")
-    try:
-        guess = float(guess)
-    except (TypeError, ValueError):
-        return Feedback(False, f"the guess should be a number between -1 and 1, got {guess!r}")
-    if not -1.0 <= guess <= 1.0:
-        return Feedback(False, f"a cosine lies between -1 and 1; your guess is {guess:g}")
+    guess = as_answer_number(guess, "your guess (a cosine)", -1.0, 1.0,
+                             todo="write your guess, a number between -1 and 1, in `guess`, "
+                                  "then run this cell again")
+    if isinstance(guess, Feedback):
+        return guess
     measured = bank_cosine(0, model)
     if guess > 0.999 and measured < 0.999:  # checked first: "identical" is the idea to unlearn
         return Feedback(False, f"it is {measured:.3f}, not 1: the word embedding is the same, but "
@@ -168,8 +153,6 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
 
     skip_special: leave [CLS] and [SEP] out of the comparison (they often take most weight).
     """
-    from bertlib.models import attention_maps
-
     tokens, A = attention_maps(text, model=_model(model))
     for word in (query, target):
         if word not in tokens:
@@ -222,8 +205,6 @@ def bank_margin(text: str, model=None) -> tuple[float, float]:
 def check_bank_sentence(text, model=None) -> Feedback:
     """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
     BANK_MONEY's than to BANK_RIVER's, without any word of FORBIDDEN."""
-    from bertlib.models import encode
-
     if text is None:
         return _not_answered("write your sentence in `my_sentence`")
     if not isinstance(text, str):

@@ -14,8 +14,23 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bertlib.analysis import attention_entropy, attention_rollout
-from bertlib.exercises import Feedback
+from bertlib.analysis import (
+    PATTERN_THRESHOLDS,
+    attention_entropy,
+    attention_rollout,
+    corpus_average,
+    load_corpus,
+    pattern_features,
+    pattern_labels,
+    run_corpus,
+    to_token_shares,
+)
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_word,
+    call_answer,
+)
 
 __all__ = ["TOKENS", "SEGMENTS", "check_share_to", "check_entropy", "check_rollout",
            "sep_shares", "check_sep_prediction", "check_block_map"]
@@ -24,10 +39,6 @@ __all__ = ["TOKENS", "SEGMENTS", "check_share_to", "check_entropy", "check_rollo
 TOKENS = ["[CLS]", "the", "owl", "called", ".", "[SEP]", "it", "was", "dark", "[SEP]"]
 #: Their token types: sentence A up to the first [SEP], sentence B after it.
 SEGMENTS = [0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
-
-
-def _not_answered(what: str) -> Feedback:
-    return Feedback(False, f"not answered yet: {what}, then run this cell again")
 
 
 def _maps(seed: int = 4, layers: int = 2, heads: int = 3) -> np.ndarray:
@@ -41,14 +52,11 @@ def _maps(seed: int = 4, layers: int = 2, heads: int = 3) -> np.ndarray:
 
 
 def _call(fn: Callable, *args):
-    """(result as an array, None) or (None, Feedback naming the error the learner's fn raised)."""
-    try:
-        result = fn(*args)
-        if result is None:
-            return None, _not_answered("fill in the function so that it returns an array")
-        return np.asarray(result, dtype=float), None
-    except Exception as exc:  # a learner's bug becomes feedback, never a traceback
-        return None, Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
+    """(result as an array, None) or (None, Feedback: not answered, raised, not an array)."""
+    result, error = call_answer(fn, *args, todo="fill in the function so that it returns an "
+                                                "array, then run this cell again")
+    result = as_answer_array(result, "the result") if error is None else error
+    return (None, result) if isinstance(result, Feedback) else (result, None)
 
 
 def check_share_to(fn: Callable) -> Feedback:
@@ -164,8 +172,6 @@ def check_rollout(fn: Callable) -> Feedback:
 def sep_shares(model=None, count: int = 16) -> tuple[float, float]:
     """(single sentences, pairs): the share of attention to [SEP], Clark et al.'s measure
     averaged over every head and over the first ``count`` sentences / pairs of the corpus."""
-    from bertlib.analysis import corpus_average, load_corpus, run_corpus, to_token_shares
-
     corpus = load_corpus()
     means = []
     for texts in (corpus.sentences[:count], corpus.pairs[:count]):
@@ -178,14 +184,15 @@ def sep_shares(model=None, count: int = 16) -> tuple[float, float]:
 def check_sep_prediction(guess, model=None) -> Feedback:
     """Check a prediction, "higher" or "lower": is the share of attention to [SEP] higher in
     sentence pairs (two [SEP]) than in single sentences (one)?"""
-    if guess is None:
-        return _not_answered('write "higher" or "lower" in `prediction`')
-    if not isinstance(guess, str) or guess.strip().lower() not in ("higher", "lower"):
-        return Feedback(False, f'answer with the word "higher" or "lower", got {guess!r}')
+    guess = as_answer_word(guess, "your prediction", ("higher", "lower"),
+                           todo='write "higher" or "lower" in `prediction`, then run this cell '
+                                "again")
+    if isinstance(guess, Feedback):
+        return guess
     single, pair = sep_shares(model)
     truth = "higher" if pair > single else "lower"
     numbers = f"[SEP] gets {single:.3f} in single sentences, {pair:.3f} in pairs"
-    if guess.strip().lower() == truth:
+    if guess == truth:
         return Feedback(True, f"right, {truth}: {numbers} (mean over every head)")
     return Feedback(False, f"it is {truth}: {numbers}. Was your reason the number of [SEP] "
                            "tokens, or what the heads do with them?")
@@ -195,20 +202,13 @@ def check_block_map(M) -> Feedback:
     """Check a designed (n, n) attention map on TOKENS (a pair, token types SEGMENTS) that
     :func:`bertlib.analysis.pattern_labels` labels "block"; otherwise say which rule fails and
     by how much. Rows must be weights: non-negative, summing to 1."""
-    from bertlib.analysis import PATTERN_THRESHOLDS, pattern_features, pattern_labels
-
-    if M is None:
-        return _not_answered(f"build a ({len(TOKENS)}, {len(TOKENS)}) array `M`")
-    try:
-        M = np.asarray(M, dtype=float)
-    except (TypeError, ValueError):
-        return Feedback(False, f"M should be an array of numbers, got {type(M).__name__}")
     n = len(TOKENS)
-    if M.shape != (n, n):
-        return Feedback(False, f"M should be (n, n) = ({n}, {n}), one row per query of TOKENS; "
-                               f"yours is {M.shape}")
-    if not np.isfinite(M).all() or (M < 0).any():
-        return Feedback(False, "attention weights are finite and non-negative")
+    M = as_answer_array(M, "M", (n, n), layout="(n, n)", why=", one row per query of TOKENS",
+                        todo=f"build a ({n}, {n}) array `M`, then run this cell again")
+    if isinstance(M, Feedback):
+        return M
+    if (M < 0).any():
+        return Feedback(False, "attention weights are non-negative")
     sums = M.sum(-1)
     if not np.allclose(sums, 1.0, atol=1e-6):
         worst = int(np.abs(sums - 1).argmax())

@@ -1,6 +1,6 @@
 """Checkers for notebook 05's "Try it" exercises: predicting what attention costs.
 
-- :func:`check_memory_prediction`: the peak memory of ``bertlib.cost.naive_attention`` at
+- :func:`check_memory_prediction`: the peak memory of ``bertlib.kernels.naive_attention`` at
   n = 8192 (one head, float32), predicted before measuring. The notebook shows that the peak is
   two n × n matrices (the scores and the weights) alive together.
 - :func:`check_qkv_crossover`: the first sequence length at which a layer's h attention
@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from bertlib.cost import attention_bytes, measure
-from bertlib.exercises import Feedback
+from bertlib.exercises import Feedback, as_answer_number, as_answer_whole
 from bertlib.kernels import tiled_attention
 
 __all__ = ["check_memory_prediction", "check_qkv_crossover", "check_block_for_budget", "RTOL"]
@@ -28,13 +30,8 @@ RTOL = 0.05
 
 
 def _as_number(answer, what: str) -> float | Feedback:
-    if answer is None:
-        return Feedback(False, f"replace None with your prediction of {what}")
-    if isinstance(answer, bool) or not isinstance(answer, int | float) or math.isnan(answer):
-        return Feedback(False, f"give {what} as a number, got {answer!r}")
-    if answer <= 0 or math.isinf(answer):
-        return Feedback(False, f"{what} must be a positive, finite number, got {answer!r}")
-    return float(answer)
+    return as_answer_number(answer, what, 0, None, open_low=True,
+                            todo=f"replace None with your prediction of {what}")
 
 
 def _near(a: float, b: float) -> bool:
@@ -106,8 +103,6 @@ def check_qkv_crossover(predicted_n, h: int = 12, d: int = 768) -> Feedback:
 
 def _tiled_peak(block: int, n: int, d_k: int) -> int:
     """Peak bytes of tiled_attention at n, counted on the meta device (nothing allocated)."""
-    import torch
-
     def meta(size):
         return tuple(torch.empty(1, 1, size, d_k, device="meta") for _ in range(3))
 
@@ -125,10 +120,10 @@ def check_block_for_budget(block, n: int = 8192, budget_mib: float = 32, d_k: in
     (n, block) block of scores held at once. The checker measures the peak on the meta device
     and says how close the block is to the budget.
     """
-    if block is None:
-        return Feedback(False, "replace None with your block size (a power of two, e.g. 64)")
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-        return Feedback(False, f"block must be a whole number >= 1, got {block!r}")
+    block = as_answer_whole(block, "block", low=1,
+                            todo="replace None with your block size (a power of two, e.g. 64)")
+    if isinstance(block, Feedback):
+        return block
     if block & (block - 1):
         return Feedback(False, f"{block} is not a power of two; try 64, 128, 256, ...")
     budget = budget_mib * 2**20

@@ -11,28 +11,18 @@ from __future__ import annotations
 import numpy as np
 
 from bertlib.attention import scaled_dot_product_attention
-from bertlib.exercises import Feedback
+from bertlib.exercises import Feedback, as_answer_array, as_answer_number, as_answer_whole
 from bertlib.variants import relative_error, sliding_window_attention, sliding_window_pattern
 
 __all__ = ["check_window_mask", "check_band_bytes", "check_window_design"]
 
 
-def _array(x, name: str):
-    try:
-        return np.asarray(x), None
-    except Exception as exc:  # a learner's object that numpy cannot read
-        return None, Feedback(False, f"{name} could not be read as an array: {exc}")
-
-
 def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
     """Exercise: build Longformer's (n, n) sliding-window mask, True where |i − j| ≤ w/2."""
-    if mask is None:
-        return Feedback(False, f"not answered yet: replace None with your ({n}, {n}) bool mask")
-    mask, bad = _array(mask, "your mask")
-    if bad:
-        return bad
-    if mask.shape != (n, n):
-        return Feedback(False, f"the mask should be (n, n) = ({n}, {n}), got shape {mask.shape}")
+    mask = as_answer_array(mask, "the mask", (n, n), layout="(n, n)", dtype=None,
+                           todo=f"replace None with your ({n}, {n}) bool mask")
+    if isinstance(mask, Feedback):
+        return mask
     if mask.dtype != bool:
         return Feedback(False, f"use a boolean mask (True = may attend), got dtype {mask.dtype}; "
                                "a comparison such as np.abs(i - j) <= w // 2 gives one")
@@ -54,12 +44,10 @@ def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
 
 def check_band_bytes(n_bytes, n: int = 4096, w: int = 256, dtype_bytes: int = 4) -> Feedback:
     """Exercise: bytes of the (n, w + 1) band of scores, vs the n² of full attention."""
-    if n_bytes is None:
-        return Feedback(False, "not answered yet: replace None with your number of bytes")
-    try:
-        value = float(n_bytes)
-    except (TypeError, ValueError):
-        return Feedback(False, f"give a number of bytes, got {n_bytes!r}")
+    value = as_answer_number(n_bytes, "the number of bytes", 0,
+                             todo="replace None with your number of bytes")
+    if isinstance(value, Feedback):
+        return value
     expected = n * (w + 1) * dtype_bytes
     if value == expected:
         full = n * n * dtype_bytes
@@ -82,10 +70,12 @@ def check_window_design(w, Q, K, V, global_idx=(), target: float = 0.2) -> Feedb
     Q, K: (n, d_k); V: (n, d_v), e.g. one head of the real BERT. The feedback gives the error of
     the chosen w and whether w − 2 would already do.
     """
-    if w is None:
-        return Feedback(False, "not answered yet: replace None with your window w (an even number)")
-    if isinstance(w, bool) or not isinstance(w, int | np.integer) or w < 2 or w % 2:
-        return Feedback(False, f"w must be an even whole number >= 2, got {w!r}")
+    w = as_answer_whole(w, "w (an even whole number)", low=2,
+                        todo="replace None with your window w (an even number)")
+    if isinstance(w, Feedback):
+        return w
+    if w % 2:
+        return Feedback(False, f"w must be an even whole number >= 2, got {w}")
     full = scaled_dot_product_attention(Q, K, V)[0]
 
     def error(width):

@@ -8,33 +8,24 @@ from collections.abc import Callable
 import numpy as np
 
 from bertlib import family
-from bertlib.exercises import Feedback
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_whole,
+    call_answer,
+)
 
 __all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores",
            "check_score_memory", "check_albert_design"]
 
 
-def _as_array(answer) -> np.ndarray | None:
-    try:
-        return np.asarray(answer, dtype=float)
-    except (TypeError, ValueError):
-        return None
-
-
 def check_relative_positions(answer, n: int = 6, k: int = 2) -> Feedback:
     """Check an (n, n) matrix of DeBERTa buckets δ(i, j) = clip(i − j + k, 0, 2k − 1)."""
-    if answer is None:
-        return Feedback(False, f"no answer yet: build the ({n}, {n}) matrix δ(i, j) for k={k}")
     want = family.relative_positions(n, k)
-    got = _as_array(answer)
-    if got is None:
-        return Feedback(False, f"expected an ({n}, {n}) array of whole numbers, "
-                               f"got {type(answer).__name__}")
-    if got.shape != want.shape:
-        return Feedback(False, f"expected shape ({n}, {n}): one row per query i, one column per "
-                               f"key j; got {got.shape}")
-    if np.isnan(got).any():
-        return Feedback(False, "your matrix contains NaN")
+    got = as_answer_array(answer, "δ", want.shape, why=": one row per query i, one column per "
+                          "key j", todo=f"build the ({n}, {n}) matrix δ(i, j) for k={k}")
+    if isinstance(got, Feedback):
+        return got
     if np.array_equal(got, want):
         return Feedback(True, f"δ(i, j) is right: {2 * k} buckets, 0..{2 * k - 1}, the same along "
                               "each diagonal")
@@ -59,14 +50,10 @@ def check_relative_positions(answer, n: int = 6, k: int = 2) -> Feedback:
 def check_albert_parameters(answer, V: int = 30000, E: int = 128, H: int = 1024, L: int = 24,
                             I: int = 4096, P: int = 512, T: int = 2) -> Feedback:
     """Check an AlbertModel parameter count: embeddings, E→H map, ONE shared layer, pooler."""
-    if answer is None:
-        return Feedback(False, "no answer yet: add up the parameters of each part of AlbertModel")
-    try:
-        got = int(answer)
-    except (TypeError, ValueError, OverflowError):
-        return Feedback(False, f"expected a whole number of parameters, got {answer!r}")
-    if got != answer:
-        return Feedback(False, f"a parameter count is a whole number, got {answer!r}")
+    got = as_answer_whole(answer, "a parameter count",
+                          todo="add up the parameters of each part of AlbertModel")
+    if isinstance(got, Feedback):
+        return got
     c = family.albert_parameter_count(V, E, H, L, I, P, T)
     if got == c.total:
         return Feedback(True, f"{c.total:,} parameters: embeddings {c.embeddings:,}, E→H map "
@@ -101,33 +88,11 @@ def _per_head(H, P_rel, Ws, k: int, h: int, p2c_delta: str = "ji") -> list:
             for a in range(h)]
 
 
-def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
-    """Run ``fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h) -> (h, n, n) scores`` on random inputs
-    (H: (n, d), P_rel: (2k, d), each W: (d, d), head a using columns a·d_k..(a+1)·d_k, d_k = d/h)
-    and compare it with the paper's formula per head, (c2c + c2p + p2c) / √(3·d_k), p2c read at
-    δ(j, i)."""
-    if not callable(fn):
-        return Feedback(False, "no function yet: pass your fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, "
-                               f"k, h) that returns the scores, got {type(fn).__name__}")
-    rng = np.random.default_rng(seed)
-    n, d, h, k = 7, 6, 2, 2
+def _score_mistakes(H, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]]:
+    """(scores, message) for each typical mistake in the disentangled scores, (h, n, n) each."""
+    n, d = H.shape
     d_k = d // h
-    H, P_rel = rng.normal(size=(n, d)), rng.normal(size=(2 * k, d))
-    Ws = [rng.normal(size=(d, d)) for _ in range(4)]
-    try:
-        got = _as_array(fn(H.copy(), P_rel.copy(), *(W.copy() for W in Ws), k, h))
-    except Exception as exc:  # a learner's bug is reported, not raised
-        return Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
     heads = _per_head(H, P_rel, Ws, k, h)
-    if got is not None and got.shape == (n, n):
-        return Feedback(False, f"expected one ({n}, {n}) score matrix per head, shape ({h}, {n}, "
-                               f"{n}); you returned a single ({n}, {n}) matrix")
-    if got is None or got.shape != (h, n, n):
-        shape = None if got is None else got.shape
-        return Feedback(False, f"expected scores of shape (h, n, n) = ({h}, {n}, {n}), got {shape}")
-    scores = np.stack([r.scores for r in heads])
-    if np.allclose(got, scores, atol=1e-8):
-        return Feedback(True, "your scores match (c2c + c2p + p2c) / √(3·d_k) in every head")
     raw = np.stack([r.c2c + r.c2p + r.p2c for r in heads])
     rows = np.arange(n)[:, None]
     delta = family.relative_positions(n, k)
@@ -135,7 +100,7 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
                        for r, Wq, Wk in zip(heads, *(_split(W, h) for W in (Ws[0], Ws[3])),
                                             strict=True)])
     whole = family.disentangled_attention(H, P_rel, *Ws, k)  # all d columns as one head
-    checks = [
+    mistakes = [
         (raw / np.sqrt(3 * d), "you divided by √(3·d) with d the model width; each head's dot "
                                "products have d_k = d / h terms, so divide by √(3·d_k)"),
         (raw / np.sqrt(d_k), "you divided by √d_k: three terms of variance ≈ d_k add up to "
@@ -153,10 +118,37 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
          "the content→content term c2c is missing"),
     ]
     for scale in (whole.scale, 1 / np.sqrt(3 * d_k)):  # all d columns in one head, either scale
-        checks.append((np.broadcast_to(whole.scores / whole.scale * scale, (h, n, n)),
-                       "every head got the same scores, from all d columns: head a uses only the "
-                       "columns a·d_k to (a+1)·d_k of each W"))
-    for reference, message in checks:
+        mistakes.append((np.broadcast_to(whole.scores / whole.scale * scale, (h, n, n)),
+                         "every head got the same scores, from all d columns: head a uses only "
+                         "the columns a·d_k to (a+1)·d_k of each W"))
+    return mistakes
+
+
+def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
+    """Run ``fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h) -> (h, n, n) scores`` on random inputs
+    (H: (n, d), P_rel: (2k, d), each W: (d, d), head a using columns a·d_k..(a+1)·d_k, d_k = d/h)
+    and compare it with the paper's formula per head, (c2c + c2p + p2c) / √(3·d_k), p2c read at
+    δ(j, i)."""
+    rng = np.random.default_rng(seed)
+    n, d, h, k = 7, 6, 2, 2
+    H, P_rel = rng.normal(size=(n, d)), rng.normal(size=(2 * k, d))
+    Ws = [rng.normal(size=(d, d)) for _ in range(4)]
+    got, error = call_answer(fn, H.copy(), P_rel.copy(), *(W.copy() for W in Ws), k, h,
+                             todo="pass your fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h) that "
+                                  "returns the scores")
+    got = as_answer_array(got, "the scores") if error is None else error
+    if isinstance(got, Feedback):
+        return got
+    if got.shape == (n, n):
+        return Feedback(False, f"expected one ({n}, {n}) score matrix per head, shape ({h}, {n}, "
+                               f"{n}); you returned a single ({n}, {n}) matrix")
+    if got.shape != (h, n, n):
+        return Feedback(False, f"expected scores of shape (h, n, n) = ({h}, {n}, {n}), got "
+                               f"{got.shape}")
+    scores = np.stack([r.scores for r in _per_head(H, P_rel, Ws, k, h)])
+    if np.allclose(got, scores, atol=1e-8):
+        return Feedback(True, "your scores match (c2c + c2p + p2c) / √(3·d_k) in every head")
+    for reference, message in _score_mistakes(H, P_rel, Ws, k, h):
         if np.allclose(got, reference, atol=1e-8):
             return Feedback(False, message)
     gap = float(np.abs(got - scores).max())
@@ -168,13 +160,11 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
 def check_score_memory(answer, n: int = 512, h: int = 12, d: int = 768, L: int = 12) -> Feedback:
     """Check a prediction of how many attention weights ONE layer of a BERT holds for one
     sequence of n tokens: h·n² (one n × n matrix per head), not the n²·d of some tutorials."""
-    if answer is None:
-        return Feedback(False, f"no guess yet: how many attention weights does one layer with "
-                               f"{h} heads hold for {n} tokens?")
-    try:
-        got = int(answer)
-    except (TypeError, ValueError, OverflowError):
-        return Feedback(False, f"expected a whole number of attention weights, got {answer!r}")
+    got = as_answer_whole(answer, "the number of attention weights",
+                          todo=f"how many attention weights does one layer with {h} heads hold "
+                               f"for {n} tokens?")
+    if isinstance(got, Feedback):
+        return got
     want = h * n * n
     if got == want:
         return Feedback(True, f"h·n² = {h}·{n}² = {want:,}: one n × n matrix of weights per head")
@@ -199,12 +189,12 @@ def check_albert_design(E, groups, budget: int = 20_000_000, V: int = 30000, H: 
                         L: int = 12, I: int = 3072, min_E: int = 64) -> Feedback:
     """Check an ALBERT design (embedding size E, number of distinct layer groups) against a
     parameter budget: it must fit, with E >= ``min_E``, and keep as many distinct layers as fit."""
-    if E is None or groups is None:
-        return Feedback(False, f"no design yet: choose E and groups for a {L}-layer ALBERT "
-                               f"with H={H} under {budget:,} parameters")
-    for value, name in ((E, "E"), (groups, "groups")):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            return Feedback(False, f"{name} must be a whole number, got {value!r}")
+    todo = f"choose E and groups for a {L}-layer ALBERT with H={H} under {budget:,} parameters"
+    E, groups = (as_answer_whole(value, name, todo=todo)
+                 for value, name in ((E, "E"), (groups, "groups")))
+    for value in (E, groups):
+        if isinstance(value, Feedback):
+            return value
     if not min_E <= E <= H:
         return Feedback(False, f"choose E in {min_E}..{H}: below {min_E} the word-piece vectors "
                                f"get very narrow (ALBERT used 128), above H nothing is saved")

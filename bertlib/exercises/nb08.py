@@ -11,7 +11,13 @@ import numpy as np
 import torch
 
 from bertlib import custom
-from bertlib.exercises import Feedback
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_word,
+    call_answer,
+    not_answered,
+)
 from bertlib.models import encode, load_bert
 
 __all__ = ["reference_position_prior", "check_position_prior", "check_plugged_in",
@@ -45,23 +51,16 @@ def _tokens(a: str, b: str) -> list[str]:
 
 def check_position_prior(fn: Callable[[str, str], np.ndarray] | None) -> Feedback:
     """Run ``fn(sentence_a, sentence_b)`` on :data:`CHECK_PAIRS`; compare with the reference."""
-    if fn is None:
-        return Feedback(False, "no answer yet: write a function (sentence_a, sentence_b) -> S")
-    if not callable(fn):
-        return Feedback(False, f"expected a function (sentence_a, sentence_b) -> S, got "
-                               f"{type(fn).__name__}")
     for a, b in CHECK_PAIRS:
         want = reference_position_prior(a, b)
         tokens = _tokens(a, b)
         n = len(tokens)
-        try:
-            got = np.asarray(fn(a, b), dtype=float)
-        except Exception as exc:  # a learner's bug is feedback, not a crash
-            return Feedback(False, f"your function raised {type(exc).__name__}: {exc}")
-        if got.shape != (n, n):
-            return Feedback(False, f"for {a!r} / {b!r} S must be ({n}, {n}), one row and column "
-                                   f"per word piece of [CLS] a [SEP] b [SEP]; got {got.shape}")
-        if not np.isfinite(got).all() or (got < 0).any():
+        got, error = call_answer(fn, a, b, todo="write a function (sentence_a, sentence_b) -> S")
+        got = as_answer_array(got, f"S for {a!r} / {b!r}", (n, n), why=", one row and column "
+                              "per word piece of [CLS] a [SEP] b [SEP]") if error is None else error
+        if isinstance(got, Feedback):
+            return got
+        if (got < 0).any():
             return Feedback(False, "S must hold finite numbers >= 0")
         segment = encode(a, b)["token_type_ids"][0].numpy()
         inside = np.equal.outer(segment, segment)
@@ -94,21 +93,21 @@ def check_plugged_in(weights, prior) -> Feedback:
     if model.model.config._attn_implementation == custom.PRIOR_ATTENTION:
         return Feedback(False, "the shared model still has prior attention on: undo() it (or use "
                                "a `with` block) so other cells see standard BERT")
-    if weights is None:
-        return Feedback(False, "no answer yet: run the model with your prior in layer 0")
+    W = as_answer_array(weights, "the weights",
+                        todo="run the model with your prior in layer 0")
+    if isinstance(W, Feedback):
+        return W
     a, b = CHECK_PAIRS[0]
     n = len(_tokens(a, b))
-    try:
-        W = np.asarray(weights, dtype=float)
-        S = torch.as_tensor(np.asarray(prior, dtype=np.float32))[None]
-    except (TypeError, ValueError):
-        return Feedback(False, "weights and prior must be arrays of numbers")
     h = model.model.config.num_attention_heads
     if W.shape == (h, n, n):
         return Feedback(False, f"average over the {h} heads: weights.mean(0)")
-    if W.shape != (n, n) or tuple(S.shape) != (1, n, n):
-        return Feedback(False, f"expected weights and prior of shape ({n}, {n}) for this pair, "
-                               f"got {W.shape} and {tuple(S.shape[1:])}")
+    W, prior = (as_answer_array(x, name, (n, n), why=" for this pair")
+                for x, name in ((W, "the weights"), (prior, "the prior")))
+    for x in (W, prior):
+        if isinstance(x, Feedback):
+            return x
+    S = torch.as_tensor(prior, dtype=torch.float32)[None]
     enc = encode(a, b)
     with torch.no_grad():
         standard = model.model(**enc, output_attentions=True).attentions[0][0].mean(0).numpy()
@@ -144,16 +143,14 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 def check_zero_prior_prediction(guess) -> Feedback:
     """Check the guess of which key's weight RISES most when the scores PREDICT_SCORES are
     multiplied by the prior PREDICT_PRIOR before the softmax ("first", "second" or "third")."""
-    if guess is None:
-        return Feedback(False, 'no guess yet: write "first", "second" or "third"')
-    if not isinstance(guess, str) or guess.strip().lower() not in _KEYS:
-        return Feedback(False, f'answer with "first", "second" or "third", got {guess!r}')
+    g = as_answer_word(guess, "your guess", _KEYS, todo='write "first", "second" or "third"')
+    if isinstance(g, Feedback):
+        return g
     before = _softmax(PREDICT_SCORES)
     after = _softmax(PREDICT_SCORES * PREDICT_PRIOR)
     change = after - before
     shown = ", ".join(f"{k} {c:+.3f}" for k, c in zip(_KEYS, change, strict=True))
     right = _KEYS[int(change.argmax())]
-    g = guess.strip().lower()
     if g == right:
         return Feedback(True, f"the {right} key: its score was negative, and × 0 raised it to 0 "
                               f"(changes in weight: {shown})")
@@ -181,7 +178,7 @@ def check_prior_design(S, factor: float = 2.0) -> Feedback:
     """Check a designed prior S (n, n) for CHECK_PAIRS[0]: with S in layer 0, 'cat' must put at
     least ``factor`` times its standard weight on the two pieces of 'feline' (head mean)."""
     if S is None:
-        return Feedback(False, "no prior yet: build an (n, n) array with values in [0, 1]")
+        return not_answered("build an (n, n) array with values in [0, 1]")
     model = load_bert()
     if model.model.config._attn_implementation == custom.PRIOR_ATTENTION:
         return Feedback(False, "the shared model still has prior attention on: undo() it (or use "
@@ -189,15 +186,10 @@ def check_prior_design(S, factor: float = 2.0) -> Feedback:
     a, b = CHECK_PAIRS[0]
     tokens = _tokens(a, b)
     n = len(tokens)
-    try:
-        S = np.asarray(S, dtype=np.float32)
-    except (TypeError, ValueError):
-        return Feedback(False, f"S must be an ({n}, {n}) array of numbers, got {type(S).__name__}")
-    if S.shape != (n, n):
-        return Feedback(False, f"S must have shape ({n}, {n}): one row and column per word piece "
-                               f"of this pair, [CLS] and [SEP] included; got {S.shape}")
-    if not np.isfinite(S).all():
-        return Feedback(False, "S contains NaN or inf")
+    S = as_answer_array(S, "S", (n, n), dtype=np.float32, why=": one row and column per word "
+                        "piece of this pair, [CLS] and [SEP] included")
+    if isinstance(S, Feedback):
+        return S
     if S.min() < 0 or S.max() > 1:
         return Feedback(False, f"keep S in [0, 1] (a similarity), got values from {S.min():g} to "
                                f"{S.max():g}: above 1 would amplify scores, which is not this "

@@ -4,7 +4,10 @@ the effect of removing attractors from training, design a tiny BERT within a par
 
 from __future__ import annotations
 
-from bertlib.exercises import Feedback
+from transformers import BertConfig, BertForMaskedLM
+
+from bertlib.exercises import Feedback, as_answer_number, as_answer_whole, not_answered
+from bertlib.pretrain import build_tokenizer
 
 __all__ = ["check_layer_guess", "check_attractor_prediction", "check_design",
            "DESIGN_BUDGET", "DESIGN_LAYERS", "DESIGN_HEAD_WIDTH"]
@@ -14,18 +17,13 @@ __all__ = ["check_layer_guess", "check_attractor_prediction", "check_design",
 DESIGN_LAYERS, DESIGN_HEAD_WIDTH, DESIGN_BUDGET = 3, 16, 150_000
 
 
-def _not_answered(what: str) -> Feedback:
-    return Feedback(False, f"not answered yet: {what}")
-
-
 def check_layer_guess(guess, found_layer: int, n_layers: int) -> Feedback:
     """Check a prediction of the layer (0-based) that holds the agreement head."""
-    if guess is None:
-        return _not_answered(f"set guess_layer to a layer number in 0..{n_layers - 1}, then "
-                             f"run the next cells")
-    if isinstance(guess, bool) or not isinstance(guess, int) or not 0 <= guess < n_layers:
-        return Feedback(False, f"guess_layer must be a layer number in 0..{n_layers - 1} "
-                               f"(counted from 0), got {guess!r}")
+    guess = as_answer_whole(guess, "guess_layer (counted from 0)", 0, n_layers - 1,
+                            todo=f"set guess_layer to a layer number in 0..{n_layers - 1}, then "
+                                 f"run the next cells")
+    if isinstance(guess, Feedback):
+        return guess
     if guess == found_layer:
         return Feedback(True, f"right: the head that links a masked verb to its subject is in "
                               f"layer {found_layer}")
@@ -41,13 +39,13 @@ def check_layer_guess(guess, found_layer: int, n_layers: int) -> Feedback:
 def check_attractor_prediction(guess, measured) -> Feedback:
     """Check a predicted accuracy (0..1) against the one measured after training without
     attractors, on verbs whose attractor has the other number."""
-    if guess is None:
-        return _not_answered("write your predicted accuracy (a number between 0 and 1) in "
-                             "guess_accuracy before training")
+    guess = as_answer_number(guess, "guess_accuracy", 0, 1,
+                             todo="write your predicted accuracy (a number between 0 and 1) in "
+                                  "guess_accuracy before training")
+    if isinstance(guess, Feedback):
+        return guess
     if measured is None:
-        return _not_answered("train the attractor-free model and put its accuracy in measured")
-    if isinstance(guess, bool) or not isinstance(guess, int | float) or not 0 <= guess <= 1:
-        return Feedback(False, f"guess_accuracy must be a number between 0 and 1, got {guess!r}")
+        return not_answered("train the attractor-free model and put its accuracy in measured")
     miss = abs(guess - measured)
     if miss <= 0.1:
         return Feedback(True, f"within {miss:.2f} of the measured {measured:.2f}: good intuition")
@@ -62,11 +60,7 @@ def check_design(config) -> Feedback:
     DESIGN_HEAD_WIDTH, at most DESIGN_BUDGET parameters in BertForMaskedLM, the grammar's
     vocabulary (tokenizer of bertlib.pretrain)."""
     if config is None:
-        return _not_answered("build a config with bertlib.pretrain.tiny_config and assign it")
-    from transformers import BertConfig, BertForMaskedLM
-
-    from bertlib.pretrain import build_tokenizer
-
+        return not_answered("build a config with bertlib.pretrain.tiny_config and assign it")
     if not isinstance(config, BertConfig):
         return Feedback(False, f"config must be a transformers BertConfig (tiny_config returns "
                                f"one), got {type(config).__name__}")

@@ -21,8 +21,8 @@ from pathlib import Path
 import IPython.display
 import ipywidgets as w
 import matplotlib.pyplot as plt
-import numpy as np
 
+from bertlib.checks import whole
 from bertlib.viz import figure_png, small_png
 
 #: The errors a learner's input can cause, when bertlib's own checks raise them
@@ -47,19 +47,14 @@ def query_index(query, tokens: list[str]) -> int:
     Raises ValueError for a word not among the tokens (naming them) or an index out of range,
     TypeError for anything else (a float, a bool).
     """
-    n = len(tokens)
-    if isinstance(query, str):
-        lowered = [t.lower() for t in tokens]
-        word = query.strip().lower()
-        if word not in lowered:
-            raise ValueError(f"query word {query!r} is not among the tokens {list(tokens)} "
-                             "(case is ignored)")
-        return lowered.index(word)
-    if isinstance(query, bool) or not isinstance(query, int | np.integer):
-        raise TypeError(f"query must be a token or a whole number in 0..{n - 1}, got {query!r}")
-    if not 0 <= query < n:
-        raise ValueError(f"query must be in 0..{n - 1} ({n} tokens), got {query}")
-    return int(query)
+    if not isinstance(query, str):
+        return whole(query, "query", 0, len(tokens) - 1, why=f"({len(tokens)} tokens) or a token")
+    lowered = [t.lower() for t in tokens]
+    word = query.strip().lower()
+    if word not in lowered:
+        raise ValueError(f"query word {query!r} is not among the tokens {list(tokens)} "
+                         "(case is ignored)")
+    return lowered.index(word)
 
 
 def is_input_error(exc: BaseException) -> bool:
@@ -86,10 +81,11 @@ def message_html(text: str, kind: str = "error") -> str:
 
 def static_bundle(png: bytes | None, message: str = "", alt: str = "") -> dict:
     """The mimebundle of a static picture: ``image/png`` (with ``alt`` as text/plain) when the
-    view drew, or the view's message as HTML (with the last picture under it, if any)."""
+    view drew, or the view's message as HTML (with the last picture under it, if any); a view
+    that drew nothing and said nothing is shown as "(nothing drawn)"."""
+    if png is None:
+        message = message or "(nothing drawn)"
     if not message:
-        if png is None:
-            raise ValueError("a static picture needs a PNG or a message, got neither")
         return {"image/png": base64.b64encode(small_png(png)).decode("ascii"),
                 "text/plain": alt or "(picture of the widget's view)"}
     picture = ""

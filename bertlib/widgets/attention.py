@@ -20,6 +20,7 @@ import numpy as np
 
 from bertlib import toy
 from bertlib.attention import scaled_dot_product_attention
+from bertlib.checks import number, one_of
 from bertlib.viz import weight_bars
 from bertlib.widgets import Drawn, live_box, query_index, render_safely
 
@@ -41,19 +42,15 @@ def score_divisor(scaling: str, temperature: float = 1.0, d_k: int = 2, d: int =
     number > 0 (T = 0 would divide by zero, T < 0 would turn the preference around).
     d_k: width of one head (toy: 2). d: model width (toy: 4).
     """
-    if scaling not in SCALINGS:
-        raise ValueError(f"scaling must be one of {list(SCALINGS)}, got {scaling!r}")
+    one_of(scaling, "scaling", SCALINGS)
     if scaling == "sqrt_dk":
         return math.sqrt(d_k)
     if scaling == "sqrt_d":
         return math.sqrt(d)
     if scaling == "none":
         return 1.0
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float | np.number):
-        raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
-    if not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
-    return float(temperature)
+    return number(temperature, "temperature", 0, open_low=True,
+                  why="(finite: T = 0 divides by zero, T < 0 turns the preference around)")
 
 
 def toy_query_weights(query: int | str, scaling: str = "sqrt_dk",
@@ -81,8 +78,7 @@ class ToyAttentionExplorer:
 
     def __init__(self, query: int | str = "cat", scaling: str = "sqrt_dk",
                  temperature: float = 1.0) -> None:
-        if scaling not in SCALINGS:
-            raise ValueError(f"scaling must be one of {list(SCALINGS)}, got {scaling!r}")
+        one_of(scaling, "scaling", SCALINGS)
         self.query = widgets.Dropdown(
             options=[(f"{i}: {t}", i) for i, t in enumerate(toy.TOKENS)],
             value=query_index(query, toy.TOKENS), description="query")

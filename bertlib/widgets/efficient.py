@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bertlib.attention import scaled_dot_product_attention
+from bertlib.checks import one_of
 from bertlib.models import check_layer_head, load_bert, run_bert
 from bertlib.variants import (
     bert_qkv,
@@ -52,8 +53,7 @@ def variant_vs_full(variant: str, knob: int, Q, K, V, seed: int = 0):
     Returns (full weights (n, n), variant weights (n, n), relative error of the variant's output
     (n, d_v) against full attention's).
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+    one_of(variant, "variant", VARIANTS)
     full_out, full_w = scaled_dot_product_attention(Q, K, V)
     if variant == "sliding":
         out, w = sliding_window_attention(Q, K, V, knob, return_weights=True)
@@ -78,8 +78,7 @@ class EfficientExplorer:
 
     def __init__(self, text: str = DEFAULT_TEXT, variant: str = "sliding", layer: int = 2,
                  head: int = 0) -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+        one_of(variant, "variant", VARIANTS)
         model = load_bert()
         layer, head = check_layer_head(model, layer, head, allow_mean=False)
         self.run = run_bert(text)  # cached: the forward pass runs once per text

@@ -189,12 +189,15 @@ class BertAttentionExplorer:
 
     def set_layer(self, layer: int) -> bool:
         """Show layer ``layer`` (0-based); a bad value shows a message; True if drawn."""
-        if isinstance(layer, bool) or not isinstance(layer, int | np.integer):
-            self._show_error(TypeError(f"layer must be a whole number in "
-                                       f"0..{self.n_layers - 1}, got {layer!r}"))
+        try:
+            layer, _ = check_layer_head(self.model, layer)
+        except INPUT_ERRORS as exc:
+            if not is_input_error(exc):
+                raise
+            self._show_error(exc)
             return False
         with self._quiet():
-            self.layer_box.value = int(layer)
+            self.layer_box.value = layer
         return self._on_layer()
 
     def set_head(self, head: int | None) -> bool:

@@ -13,6 +13,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.patches import Rectangle
 
+from bertlib.checks import as_array
 from bertlib.models import check_layer_head
 from bertlib.viz import attention_heatmap
 from bertlib.widgets import Drawn, live_box, query_index, render_safely
@@ -20,10 +21,12 @@ from bertlib.widgets import Drawn, live_box, query_index, render_safely
 __all__ = ["draw_heads", "HeadExplorer"]
 
 
-def _check_maps(weights, tokens) -> np.ndarray:
-    W = np.asarray(weights, dtype=float)
-    if W.ndim != 3 or W.shape[1] != W.shape[2] or W.shape[1] != len(tokens):
-        raise ValueError(f"weights must have shape (h, n, n) with n = {len(tokens)} tokens, "
+def _check_maps(weights, tokens, layouts: tuple[str, ...] = ("(h, n, n)",)) -> np.ndarray:
+    """weights as a float array of one of the ``layouts`` (3 or 4 axes), n = len(tokens)."""
+    W = as_array(weights, "weights")
+    n = len(tokens)
+    if W.ndim not in [layout.count(",") + 1 for layout in layouts] or W.shape[-2:] != (n, n):
+        raise ValueError(f"weights must have shape {' or '.join(layouts)} with n = {n} tokens, "
                          f"got {W.shape}")
     return W
 
@@ -84,13 +87,8 @@ class HeadExplorer:
 
     def __init__(self, weights, tokens: list[str], head: int = 0, query: int | str = 0,
                  layer: int = 0, title: str = ""):
-        W = np.asarray(weights, dtype=float)
-        if W.ndim == 3:
-            W = W[None]
-        if W.ndim != 4:
-            raise ValueError(f"weights must have shape (h, n, n) or (layers, h, n, n), "
-                             f"got {np.shape(weights)}")
-        _check_maps(W[0], tokens)
+        W = _check_maps(weights, tokens, ("(h, n, n)", "(layers, h, n, n)"))
+        W = W[None] if W.ndim == 3 else W
         self.weights, self.tokens, self.title = W, list(tokens), title
         L, h = W.shape[:2]
         self.layer = widgets.IntText(value=layer, description=f"layer (0..{L - 1})",

@@ -15,22 +15,12 @@ import numpy as np
 from matplotlib import colormaps
 from PIL import Image
 
+from bertlib.checks import as_array, number, whole
+from bertlib.viz import attention_weights
+
 __all__ = ["heatmap_png", "attention_svg", "lines_svg"]
 
 _SVG_TOP, _SVG_GAP = 26, 4  # room for the title; gap between labels and the drawing
-
-
-def _svg_weights(weights, tokens) -> np.ndarray:
-    """weights as a float (n, n) array, checked against the n tokens (finite, in [0, 1])."""
-    W = np.asarray(weights, dtype=float)
-    n = len(tokens)
-    if W.ndim != 2 or W.shape != (n, n):
-        raise ValueError(f"weights must be ({n}, {n}) for {n} tokens, got shape {W.shape}")
-    if n == 0:
-        raise ValueError("weights must have at least one token, got 0")
-    if not np.isfinite(W).all() or W.min() < 0 or W.max() > 1 + 1e-6:
-        raise ValueError("weights must be finite and in [0, 1] (attention weights)")
-    return W
 
 
 def _svg_layout(n: int, max_labels: int) -> tuple[float, int, float]:
@@ -58,13 +48,8 @@ def heatmap_png(weights, cmap: str = "Blues", vmin: float = 0.0, vmax: float = 1
     Pixel (i, j) = table[round(255 · clip((W[i, j] − vmin) / (vmax − vmin), 0, 1))], the colormap
     sampled at 256 levels; made with numpy and PIL directly (no matplotlib figure).
     """
-
-
-    W = np.asarray(weights, dtype=float)
-    if W.ndim != 2 or W.size == 0 or not np.isfinite(W).all():
-        raise ValueError(f"weights must be a finite, non-empty 2-D matrix, got shape {W.shape}")
-    if not vmax > vmin:
-        raise ValueError(f"vmax must be greater than vmin, got vmin={vmin}, vmax={vmax}")
+    W = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)")
+    number(vmax, "vmax", vmin, open_low=True, why="(greater than vmin)")
     level = np.round(np.clip((W - vmin) / (vmax - vmin), 0, 1) * 255).astype(np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(_colour_table(cmap)[level], "RGB").save(buffer, format="PNG",
@@ -81,8 +66,7 @@ def attention_svg(weights, tokens, title: str = "", max_labels: int = 48,
     k-th label is written (k = ⌈n / max_labels⌉). The cells are a PNG from :func:`heatmap_png`,
     scaled by the browser without smoothing.
     """
-
-    W = _svg_weights(weights, tokens)
+    W = attention_weights(weights, tokens)
     n = len(tokens)
     side, step, font = _svg_layout(n, max_labels)
     cell = side / n
@@ -138,12 +122,10 @@ def lines_svg(weights, tokens, title: str = "", min_weight: float = 0.0,
     ``min_weight`` are left out; with ``top_k`` only each query's top_k largest weights are drawn
     (so a long input stays a small page). Above ``max_labels`` tokens only every k-th label.
     """
-
-    W = _svg_weights(weights, tokens)
+    W = attention_weights(weights, tokens)
     n = len(tokens)
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int | np.integer)
-                              or top_k < 1):
-        raise ValueError(f"top_k must be a whole number >= 1 or None, got {top_k!r}")
+    if top_k is not None:
+        whole(top_k, "top_k", low=1, why="(or None)")
     side, step, font = _svg_layout(n, max_labels)
     row = side / n
     keep = W >= min_weight

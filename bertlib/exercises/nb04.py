@@ -164,7 +164,8 @@ def check_rollout(fn: Callable) -> Feedback:
 def sep_shares(model=None, count: int = 16) -> tuple[float, float]:
     """(single sentences, pairs): the share of attention to [SEP], Clark et al.'s measure
     averaged over every head and over the first ``count`` sentences / pairs of the corpus."""
-    from bertlib.analysis import corpus_average, load_corpus, run_corpus, to_token_shares
+    from bertlib.analysis import corpus_average, to_token_shares
+    from bertlib.corpus import load_corpus, run_corpus
 
     corpus = load_corpus()
     means = []

@@ -188,9 +188,6 @@ def positional_heads(shares: dict[str, np.ndarray],
     :func:`to_token_shares` averaged with :func:`corpus_average`. Returns a list of
     PositionalHead(layer, head, direction, share), largest share first (0-based numbering).
     """
-    for key in ("previous", "next"):
-        if key not in shares:
-            raise KeyError(f"shares needs a {key!r} entry (layers, heads); has {sorted(shares)}")
     number(threshold, "threshold", 0.0, 1.0)
     found = [
         PositionalHead(int(layer), int(head), direction, float(shares[direction][layer, head]))
@@ -262,8 +259,7 @@ def word_level_maps(attentions, tokens: Sequence[str],
     n = A.shape[-1]
     tokens = _check_tokens(tokens, n)
     word_ids = word_ids_from_pieces(tokens) if word_ids is None else list(word_ids)
-    if len(word_ids) != n:
-        raise ValueError(f"{len(word_ids)} word ids for n = {n} tokens: need one per token")
+    same_shape((len(word_ids),), (n,), ("word_ids", "tokens"))
     groups: list[list[int]] = []
     where: dict[tuple[int, int], int] = {}  # (span, word id) -> index of its group
     span = 0
@@ -355,9 +351,6 @@ def pattern_labels(features: dict[str, np.ndarray],
     override :data:`PATTERN_THRESHOLDS`. Returns an array of labels of the features' shape.
     """
     t = {**PATTERN_THRESHOLDS, **(thresholds or {})}
-    for key in ("vertical", "diagonal", "far_mass", "within_segment", "within_chance"):
-        if key not in features:
-            raise KeyError(f"features needs a {key!r} entry; has {sorted(features)}")
     v = np.asarray(features["vertical"], dtype=float)
     d = np.asarray(features["diagonal"], dtype=float)
     mass, w, chance = (np.nan_to_num(np.asarray(features[k], dtype=float), nan=0.0)

@@ -248,10 +248,8 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
     unknown source, or source="wordnet" without nltk's WordNet (the message says how to add it).
     """
     one_of(source, "source", SOURCES)
-    if lexicon is not None:
-        bad = {k: v for k, v in lexicon.items() if not 0.0 <= v <= 1.0}
-        if bad:
-            raise ValueError(f"lexicon similarities must be in [0, 1], got {bad}")
+    for words, value in (lexicon or {}).items():
+        number(value, f"the lexicon similarity of {words}", 0.0, 1.0)
     model = model or load_bert()
     enc = encode(_as_sentence(tokens_a, "tokens_a"), _as_sentence(tokens_b, "tokens_b"), model)
     ids = enc["input_ids"][0].tolist()

@@ -138,11 +138,10 @@ def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     A = _check_map(A)
     q, k = np.asarray(queries, dtype=int), np.asarray(keys, dtype=int)
     n = A.shape[-1]
-    if q.shape != k.shape or q.ndim != 1 or not q.size:
-        raise ValueError(f"queries and keys must be equal-length non-empty lists, got "
-                         f"{q.shape} and {k.shape}")
-    if q.min() < 0 or k.min() < 0 or max(q.max(), k.max()) >= n:
-        raise ValueError(f"positions must be in 0..{n - 1}")
+    same_shape(q, k, ("queries", "keys"))
+    if q.ndim != 1 or not q.size or min(q.min(), k.min()) < 0 or max(q.max(), k.max()) >= n:
+        raise ValueError(f"queries and keys must be non-empty lists of positions in 0..{n - 1}, "
+                         f"got {q.tolist()} and {k.tolist()}")
     return A[..., q, k].mean(-1)
 
 
@@ -151,9 +150,7 @@ def first_crossing(steps: Sequence[int], values, threshold: float,
     """The first step whose value is ≥ threshold (None if never). values: (T,) for T steps.
     stay=True: the first step from which every later value is ≥ threshold too."""
     values = np.asarray(values, dtype=float)
-    if values.shape != (len(steps),):
-        raise ValueError(f"values must have one entry per step ({len(steps)}), got "
-                         f"{values.shape}")
+    same_shape(values.shape, (len(steps),), ("values", "steps"))
     above = values >= threshold
     if stay:
         above = np.flip(np.logical_and.accumulate(np.flip(above)))

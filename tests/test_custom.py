@@ -420,7 +420,7 @@ def test_an_empty_sentence_in_a_pair(bert, a, b):
 def test_other_bad_inputs(bert):
     with pytest.raises(ValueError, match="source must be one of"):
         C.similarity_prior(A, B, source="thesaurus", model=bert)
-    with pytest.raises(ValueError, match=r"lexicon similarities must be in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"lexicon similarity of \('cat', 'feline'\) must be a number in \[0.0, 1.0\], got -1.0"):
         C.similarity_prior(A, B, model=bert, lexicon={("cat", "feline"): -1.0})
     with pytest.raises(TypeError, match="tokens_a must be a sentence"):
         C.similarity_prior(42, B, model=bert)

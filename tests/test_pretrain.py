@@ -64,9 +64,9 @@ def test_shares_on_constructed_maps():
     (lambda: pt.offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
     (lambda: pt.offset_share(np.eye(3), 0), "non-zero integer in -2..2"),
     (lambda: pt.position_share(np.eye(3), 3), "j must be a whole number in -3..2"),
-    (lambda: pt.pair_share(np.eye(3), [0, 1], [0]), "equal-length"),
-    (lambda: pt.pair_share(np.eye(3), [0], [5]), "positions must be in 0..2"),
-    (lambda: pt.first_crossing([0, 1], [0.1], 0.5), "one entry per step"),
+    (lambda: pt.pair_share(np.eye(3), [0, 1], [0]), r"queries and keys must have the same shape, got \(2,\) and \(1,\)"),
+    (lambda: pt.pair_share(np.eye(3), [0], [5]), r"non-empty lists of positions in 0..2, got \[0\] and \[5\]"),
+    (lambda: pt.first_crossing([0, 1], [0.1], 0.5), r"values and steps must have the same shape, got \(1,\) and \(2,\)"),
 ])
 def test_measures_name_bad_input(call, message):
     with pytest.raises(ValueError, match=message):

@@ -2,7 +2,7 @@
 
 Everything here is numpy over maps of shape ``(layers, heads, n, n)`` where
 ``attentions[l, h, i, j]`` is how much query token i attends to key token j in head h of layer l
-(each row sums to 1), except the head ablation at the end, which runs the real model.
+(each row sums to 1); :mod:`bertlib.corpus` gives the maps of a few hundred sentences.
 
 The measures follow the papers that first made them:
 
@@ -10,35 +10,27 @@ The measures follow the papers that first made them:
   per head: Clark, Khandelwal, Levy & Manning (2019), "What Does BERT Look At?";
 - pattern classes (vertical, diagonal, vertical+diagonal, block, heterogeneous): Kovaleva,
   Romanov, Rogers & Rumshisky (2019), "Revealing the Dark Secrets of BERT";
-- norms of what each token passes on through a head: Kobayashi, Kuribayashi, Yokoi & Inui
-  (2020), "Attention is Not Only a Weight: Analyzing Transformers with Vector Norms";
-- attention rollout: Abnar & Zuidema (2020), "Quantifying Attention Flow in Transformers";
-- head ablation: Michel, Levy & Neubig (2019), "Are Sixteen Heads Really Better than One?".
+- attention rollout: Abnar & Zuidema (2020), "Quantifying Attention Flow in Transformers".
+
+What a head passes on and what it is worth are in :mod:`bertlib.importance`.
 """
 
 from __future__ import annotations
 
 import string
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from importlib import resources
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.attention import check_finite
+from bertlib.checks import as_array, number, same_shape
 
 __all__ = [
     "SPECIAL_TOKENS",
     "PATTERN_THRESHOLDS",
-    "ABLATION_MODES",
-    "Corpus",
-    "CorpusRuns",
     "PositionalHead",
     "WordMaps",
-    "load_corpus",
-    "run_corpus",
     "check_maps",
     "token_classes",
     "to_token_shares",
@@ -46,15 +38,11 @@ __all__ = [
     "attention_entropy",
     "positional_heads",
     "attention_distance",
-    "value_norms",
     "word_ids_from_pieces",
     "word_level_maps",
     "pattern_features",
     "pattern_labels",
     "attention_rollout",
-    "ablated_head",
-    "sentence_vectors",
-    "head_importance",
 ]
 
 #: Word pieces that the tokenizer adds around the text; they are never part of a word.
@@ -70,130 +58,7 @@ PATTERN_THRESHOLDS = {
     "block_over_chance": 0.2,  # within_segment >= within_chance + 0.2
 }
 
-#: How :func:`ablated_head` replaces one head's weights.
-ABLATION_MODES = ("uniform", "zero")
-
 _PUNCTUATION = set(string.punctuation)
-
-
-# --------------------------------------------------------------------------------------------
-# The corpus
-# --------------------------------------------------------------------------------------------
-class Corpus(NamedTuple):
-    """The sentences shipped in ``bertlib/data`` (see ``corpus.md`` there for their origin)."""
-
-    sentences: list[str]
-    pairs: list[tuple[str, str]]
-
-
-def load_corpus() -> Corpus:
-    """Corpus(sentences, pairs): 254 single sentences and 50 sentence pairs, written for bertlib."""
-    folder = resources.files("bertlib") / "data"
-    lines = (folder / "corpus_sentences.txt").read_text(encoding="utf-8").splitlines()
-    sentences = [line.strip() for line in lines if line.strip()]
-    pairs = []
-    for line in (folder / "corpus_pairs.tsv").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            first, second = line.split("\t")
-            pairs.append((first.strip(), second.strip()))
-    return Corpus(sentences, pairs)
-
-
-class CorpusRuns(NamedTuple):
-    """BERT's runs over a corpus: the kept runs (``bertlib.models.BertRun``) and how many inputs
-    were skipped because they are longer than the model's positions."""
-
-    runs: list
-    skipped: int
-
-
-def run_corpus(texts: Sequence[str | tuple[str, str]], model=None,
-               max_pieces: int | None = None, batch_size: int = 32) -> CorpusRuns:
-    """Run BERT on every text (a sentence, or a pair ``(first, second)``), keeping the maps.
-
-    Inputs longer than the model allows (``max_position_embeddings`` word pieces, 512 for BERT;
-    or ``max_pieces`` if smaller) are skipped and counted, never truncated. The rest run in
-    padded batches of ``batch_size`` (padding keys get weight 0, and each run is cut back to its
-    own n tokens), so a few hundred sentences take seconds. Each run is a
-    ``bertlib.models.BertRun``: tokens (n,), input_ids (n,), token_type_ids (n,),
-    hidden_states (layers + 1, n, d), attentions (layers, heads, n, n), in the order of
-    ``texts``. Raises ValueError for an empty corpus, for one where every text is skipped, and
-    for empty or whitespace-only texts.
-    """
-    from bertlib.models import load_bert
-
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise TypeError(f"texts must be a list of sentences or pairs, got {type(texts).__name__}")
-    if len(texts) == 0:
-        raise ValueError("the corpus has zero sentences: give at least one text")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
-    model = model or load_bert()
-    limit = int(getattr(model.model.config, "max_position_embeddings", 512))
-    if max_pieces is not None:
-        if isinstance(max_pieces, bool) or not isinstance(max_pieces, int) or max_pieces < 3:
-            raise ValueError(f"max_pieces must be a whole number >= 3, got {max_pieces!r}")
-        limit = min(limit, max_pieces)
-    parts = [_as_parts(text, k) for k, text in enumerate(texts)]
-    lengths = [len(model.tokenizer(a, b, truncation=False, verbose=False)["input_ids"])
-               for a, b in parts]
-    kept = [k for k, n in enumerate(lengths) if n <= limit]
-    if not kept:
-        raise ValueError(
-            f"all {len(texts)} texts are longer than {limit} word pieces and were skipped: "
-            "give shorter sentences"
-        )
-    runs = {}
-    for is_pair in (False, True):  # the tokenizer batches sentences and pairs separately
-        group = sorted((k for k in kept if (parts[k][1] is not None) == is_pair),
-                       key=lambda k: lengths[k])
-        for start in range(0, len(group), batch_size):
-            chunk = group[start:start + batch_size]
-            runs.update(zip(chunk, _run_batch([parts[k] for k in chunk], model), strict=True))
-    return CorpusRuns([runs[k] for k in kept], len(texts) - len(kept))
-
-
-def _as_parts(text, k: int) -> tuple[str, str | None]:
-    first, second = (text, None) if isinstance(text, str) else _as_pair(text, k)
-    for part in (first, second):
-        if part is not None and (not isinstance(part, str) or not part.strip()):
-            raise ValueError(f"text {k} is empty or not a string: {text!r}")
-    return first, second
-
-
-def _run_batch(parts: list[tuple[str, str | None]], model) -> list:
-    """One padded forward pass; each run cut back to its own tokens (see run_corpus)."""
-    import torch
-
-    from bertlib.models import BertRun
-
-    firsts = [a for a, _ in parts]
-    seconds = None if parts[0][1] is None else [b for _, b in parts]
-    enc = model.tokenizer(firsts, seconds, padding=True, truncation=False, return_tensors="pt",
-                          verbose=False)
-    if "token_type_ids" not in enc:
-        enc["token_type_ids"] = torch.zeros_like(enc["input_ids"])
-    with torch.no_grad():
-        out = model.model(**enc, output_attentions=True, output_hidden_states=True)
-    attentions = torch.stack(out.attentions, 1).numpy()  # (B, L, H, N, N)
-    hidden = torch.stack(out.hidden_states, 1).numpy()  # (B, L + 1, N, d)
-    runs = []
-    for b, real in enumerate(enc["attention_mask"].numpy().astype(bool)):
-        ids = enc["input_ids"][b].numpy()[real]  # the real tokens, wherever the padding sits
-        runs.append(BertRun(
-            tokens=model.tokenizer.convert_ids_to_tokens(ids.tolist()),
-            input_ids=ids,
-            token_type_ids=enc["token_type_ids"][b].numpy()[real],
-            hidden_states=hidden[b][:, real],
-            attentions=attentions[b][:, :, real][..., real],
-        ))
-    return runs
-
-
-def _as_pair(text, k: int) -> tuple[str, str]:
-    if not isinstance(text, tuple | list) or len(text) != 2:
-        raise TypeError(f"text {k} must be a string or a pair (first, second), got {text!r}")
-    return text[0], text[1]
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,23 +72,13 @@ def check_maps(attentions, atol: float = 1e-3) -> np.ndarray:
     ValueError for another rank, non-square maps, NaN/inf, negative weights, or rows that do not
     sum to 1 within ``atol``.
     """
-    if isinstance(attentions, np.ndarray) and attentions.dtype == bool:
-        raise TypeError("attentions must hold numbers, got a boolean array")
-    try:
-        A = np.asarray(attentions, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"attentions must be an array of numbers, got {type(attentions).__name__}"
-        ) from exc
+    A = as_array(attentions, "attentions").astype(np.float64)
     if A.ndim not in (2, 3, 4):
-        raise ValueError(
-            "attentions must have rank 4 (layers, heads, n, n), 3 (heads, n, n) or 2 (n, n); "
-            f"got rank {A.ndim}, shape {A.shape}"
-        )
+        raise ValueError("attentions must have rank 4 (layers, heads, n, n), 3 (heads, n, n) or "
+                         f"2 (n, n); got rank {A.ndim}, shape {A.shape}")
     A = A.reshape((1,) * (4 - A.ndim) + A.shape)
     if A.shape[-1] != A.shape[-2] or A.shape[-1] == 0:
         raise ValueError(f"each map must be square (n, n) with n >= 1, got shape {A.shape}")
-    check_finite(A, "attentions")
     if (A < -atol).any():
         first = tuple(int(i) for i in np.argwhere(A < -atol)[0])
         raise ValueError(f"attention weights must be >= 0; found {A[first]:.4g} at {first}")
@@ -239,10 +94,11 @@ def check_maps(attentions, atol: float = 1e-3) -> np.ndarray:
 
 
 def _check_tokens(tokens: Sequence[str], n: int) -> list[str]:
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
-        raise TypeError(f"tokens must be a list of strings, got {type(tokens).__name__}")
-    if len(tokens) != n:
-        raise ValueError(f"{len(tokens)} tokens for maps of size n = {n}: need one per row")
+    """tokens as a list, after checking there is one word piece per row of the maps."""
+    count = len(tokens) if isinstance(tokens, list | tuple) else f"a {type(tokens).__name__} of"
+    if count != n:
+        raise ValueError(f"{count} tokens for maps of size n = {n}: give a list of word pieces, "
+                         "one per row")
     return list(tokens)
 
 
@@ -308,8 +164,7 @@ def attention_entropy(attentions, smoothing: float = 1e-4) -> np.ndarray:
     the maximum, log n; a head that puts all weight on one token has about 0.
     """
     A = check_maps(attentions)
-    if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    number(smoothing, "smoothing", 0.0, 1.0)
     n = A.shape[-1]
     P = (1.0 - smoothing) * A + smoothing / n
     plogp = np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0)
@@ -333,11 +188,7 @@ def positional_heads(shares: dict[str, np.ndarray],
     :func:`to_token_shares` averaged with :func:`corpus_average`. Returns a list of
     PositionalHead(layer, head, direction, share), largest share first (0-based numbering).
     """
-    for key in ("previous", "next"):
-        if key not in shares:
-            raise KeyError(f"shares needs a {key!r} entry (layers, heads); has {sorted(shares)}")
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    number(threshold, "threshold", 0.0, 1.0)
     found = [
         PositionalHead(int(layer), int(head), direction, float(shares[direction][layer, head]))
         for direction in ("previous", "next")
@@ -355,45 +206,6 @@ def attention_distance(attentions) -> np.ndarray:
     A = check_maps(attentions)
     idx = np.arange(A.shape[-1])
     return (A * np.abs(idx[:, None] - idx[None, :])).sum(-1).mean(-1)
-
-
-def value_norms(hidden_states, model=None, output_projection: bool = True) -> np.ndarray:
-    """Length of what each token can add through each head, per layer (Kobayashi et al. 2020).
-
-    Head h of a layer writes Σ_j α_ij f_h(x_j) into the residual stream, with
-    f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h: the token's value vector v_j^h = x_j W_V^h + b_V^h
-    (d_k numbers) mapped by the head's slice W_O^h (d_k × d) of the output projection. Weight on
-    a token whose ‖f_h(x_j)‖ is small adds little, however large α_ij is (Kobayashi, Kuribayashi,
-    Yokoi & Inui 2020, "Attention is Not Only a Weight: Analyzing Transformers with Vector Norms").
-    output_projection=True returns ‖f_h(x_j)‖ (their measure); False returns ‖v_j^h‖ alone.
-    hidden_states: (layers + 1, n, d), the input of each layer (``BertRun.hidden_states``;
-    index l is what layer l reads). model: a LoadedBert (default the bundled one).
-    Returns (layers, heads, n).
-    """
-    from bertlib.models import load_bert
-
-    model = model or load_bert()
-    layers = model.model.encoder.layer
-    X = np.asarray(hidden_states, dtype=np.float32)
-    d = int(model.model.config.hidden_size)
-    if X.ndim != 3 or X.shape[0] != len(layers) + 1 or X.shape[-1] != d:
-        raise ValueError(
-            f"hidden_states must have shape (layers + 1, n, d) = ({len(layers) + 1}, n, {d}), "
-            f"got {X.shape}"
-        )
-    check_finite(X, "hidden_states")
-    H = int(model.model.config.num_attention_heads)
-    d_k = d // H
-    norms = []
-    for layer, x in zip(layers, X[:-1], strict=True):
-        value = layer.attention.self.value
-        V = x @ value.weight.detach().numpy().T + value.bias.detach().numpy()  # (n, d)
-        V = V.reshape(len(x), H, d_k).transpose(1, 0, 2)  # (H, n, d_k): v_j^h
-        if output_projection:
-            W_O = layer.attention.output.dense.weight.detach().numpy().T  # (d, d), x @ W_O
-            V = V @ W_O.reshape(H, d_k, d)  # (H, n, d): f_h(x_j) = v_j^h W_O^h
-        norms.append(np.linalg.norm(V, axis=-1))  # (H, n)
-    return np.stack(norms).astype(np.float64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -447,8 +259,7 @@ def word_level_maps(attentions, tokens: Sequence[str],
     n = A.shape[-1]
     tokens = _check_tokens(tokens, n)
     word_ids = word_ids_from_pieces(tokens) if word_ids is None else list(word_ids)
-    if len(word_ids) != n:
-        raise ValueError(f"{len(word_ids)} word ids for n = {n} tokens: need one per token")
+    same_shape((len(word_ids),), (n,), ("word_ids", "tokens"))
     groups: list[list[int]] = []
     where: dict[tuple[int, int], int] = {}  # (span, word id) -> index of its group
     span = 0
@@ -506,8 +317,7 @@ def pattern_features(attentions, tokens: Sequence[str],
         features[key] = np.full(A.shape[:2], np.nan)
     if token_type_ids is not None:
         seg = np.asarray(token_type_ids)
-        if seg.shape != (n,):
-            raise ValueError(f"token_type_ids must have shape ({n},), got {seg.shape}")
+        same_shape(seg, special, ("token_type_ids", "tokens"))
         if len(np.unique(seg[~special])) == 2:
             queries = ~special
             far = ~near & ~special[None, :]  # (n, n): key j is far from query i
@@ -541,9 +351,6 @@ def pattern_labels(features: dict[str, np.ndarray],
     override :data:`PATTERN_THRESHOLDS`. Returns an array of labels of the features' shape.
     """
     t = {**PATTERN_THRESHOLDS, **(thresholds or {})}
-    for key in ("vertical", "diagonal", "far_mass", "within_segment", "within_chance"):
-        if key not in features:
-            raise KeyError(f"features needs a {key!r} entry; has {sorted(features)}")
     v = np.asarray(features["vertical"], dtype=float)
     d = np.asarray(features["diagonal"], dtype=float)
     mass, w, chance = (np.nan_to_num(np.asarray(features[k], dtype=float), nan=0.0)
@@ -570,8 +377,7 @@ def attention_rollout(attentions, residual: float = 0.5) -> np.ndarray:
     Ã[l, i, j] is how much input token j flows into position i at the output of layer l.
     """
     A = check_maps(attentions)
-    if not 0.0 <= residual <= 1.0:
-        raise ValueError(f"residual must be in [0, 1], got {residual}")
+    number(residual, "residual", 0.0, 1.0)
     n = A.shape[-1]
     mixed = residual * np.eye(n) + (1.0 - residual) * A.mean(axis=1)
     mixed = mixed / mixed.sum(-1, keepdims=True)
@@ -580,155 +386,3 @@ def attention_rollout(attentions, residual: float = 0.5) -> np.ndarray:
     for layer in range(1, len(mixed)):
         rolled[layer] = mixed[layer] @ rolled[layer - 1]
     return rolled
-
-
-# --------------------------------------------------------------------------------------------
-# Head ablation on the real model (through transformers' AttentionInterface, no patching)
-# --------------------------------------------------------------------------------------------
-_ABLATION_NAME = "bertlib_head_ablation"
-
-
-def _ablation_attention(layer: int, head: int, mode: str):
-    """An attention function for transformers' AttentionInterface: eager attention, except that
-    head ``head`` of layer ``layer`` gets uniform weights over the real keys, or zeros."""
-    import torch
-
-    def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                  **kwargs):
-        scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-        scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-        if attention_mask is not None:
-            scores = scores + attention_mask
-        weights = torch.softmax(scores, dim=-1)
-        if module.layer_idx == layer:
-            weights = weights.clone()
-            if mode == "zero":
-                weights[:, head] = 0.0
-            else:
-                real = torch.ones_like(weights[:, head])
-                if attention_mask is not None:
-                    real = (attention_mask[:, 0] > torch.finfo(scores.dtype).min / 2).expand_as(
-                        real).to(weights.dtype)
-                weights[:, head] = real / real.sum(-1, keepdim=True)
-        output = torch.matmul(weights, value).transpose(1, 2).contiguous()
-        return output, weights
-
-    return attention
-
-
-@contextmanager
-def ablated_head(layer: int, head: int, mode: str = "uniform", model=None) -> Iterator:
-    """Within the ``with`` block, ``model`` runs with one head disabled; yields the LoadedBert.
-
-    mode "uniform": the head's weights become 1/n over the real (non-padding) tokens, as in
-    Kovaleva et al. (2019); "zero": the head's weights become 0, so it adds nothing (like
-    Michel et al.'s mask ξ_h = 0). Uses a custom function registered with
-    ``transformers.AttentionInterface`` (and ``AttentionMaskInterface`` with the eager additive
-    mask, so padding is still masked) and ``model.set_attn_implementation``; the previous
-    implementation is restored on exit, even after an error. The weights are never changed.
-    ``bertlib.models.run_bert`` sees the ablation too: its cache key holds the registered
-    attention.
-    """
-    from bertlib.models import check_layer_head, load_bert, register_attention
-
-    model = model or load_bert()
-    layer, head = check_layer_head(model, layer, head, allow_mean=False)
-    if mode not in ABLATION_MODES:
-        raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}")
-    previous = model.model.config._attn_implementation
-    if previous == _ABLATION_NAME:
-        raise ValueError("ablated_head blocks cannot be nested: one head at a time")
-    register_attention(_ABLATION_NAME, _ablation_attention(layer, head, mode))
-    model.model.set_attn_implementation(_ABLATION_NAME)
-    try:
-        yield model
-    finally:
-        model.model.set_attn_implementation(previous)
-
-
-def _encode_batch(texts: Sequence[str | tuple[str, str]], model) -> dict:
-    """Check the texts and tokenize them as one padded batch of torch tensors (B, N)."""
-    if isinstance(texts, str) or not isinstance(texts, Sequence) or len(texts) == 0:
-        raise ValueError("texts must be a non-empty list of sentences or pairs")
-    parts = [_as_parts(t, k) for k, t in enumerate(texts)]
-    seconds = [b for _, b in parts]
-    if len({b is None for b in seconds}) > 1:
-        raise ValueError("give either only sentences or only pairs in one call")
-    limit = int(getattr(model.model.config, "max_position_embeddings", 512))
-    enc = model.tokenizer([a for a, _ in parts], None if seconds[0] is None else seconds,
-                          padding=True, truncation=False, return_tensors="pt", verbose=False)
-    if enc["input_ids"].shape[1] > limit:
-        raise ValueError(
-            f"an input is {enc['input_ids'].shape[1]} word pieces long but the model has {limit} "
-            "positions: leave it out (run_corpus skips such inputs)"
-        )
-    return enc
-
-
-def _mean_pool(hidden, attention_mask) -> np.ndarray:
-    real = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return ((hidden * real).sum(1) / real.sum(1)).double().numpy()
-
-
-def sentence_vectors(texts: Sequence[str | tuple[str, str]], model=None) -> np.ndarray:
-    """The model's sentence vectors: the last hidden states mean-pooled over the real tokens.
-
-    v = (1/n) Σ_i h_i^(L) (all-MiniLM-L6-v2 is trained to be used this way; it has no MLM head).
-    texts: N sentences or N pairs, run as one padded batch (not cached, so it sees an
-    :func:`ablated_head` block). Returns (N, d) float64.
-    """
-    import torch
-
-    from bertlib.models import load_bert
-
-    model = model or load_bert()
-    enc = _encode_batch(texts, model)
-    with torch.no_grad():
-        hidden = model.model(**enc).last_hidden_state
-    return _mean_pool(hidden, enc["attention_mask"])
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
-
-
-def head_importance(texts: Sequence[str | tuple[str, str]], mode: str = "uniform",
-                    model=None) -> np.ndarray:
-    """How much the sentence vector changes when one head is disabled, for every head.
-
-    importance[l, h] = 1 − mean_s cos(v_s, v_s^(l,h)), with v_s the sentence vector of text s
-    (:func:`sentence_vectors`) and v_s^(l,h) the same with head h of layer l ablated (``mode``
-    as in :func:`ablated_head`). texts: N sentences (or N pairs). Returns (layers, heads);
-    0 means the head could go without any change.
-    Ablating a head of layer l cannot change the layers below it, so each ablated run starts
-    from the unchanged hidden states entering layer l and runs only layers l..L−1.
-    """
-    import torch
-
-    from bertlib.models import load_bert
-
-    model = model or load_bert()
-    if mode not in ABLATION_MODES:
-        raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}")
-    enc = _encode_batch(texts, model)
-    with torch.no_grad():
-        out = model.model(**enc, output_hidden_states=True)
-    base = _mean_pool(out.last_hidden_state, enc["attention_mask"])
-    dtype = out.last_hidden_state.dtype
-    # the additive key mask eager attention expects: 0 for real tokens, very negative for padding
-    key_mask = (1.0 - enc["attention_mask"][:, None, None, :].to(dtype)) * torch.finfo(dtype).min
-    layers = model.model.encoder.layer
-    importance = np.zeros((len(layers), int(model.model.config.num_attention_heads)))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # many tiny passes: one thread is as fast, and immune to a busy CPU
-    try:
-        for layer, head in np.ndindex(importance.shape):
-            with ablated_head(layer, head, mode, model), torch.no_grad():
-                hidden = out.hidden_states[layer]
-                for block in layers[layer:]:
-                    hidden = block(hidden, key_mask)
-            changed = _mean_pool(hidden, enc["attention_mask"])
-            importance[layer, head] = 1.0 - _cosine(base, changed).mean()
-    finally:
-        torch.set_num_threads(threads)
-    return importance

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# check_finite lives in bertlib.checks; analysis.py still imports it from here
-from bertlib.checks import as_array, check_finite, number, whole  # noqa: F401
+from bertlib.checks import as_array, number, whole
 
 __all__ = [
     "softmax",

@@ -34,7 +34,16 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.models import LoadedBert, encode, load_bert, register_attention
+from bertlib.checks import as_array, check_finite, number, one_of, same_shape, whole
+from bertlib.models import (
+    LoadedBert,
+    bert_module,
+    eager_attention,
+    encode,
+    load_bert,
+    register_attention,
+    softmax_weights,
+)
 
 __all__ = [
     "PRIOR_ATTENTION",
@@ -143,24 +152,12 @@ def load_pairs(split: str | None = None) -> list[StsPair]:
     split: None for all 162 pairs, or "train" / "test" (the split is by group of pairs sharing
     their first sentence, so no sentence a of the test pairs is seen in training).
     """
-    if split not in (None, "train", "test"):
-        raise ValueError(f"split must be None, 'train' or 'test', got {split!r}")
+    one_of(split, "split", (None, "train", "test"))
     with open(_DATA / "sts_pairs.tsv", encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     pairs = [StsPair(r["sentence_a"], r["sentence_b"], float(r["score"]), r["split"])
              for r in rows]
     return [p for p in pairs if split is None or p.split == split]
-
-
-def _bert(model) -> object:
-    """The transformers BertModel inside ``model`` (a LoadedBert or the module itself)."""
-    bert = model.model if isinstance(model, LoadedBert) else model
-    if not hasattr(getattr(bert, "encoder", None), "layer"):
-        raise TypeError(
-            f"model must be a LoadedBert (from load_bert()) or a transformers BertModel, "
-            f"got {type(model).__name__}"
-        )
-    return bert
 
 
 def _as_sentence(x: str | Sequence[str], name: str) -> str:
@@ -250,12 +247,9 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
     Raises ValueError for an empty sentence, a pair longer than the model's positions, an
     unknown source, or source="wordnet" without nltk's WordNet (the message says how to add it).
     """
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    if lexicon is not None:
-        bad = {k: v for k, v in lexicon.items() if not 0.0 <= v <= 1.0}
-        if bad:
-            raise ValueError(f"lexicon similarities must be in [0, 1], got {bad}")
+    one_of(source, "source", SOURCES)
+    for words, value in (lexicon or {}).items():
+        number(value, f"the lexicon similarity of {words}", 0.0, 1.0)
     model = model or load_bert()
     enc = encode(_as_sentence(tokens_a, "tokens_a"), _as_sentence(tokens_b, "tokens_b"), model)
     ids = enc["input_ids"][0].tolist()
@@ -277,7 +271,7 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
         elif source == "embedding":
             sim = _embedding_similarity(wa, wb, [[ids[p] for p in words[k]] for k in content[0]],
                                         [[ids[p] for p in words[k]] for k in content[1]],
-                                        _bert(model))
+                                        bert_module(model))
         else:
             sim = _wordnet_similarity(wa, wb)
         for i, ka in enumerate(content[0]):
@@ -349,8 +343,7 @@ def _check_prior(prior, query, key, layer: int):
             f"prior must have shape (batch, n, n) = ({batch}, {n_q}, {n_k}) for this batch, "
             f"got {tuple(prior.shape)}"
         )
-    if torch.isnan(prior).any() or torch.isinf(prior).any():
-        raise ValueError("prior contains NaN or inf values; it must hold finite numbers >= 0")
+    check_finite(prior.detach().cpu().numpy(), "prior")
     if (prior < 0).any():
         raise ValueError(
             f"prior must be >= 0 everywhere (a similarity), got a minimum of {prior.min().item():g}"
@@ -365,32 +358,25 @@ def prior_attention_forward(module, query, key, value, attention_mask, scaling: 
     query, key, value: (batch, h, n, d_k); attention_mask: additive float (batch, 1, n, n) from
     ``eager_mask`` (0 = may attend, a very negative number = padding) or None; prior: (batch, n, n)
     tensor, passed to the model's forward as ``prior=...``, broadcast over the h heads.
-    In a layer whose self-attention carries a :class:`PriorGate` (``module.prior_gate``):
-    scores = Q Kᵀ · scaling, guided = softmax(scores ⊙ S + mask), combined as the gate's mode
-    says; every other layer runs transformers' own ``eager_attention_forward`` unchanged.
+    :func:`bertlib.models.eager_attention` (scores = Q Kᵀ · scaling, output = weights V) in every
+    layer; in a layer whose self-attention carries a :class:`PriorGate` (``module.prior_gate``)
+    its weights are guided = softmax(scores ⊙ S + mask), combined as the gate's mode says.
     Returns (output (batch, n, h, d_k), weights (batch, h, n, n)).
     """
-    from transformers.models.bert.modeling_bert import eager_attention_forward
-
     settings = getattr(module, "prior_gate", None)
     if settings is None:
-        return eager_attention_forward(module, query, key, value, attention_mask,
-                                       scaling=scaling, dropout=dropout, **kwargs)
+        return eager_attention(module, query, key, value, attention_mask, scaling, dropout)
     S = _check_prior(prior, query, key, module.layer_idx)
-    if scaling is None:
-        scaling = query.size(-1) ** -0.5
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    guided = scores * S
-    if attention_mask is not None:
-        guided = guided + attention_mask
-    weights = torch.nn.functional.softmax(guided, dim=-1)
-    if settings.mode == "parallel":
-        standard = scores if attention_mask is None else scores + attention_mask
+
+    def weights_of(module, scores, attention_mask):
+        guided = softmax_weights(module, scores * S, attention_mask)
+        if settings.mode == "multiply":
+            return guided
         g = settings.gate()
-        weights = (1 - g) * torch.nn.functional.softmax(standard, dim=-1) + g * weights
-    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
-    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
-    return output, weights
+        return (1 - g) * softmax_weights(module, scores, attention_mask) + g * guided
+
+    return eager_attention(module, query, key, value, attention_mask, scaling, dropout,
+                           weights_of=weights_of)
 
 
 @functools.cache
@@ -442,20 +428,16 @@ def use_prior_attention(model, layers: int | Sequence[int] = (0,), mode: str = "
     it; the model then needs ``prior=`` (batch, n, n) in every forward call.
     Returns a :class:`PriorAttention`: call ``.undo()`` or use it in a ``with`` block.
     """
-    bert = _bert(model)
+    bert = bert_module(model)
     L = len(bert.encoder.layer)
     if isinstance(layers, int) and not isinstance(layers, bool):
         layers = (layers,)
     if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
         raise ValueError(f"layers must be a non-empty list of layer indices in 0..{L - 1}, "
                          f"got {layers!r}")
-    for i in layers:
-        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= i < L:
-            raise ValueError(f"layer must be in 0..{L - 1} for this model ({L} layers), got {i!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if isinstance(gate, bool) or not isinstance(gate, int | float) or not 0.0 <= gate <= 1.0:
-        raise ValueError(f"gate must be a number in [0, 1], got {gate!r}")
+    chosen = tuple(sorted({whole(i, "layer", 0, L - 1, why=f"({L} layers)") for i in layers}))
+    one_of(mode, "mode", MODES)
+    number(gate, "gate", 0.0, 1.0)
     if learn_gate and mode != "parallel":
         raise ValueError("learn_gate=True needs mode='parallel' (the gate mixes two attentions)")
     if learn_gate and not 0.0 < gate < 1.0:
@@ -463,7 +445,6 @@ def use_prior_attention(model, layers: int | Sequence[int] = (0,), mode: str = "
     if bert.config._attn_implementation == PRIOR_ATTENTION:
         raise ValueError("prior attention is already on for this model: undo() it first")
     _register()
-    chosen = tuple(sorted({int(i) for i in layers}))
     for i in chosen:
         bert.encoder.layer[i].attention.self.add_module("prior_gate",
                                                         PriorGate(mode, gate, learn_gate))
@@ -478,7 +459,7 @@ def pair_cosines(model, batch: PairBatch):
     The pair is read jointly as [CLS] a [SEP] b [SEP] (so the prior can link the sentences);
     the prior is passed only when prior attention is on. Differentiable (no torch.no_grad here).
     """
-    bert = _bert(model)
+    bert = bert_module(model)
     extra = {"prior": batch.prior} if bert.config._attn_implementation == PRIOR_ATTENTION else {}
     H = bert(**batch.inputs, **extra).last_hidden_state  # (batch, n, d)
 
@@ -504,9 +485,8 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
     """
     if not pairs:
         raise ValueError("pairs must hold at least one labelled pair")
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
-    bert = _bert(model)
+    whole(epochs, "epochs", 1)
+    bert = bert_module(model)
     rng = np.random.default_rng(seed)
     batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
     encoded = [(pair_batch(b), torch.tensor([p.score / 5 for p in b])) for b in batches]
@@ -554,13 +534,11 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 def spearman(x, y) -> float:
     """Spearman's rank correlation: Pearson's r of the ranks (ties get their average rank).
 
-    x, y: (m,) arrays of numbers, m >= 2, neither constant. Returns a float in [-1, 1].
+    x, y: (m,) arrays of finite numbers, m >= 2, neither constant (a single value is constant).
+    Returns a float in [-1, 1].
     """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.ndim != 1 or x.shape != y.shape or len(x) < 2:
-        raise ValueError(f"x and y must be 1-D of the same length >= 2, got {x.shape}, {y.shape}")
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError("x and y must hold finite numbers (no NaN/inf)")
+    x, y = as_array(x, "x", 1), as_array(y, "y", 1)
+    same_shape(x, y, ("x", "y"))
     rx, ry = _ranks(x) - (len(x) - 1) / 2, _ranks(y) - (len(y) - 1) / 2
     denom = math.sqrt(float(rx @ rx) * float(ry @ ry))
     if denom == 0:

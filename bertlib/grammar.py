@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bertlib.checks import one_of, whole
+
 __all__ = ["NOUNS", "INTRANSITIVE", "TRANSITIVE", "COMPLEMENT", "ADJECTIVES", "PREPOSITIONS",
            "CONSTRUCTIONS", "TRAIN_CONSTRUCTIONS", "UNSEEN_CONSTRUCTIONS", "MAX_PP", "Verb",
            "Sentence", "vocabulary", "sentence", "generate", "split_of", "nearest_noun",
@@ -168,13 +170,6 @@ def _check_rng(rng) -> np.random.Generator:
     return rng
 
 
-def _check_int(value, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not (
-            low <= value <= high):
-        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
-    return int(value)
-
-
 def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Sentence:
     """One random sentence of a construction (see the module's table), with its ground truth.
 
@@ -183,10 +178,9 @@ def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Se
     so needs max_pp ≥ 1; the innermost subject of a complement draws 0..max_pp). With
     max_pp = 0 and no relative clauses, no noun ever stands between a subject and its verb.
     """
-    if construction not in CONSTRUCTIONS:
-        raise ValueError(f"construction must be one of {CONSTRUCTIONS}, got {construction!r}")
+    one_of(construction, "construction", CONSTRUCTIONS)
     rng = _check_rng(rng)
-    max_pp = _check_int(max_pp, "max_pp (the number of prepositional phrases)", 0, MAX_PP)
+    max_pp = whole(max_pp, "max_pp (the number of prepositional phrases)", 0, MAX_PP)
     if construction == "pp" and max_pp == 0:
         raise ValueError("the 'pp' construction needs max_pp in 1..3 (at least one "
                          "prepositional phrase), got 0")
@@ -230,21 +224,16 @@ def generate(n: int, constructions: Sequence[str] = TRAIN_CONSTRUCTIONS, seed: i
     from the first ones), reproducible from ``seed``.
 
     Only sentences whose text hashes into ``split`` are kept ("train" or "test", see
-    :func:`split_of`), so the two splits never share a sentence. n: 1..1_000_000.
+    :func:`split_of`), so the two splits never share a sentence. n: 1..1_000_000. max_pp is
+    checked by :func:`sentence`, which every sentence comes from.
     """
-    n = _check_int(n, "n (the number of sentences)", 1, 1_000_000)
+    n = whole(n, "n (the number of sentences)", 1, 1_000_000)
     if isinstance(constructions, str) or not constructions:
         raise ValueError(f"constructions must be a non-empty list of names from "
                          f"{CONSTRUCTIONS}, got {constructions!r}")
-    unknown = [c for c in constructions if c not in CONSTRUCTIONS]
-    if unknown:
-        raise ValueError(f"unknown construction(s) {unknown}; choose from {CONSTRUCTIONS}")
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    _check_int(max_pp, "max_pp (the number of prepositional phrases)", 0, MAX_PP)
-    if max_pp == 0 and "pp" in constructions:
-        raise ValueError("the 'pp' construction needs max_pp in 1..3 (at least one "
-                         "prepositional phrase), got 0")
+    for c in constructions:
+        one_of(c, "construction", CONSTRUCTIONS)
+    one_of(split, "split", ("train", "test"))
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < n:

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bertlib.checks import whole
+
 __all__ = [
     "BUNDLED_NAME",
     "DEFAULT_MODEL",
@@ -39,6 +41,9 @@ __all__ = [
     "parameters_state",
     "forward_state",
     "register_attention",
+    "eager_attention",
+    "softmax_weights",
+    "batch_runs",
 ]
 
 BUNDLED_NAME = "all-MiniLM-L6-v2"
@@ -228,13 +233,15 @@ def load_bert(name: str | None = None) -> LoadedBert:
 
 
 def bert_module(model=None):
-    """The transformers ``BertModel`` inside ``model``: a LoadedBert, the module itself, or None
-    for the default (:func:`load_bert`). The one place that unwraps a model.
+    """The transformers ``BertModel`` inside ``model``: a LoadedBert, the module itself, a BERT
+    with a head (``BertForMaskedLM``: its ``.bert``), or None for the default (:func:`load_bert`).
+    The one place that unwraps a model.
 
-    Raises TypeError, naming both accepted kinds, for anything without BERT's encoder layers.
+    Raises TypeError, naming the accepted kinds, for anything without BERT's encoder layers.
     """
     bert = load_bert().model if model is None else (
         model.model if isinstance(model, LoadedBert) else model)
+    bert = getattr(bert, "bert", bert)  # a BERT with a head: the encoder inside it
     if not hasattr(getattr(bert, "encoder", None), "layer"):
         raise TypeError(f"model must be a LoadedBert (from load_bert()) or a transformers "
                         f"BertModel, got {type(model).__name__}")
@@ -370,22 +377,38 @@ def forward_state(module) -> tuple:
             module.training, parameters_state(module))
 
 
-def _forward(model: LoadedBert, text: str, text_pair: str | None,
-             truncate: bool) -> tuple[BertRun, int, int]:
+def batch_runs(enc: dict, model: LoadedBert) -> list[BertRun]:
+    """One forward pass of a tokenized batch, as one :class:`BertRun` per input.
+
+    enc: the tokenizer's torch tensors (B, N) input_ids, token_type_ids, attention_mask (padded
+    batches allowed). Each run is cut back to its own real tokens (padding keys get weight 0, so
+    nothing is lost): tokens (n,), input_ids (n,), token_type_ids (n,), hidden_states
+    (layers + 1, n, d), attentions (layers, heads, n, n), all read-only. The one place a BertRun
+    is built.
+    """
     import torch
 
-    enc, dropped, n = _tokenize(text, text_pair, model, truncate)
     with torch.no_grad():
         out = model.model(**enc, output_attentions=True, output_hidden_states=True)
-    ids = enc["input_ids"][0]
-    run = BertRun(
-        tokens=model.tokenizer.convert_ids_to_tokens(ids.tolist()),
-        input_ids=_readonly(ids.numpy().copy()),
-        token_type_ids=_readonly(enc["token_type_ids"][0].numpy().copy()),
-        hidden_states=_readonly(torch.stack(out.hidden_states)[:, 0].numpy().copy()),
-        attentions=_readonly(torch.stack(out.attentions)[:, 0].numpy().copy()),
-    )
-    return run, dropped, n
+    attentions = torch.stack(out.attentions, 1).numpy()  # (B, L, H, N, N)
+    hidden = torch.stack(out.hidden_states, 1).numpy()  # (B, L + 1, N, d)
+    runs = []
+    for b, real in enumerate(enc["attention_mask"].numpy().astype(bool)):
+        ids = enc["input_ids"][b].numpy()[real]  # the real tokens, wherever the padding sits
+        runs.append(BertRun(
+            tokens=model.tokenizer.convert_ids_to_tokens(ids.tolist()),
+            input_ids=_readonly(ids),
+            token_type_ids=_readonly(enc["token_type_ids"][b].numpy()[real]),
+            hidden_states=_readonly(hidden[b][:, real]),
+            attentions=_readonly(attentions[b][:, :, real][..., real]),
+        ))
+    return runs
+
+
+def _forward(model: LoadedBert, text: str, text_pair: str | None,
+             truncate: bool) -> tuple[BertRun, int, int]:
+    enc, dropped, n = _tokenize(text, text_pair, model, truncate)
+    return batch_runs(enc, model)[0], dropped, n
 
 
 def _run_nbytes(run: BertRun) -> int:
@@ -455,16 +478,6 @@ def _layers_heads(source) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
-def _check_index(value, name: str, count: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be a whole number in 0..{count - 1}, got {value!r}")
-    if not 0 <= value < count:
-        raise ValueError(
-            f"{name} must be in 0..{count - 1} for this model ({count} {what}), got {value}"
-        )
-    return int(value)
-
-
 def check_layer_head(model_or_attentions, layer, head=None,
                      allow_mean: bool = True) -> tuple[int, int | None]:
     """Validate 0-based ``layer`` and ``head`` indices; return them as ``(layer, head)`` ints.
@@ -473,15 +486,13 @@ def check_layer_head(model_or_attentions, layer, head=None,
     BertRun, or an attention array of shape (layers, heads, n, n).
     head: an index, or None for "the mean of all heads" when ``allow_mean`` is True.
     Raises TypeError for a non-integer and ValueError naming the valid range, e.g.
-    ``layer must be in 0..5 for this model (6 layers), got 7``.
+    ``layer must be a whole number in 0..5 (6 layers), got 7``.
     """
     n_layers, n_heads = _layers_heads(model_or_attentions)
-    layer = _check_index(layer, "layer", n_layers, "layers")
-    if head is None:
-        if not allow_mean:
-            raise TypeError(f"head must be a whole number in 0..{n_heads - 1}, got None")
+    layer = whole(layer, "layer", 0, n_layers - 1, why=f"({n_layers} layers)")
+    if head is None and allow_mean:
         return layer, None
-    return layer, _check_index(head, "head", n_heads, "heads")
+    return layer, whole(head, "head", 0, n_heads - 1, why=f"({n_heads} heads)")
 
 
 def register_attention(name: str, fn) -> None:
@@ -498,3 +509,42 @@ def register_attention(name: str, fn) -> None:
 
     AttentionInterface.register(name, fn)
     AttentionMaskInterface.register(name, eager_mask)
+
+
+def softmax_weights(module, scores, attention_mask):
+    """BERT's attention weights from the scaled scores: softmax(scores + mask) over the keys.
+
+    scores: (batch, h, n, n) = Q Kᵀ · scaling; attention_mask: the additive float mask
+    (batch, 1, n, n) (0 = may attend, a very negative number = padding) or None. The default
+    ``weights_of`` of :func:`eager_attention`; ``module`` (the layer's self-attention) is unused
+    here and there for hooks that need it (``module.layer_idx``).
+    """
+    import torch
+
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    return torch.softmax(scores, dim=-1)
+
+
+def eager_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                    weights_of=softmax_weights, **kwargs):
+    """Scaled dot-product attention as transformers' eager implementation computes it:
+
+        weights = softmax(Q Kᵀ · scaling + mask),    output = weights V,
+
+    scaling = 1/√d_k unless given. query, key, value: (batch, h, n, d_k); attention_mask as in
+    :func:`softmax_weights`. The hook ``weights_of(module, scores, attention_mask)`` turns the
+    scores into weights (default :func:`softmax_weights`); a custom attention changes only that
+    step (``functools.partial(eager_attention, weights_of=...)``) and registers the result with
+    :func:`register_attention`. Dropout on the weights while training, as transformers does.
+    Returns (output (batch, n, h, d_k), weights (batch, h, n, n)): transformers'
+    ``AttentionInterface`` signature.
+    """
+    import torch
+
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    weights = weights_of(module, scores, attention_mask)
+    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights

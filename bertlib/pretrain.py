@@ -13,20 +13,28 @@ While training, :func:`train` measures on fixed probe sentences (every verb mask
 - the agreement accuracy: how often the right verb form is more probable than the wrong one
   (Linzen et al. 2016; Goldberg 2019 masks the verb in the same way).
 
-Heads are switched off with transformers' AttentionInterface (the function of
-:func:`bertlib.analysis.ablated_head`), never by patching the model.
+Heads are switched off with transformers' AttentionInterface
+(:func:`bertlib.ablation.ablated_head`), never by patching the model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import time
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+import torch
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import WhitespaceSplit
+from tokenizers.processors import TemplateProcessing
 from tqdm.std import tqdm
+from transformers import BertConfig, BertForMaskedLM
 
 from bertlib import grammar
+from bertlib.ablation import ablated_head
+from bertlib.checks import as_array, same_shape, whole
 from bertlib.mlm import IGNORE_INDEX, mask_batch
 
 __all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "tiny_config", "new_model",
@@ -43,11 +51,6 @@ SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 def build_tokenizer(words: Sequence[str] | None = None):
     """A word-level ``tokenizers.Tokenizer``: ids 0..4 are SPECIALS, then ``words`` (default:
     the grammar's vocabulary); splits on whitespace, adds [CLS] ... [SEP], pads with [PAD]."""
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from tokenizers.pre_tokenizers import WhitespaceSplit
-    from tokenizers.processors import TemplateProcessing
-
     words = grammar.vocabulary() if words is None else list(words)
     clash = sorted(set(words) & set(SPECIALS))
     if clash or len(set(words)) != len(words):
@@ -80,12 +83,9 @@ def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 
     tie_embeddings: BERT uses its input embeddings as the output layer too; here they are apart
     by default (see notebook 09: tied, agreement was learned much later).
     """
-    from transformers import BertConfig
-
     for name, value in (("layers", layers), ("heads", heads), ("hidden", hidden),
                         ("max_len", max_len), ("vocab_size", vocab_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        whole(value, name, 1)
     if hidden % heads:
         raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads}): each head "
                          f"gets hidden / heads dimensions; try hidden = "
@@ -101,9 +101,6 @@ def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 
 
 def new_model(config, seed: int = 0):
     """A freshly initialised ``BertForMaskedLM`` (seeded), eager attention."""
-    import torch
-    from transformers import BertForMaskedLM
-
     torch.manual_seed(seed)
     return BertForMaskedLM(config).eval()
 
@@ -112,7 +109,7 @@ def new_model(config, seed: int = 0):
 # Measures on attention maps
 # --------------------------------------------------------------------------------------------
 def _check_map(A) -> np.ndarray:
-    A = np.asarray(A, dtype=float)
+    A = as_array(A, "attention maps")
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"attention maps must have shape (..., n, n), got {A.shape}")
     return A
@@ -132,8 +129,7 @@ def position_share(A, j: int) -> np.ndarray:
     """Mean over queries i of A[..., i, j] (j = 0: [CLS]; j = n − 1: the last [SEP])."""
     A = _check_map(A)
     n = A.shape[-1]
-    if not -n <= j < n:
-        raise ValueError(f"j must be in -{n}..{n - 1}, got {j}")
+    whole(j, "j", -n, n - 1)
     return A[..., :, j].mean(-1)
 
 
@@ -142,11 +138,10 @@ def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     A = _check_map(A)
     q, k = np.asarray(queries, dtype=int), np.asarray(keys, dtype=int)
     n = A.shape[-1]
-    if q.shape != k.shape or q.ndim != 1 or not q.size:
-        raise ValueError(f"queries and keys must be equal-length non-empty lists, got "
-                         f"{q.shape} and {k.shape}")
-    if q.min() < 0 or k.min() < 0 or max(q.max(), k.max()) >= n:
-        raise ValueError(f"positions must be in 0..{n - 1}")
+    same_shape(q, k, ("queries", "keys"))
+    if q.ndim != 1 or not q.size or min(q.min(), k.min()) < 0 or max(q.max(), k.max()) >= n:
+        raise ValueError(f"queries and keys must be non-empty lists of positions in 0..{n - 1}, "
+                         f"got {q.tolist()} and {k.tolist()}")
     return A[..., q, k].mean(-1)
 
 
@@ -155,9 +150,7 @@ def first_crossing(steps: Sequence[int], values, threshold: float,
     """The first step whose value is ≥ threshold (None if never). values: (T,) for T steps.
     stay=True: the first step from which every later value is ≥ threshold too."""
     values = np.asarray(values, dtype=float)
-    if values.shape != (len(steps),):
-        raise ValueError(f"values must have one entry per step ({len(steps)}), got "
-                         f"{values.shape}")
+    same_shape(values.shape, (len(steps),), ("values", "steps"))
     above = values >= threshold
     if stay:
         above = np.flip(np.logical_and.accumulate(np.flip(above)))
@@ -217,8 +210,6 @@ def subset(probe: Probe, rows) -> Probe:
 
 def _forward(model, ids, mask, batch: int = 512):
     """(logits at every position (R, N, V), attentions (R, L, H, N, N)) without gradients."""
-    import torch
-
     logits, maps = [], []
     with torch.no_grad():
         for i in range(0, len(ids), batch):
@@ -278,6 +269,39 @@ def _batch_ids(tokenizer, n: int, rng: np.random.Generator, constructions: Seque
     return encode_texts(tokenizer, [s.text for s in sents])
 
 
+def _schedule(optimizer, warmup: int, total: int):
+    """Learning rate × min((s + 1) / warmup, (total − s) / (total − warmup)): a linear rise over
+    ``warmup`` steps, then a linear fall to 0 at step ``total``."""
+    def factor(s: int) -> float:
+        fall = max(0.0, (total - s) / (total - warmup)) if total > warmup else 1.0
+        return min((s + 1) / max(1, warmup), fall)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class _Recorder:
+    """What :func:`train` measures on the probe at its evaluation steps."""
+
+    def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int]):
+        self.model, self.probe, self.snapshot_steps = model, probe, snapshot_steps
+        self.steps, self.accuracy, self.heads, self.snapshots = [], [], {}, {}
+
+    def __call__(self, step: int) -> None:
+        self.model.eval()
+        m = measure(self.model, self.probe)
+        self.steps.append(step)
+        self.accuracy.append(m["correct"].mean())
+        for key in ("subject", "previous", "next", "[CLS]", "[SEP]"):
+            self.heads.setdefault(key, []).append(m[key])
+        if step in self.snapshot_steps:
+            self.snapshots[step] = _forward(self.model, self.probe.ids[:1],
+                                            self.probe.mask[:1])[1][0]
+
+    def history(self, losses: list[float], seconds: float) -> History:
+        return History(self.steps, np.array(losses), np.array(self.accuracy),
+                       {k: np.array(v) for k, v in self.heads.items()}, self.snapshots, seconds)
+
+
 def train(model, tokenizer, steps: int, probe: Probe, batch_size: int = 128, lr: float = 3e-3,
           warmup: int = 100, seed: int = 0, every: int = 25,
           constructions: Sequence[str] = grammar.TRAIN_CONSTRUCTIONS, max_pp: int = 2,
@@ -291,36 +315,17 @@ def train(model, tokenizer, steps: int, probe: Probe, batch_size: int = 128, lr:
     only the first ``steps`` of a longer run). Every ``every`` steps (and at 0 and the end)
     runs :func:`measure` on ``probe``. Deterministic for a given seed and thread count.
     """
-    import time
-
-    import torch
-
     for name, value, low in (("steps", steps, 1), ("batch_size", batch_size, 1),
                              ("every", every, 1), ("warmup", warmup, 0),
                              ("schedule_steps", schedule_steps or steps, steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+        whole(value, name, low)
     special = [tokenizer.token_to_id(s) for s in SPECIALS]
     mask_id, vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    total = schedule_steps or steps
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / max(1, warmup), max(0.0, (total - s) / (total - warmup))
-                           if total > warmup else 1.0))
-    evals, acc, heads, snaps, losses = [], [], {}, {}, []
-
-    def record(step: int) -> None:
-        model.eval()
-        m = measure(model, probe)
-        evals.append(step)
-        acc.append(m["correct"].mean())
-        for key in ("subject", "previous", "next", "[CLS]", "[SEP]"):
-            heads.setdefault(key, []).append(m[key])
-        if step in snapshot_steps:
-            snaps[step] = _forward(model, probe.ids[:1], probe.mask[:1])[1][0]
-
+    sched = _schedule(opt, warmup, schedule_steps or steps)
+    record, losses = _Recorder(model, probe, snapshot_steps), []
     record(0)
     bar = _progress(steps, progress)
     start = time.perf_counter()
@@ -340,14 +345,13 @@ def train(model, tokenizer, steps: int, probe: Probe, batch_size: int = 128, lr:
             record(step)
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.2f}", agreement=f"{acc[-1]:.2f}",
+            bar.set_postfix(loss=f"{losses[-1]:.2f}", agreement=f"{record.accuracy[-1]:.2f}",
                             refresh=False)
     seconds = time.perf_counter() - start
     if bar is not None:
         bar.close()
     model.eval()
-    return History(evals, np.array(losses), np.array(acc),
-                   {k: np.array(v) for k, v in heads.items()}, snaps, seconds)
+    return record.history(losses, seconds)
 
 
 def _progress(total: int, show: bool):
@@ -360,8 +364,6 @@ def _progress(total: int, show: bool):
 
 def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: int = 0) -> float:
     """Share of masked-LM targets predicted exactly (argmax), BERT's corruption with ``seed``."""
-    import torch
-
     ids, attention = encode_texts(tokenizer, [s.text for s in sentences])
     special = [tokenizer.token_to_id(s) for s in SPECIALS]
     masked = mask_batch(ids, tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size(),
@@ -380,9 +382,7 @@ def agreement_table(probe: Probe, correct) -> dict[str, dict[str, float]]:
     """Per "construction · role": the model's accuracy (``correct``, (R,) bool) beside the
     nearest-noun and first-noun shortcuts' accuracy, and the number of rows."""
     correct = np.asarray(correct, dtype=bool)
-    if correct.shape != probe.verb.shape:
-        raise ValueError(f"correct must have one entry per probe row {probe.verb.shape}, "
-                         f"got {correct.shape}")
+    same_shape(correct, probe.verb, ("correct", "the probe's rows"))
     plural = _plural_of(probe)
     nearest_ok = plural[0] == plural[1]
     first_ok = plural[0] == plural[2]
@@ -424,31 +424,11 @@ def accuracy_by(probe: Probe, correct, rows) -> float:
 # --------------------------------------------------------------------------------------------
 # Ablation and fill-mask
 # --------------------------------------------------------------------------------------------
-_ABLATION_NAME = "bertlib_tiny_head_ablation"
-
-
-@contextmanager
-def ablated(model, layer: int, head: int, mode: str = "zero") -> Iterator:
-    """Within the ``with`` block, head ``head`` of layer ``layer`` of ``model`` (a transformers
-    BERT) is switched off: weights 0 ("zero") or uniform over the real tokens ("uniform").
-    The attention function is :func:`bertlib.analysis.ablated_head`'s; restored on exit."""
-    from bertlib.analysis import ABLATION_MODES, _ablation_attention
-    from bertlib.models import register_attention
-
-    L, H = model.config.num_hidden_layers, model.config.num_attention_heads
-    if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or not 0 <= layer < L:
-        raise ValueError(f"layer must be in 0..{L - 1} for this model ({L} layers), got {layer!r}")
-    if isinstance(head, bool) or not isinstance(head, int | np.integer) or not 0 <= head < H:
-        raise ValueError(f"head must be in 0..{H - 1} for this model ({H} heads), got {head!r}")
-    if mode not in ABLATION_MODES:
-        raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}")
-    previous = model.config._attn_implementation
-    register_attention(_ABLATION_NAME, _ablation_attention(int(layer), int(head), mode))
-    model.set_attn_implementation(_ABLATION_NAME)
-    try:
-        yield model
-    finally:
-        model.set_attn_implementation(previous)
+def ablated(model, layer: int, head: int, mode: str = "zero"):
+    """Within a ``with ablated(...)`` block, head ``head`` of layer ``layer`` of ``model`` (a
+    transformers BERT) is switched off: weights 0 ("zero") or uniform over the real tokens
+    ("uniform"). :func:`bertlib.ablation.ablated_head` on this model; restored on exit."""
+    return ablated_head(layer, head, mode, model)
 
 
 def fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, float]],
@@ -470,8 +450,7 @@ def fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, 
     if unknown:
         raise ValueError(f"not words of the language: {unknown} (see bertlib.grammar."
                          f"vocabulary())")
-    if not 1 <= k <= tokenizer.get_vocab_size():
-        raise ValueError(f"k must be in 1..{tokenizer.get_vocab_size()}, got {k}")
+    whole(k, "k", 1, tokenizer.get_vocab_size())
     ids, mask = encode_texts(tokenizer, [" ".join(words)])
     where = words.index("[MASK]") + 1
     logits, maps = _forward(model, ids, mask)

@@ -370,7 +370,7 @@ def test_prior_of_the_wrong_shape_for_the_batch(bert):
 
 
 @pytest.mark.parametrize("value, message", [(-0.5, ">= 0 everywhere"), (float("nan"), "NaN"),
-                                            (float("inf"), "NaN or inf")])
+                                            (float("inf"), "NaN/inf")])
 def test_negative_or_nan_prior(bert, value, message):
     batch = C.pair_batch([(A, B)], model=bert)
     prior = batch.prior.clone()
@@ -380,17 +380,19 @@ def test_negative_or_nan_prior(bert, value, message):
     assert bert.model.config._attn_implementation == "eager"
 
 
-@pytest.mark.parametrize("layers", [6, -1, [0, 7], [], "0", [True], 1.5])
-def test_layer_index_out_of_range(bert, layers):
-    with pytest.raises(ValueError, match=r"0\.\.5"):
+@pytest.mark.parametrize("layers, error", [(6, ValueError), (-1, ValueError), ([0, 7], ValueError),
+                                           ([], ValueError), ("0", ValueError),
+                                           ([True], TypeError), (1.5, ValueError)])
+def test_layer_index_out_of_range(bert, layers, error):
+    with pytest.raises(error, match=r"0\.\.5"):
         C.use_prior_attention(bert, layers=layers)
     assert bert.model.config._attn_implementation == "eager"
 
 
 def test_unknown_mode_bad_gate_and_double_use(bert):
-    with pytest.raises(ValueError, match=r"mode must be one of \('multiply', 'parallel'\), got 'add'"):
+    with pytest.raises(ValueError, match=r"mode must be one of 'multiply', 'parallel'; got 'add'"):
         C.use_prior_attention(bert, mode="add")
-    with pytest.raises(ValueError, match=r"gate must be a number in \[0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"gate must be a number in \[0.0, 1.0\], got 1.5"):
         C.use_prior_attention(bert, mode="parallel", gate=1.5)
     with pytest.raises(ValueError, match="needs mode='parallel'"):
         C.use_prior_attention(bert, learn_gate=True)
@@ -418,7 +420,7 @@ def test_an_empty_sentence_in_a_pair(bert, a, b):
 def test_other_bad_inputs(bert):
     with pytest.raises(ValueError, match="source must be one of"):
         C.similarity_prior(A, B, source="thesaurus", model=bert)
-    with pytest.raises(ValueError, match=r"lexicon similarities must be in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"lexicon similarity of \('cat', 'feline'\) must be a number in \[0.0, 1.0\], got -1.0"):
         C.similarity_prior(A, B, model=bert, lexicon={("cat", "feline"): -1.0})
     with pytest.raises(TypeError, match="tokens_a must be a sentence"):
         C.similarity_prior(42, B, model=bert)
@@ -426,7 +428,7 @@ def test_other_bad_inputs(bert):
         C.pair_batch([], model=bert)
     with pytest.raises(ValueError, match="constant"):
         C.spearman([1, 1, 1], [1, 2, 3])
-    with pytest.raises(ValueError, match="same length"):
+    with pytest.raises(ValueError, match="same shape"):
         C.spearman([1, 2], [1, 2, 3])
     with pytest.raises(ValueError, match="finite"):
         C.spearman([1, np.nan], [1, 2])

@@ -107,12 +107,12 @@ def test_other_heads_fail_with_their_score_and_rank(det_noun_scores):
 
 
 @pytest.mark.parametrize("layer, head, text", [
-    (6, 0, "layer must be in 0..5"),
-    (-1, 0, "layer must be in 0..5"),
-    (0, 12, "head must be in 0..11"),
+    (6, 0, "layer must be a whole number in 0..5"),
+    (-1, 0, "layer must be a whole number in 0..5"),
+    (0, 12, "head must be a whole number in 0..11"),
     (0, "3", "head must be a whole number"),
     (1.0, 3, "layer must be a whole number"),
-    (0, None, "head must be a whole number in 0..11, got None"),
+    (0, None, "head must be a whole number in 0..11 (12 heads), got None"),
 ])
 def test_bad_layer_or_head_gets_a_message_not_an_error(layer, head, text):
     fb = check_det_noun_head(layer, head)

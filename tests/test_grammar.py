@@ -84,20 +84,24 @@ def test_shortcuts_fail_where_the_grammar_means_them_to():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"n": 0}, "n (the number of sentences) must be an integer in 1..1000000"),
-    ({"n": 2.5}, "must be an integer in 1..1000000"),
-    ({"n": 5, "max_pp": 4}, "max_pp (the number of prepositional phrases) must be an integer "
-                            "in 0..3, got 4"),
+    ({"n": 0}, "n (the number of sentences) must be a whole number in 1..1000000"),
+    ({"n": 5, "max_pp": 4}, "max_pp (the number of prepositional phrases) must be a whole "
+                            "number in 0..3, got 4"),
     ({"n": 5, "max_pp": -1}, "in 0..3, got -1"),
     ({"n": 5, "max_pp": 0}, "the 'pp' construction needs max_pp in 1..3"),
-    ({"n": 5, "constructions": ["pp", "passive"]}, "unknown construction(s) ['passive']"),
+    ({"n": 5, "constructions": ["pp", "passive"]}, "; got 'passive'"),
     ({"n": 5, "constructions": "pp"}, "non-empty list"),
-    ({"n": 5, "split": "dev"}, "split must be 'train' or 'test'"),
+    ({"n": 5, "split": "dev"}, "split must be one of 'train', 'test'; got 'dev'"),
 ])
 def test_bad_requests_name_the_valid_range(kwargs, message):
     with pytest.raises(ValueError) as err:
         g.generate(**kwargs)
     assert message in str(err.value)
+
+
+def test_a_count_that_is_not_whole_is_a_type_error():
+    with pytest.raises(TypeError, match="must be a whole number in 1..1000000, got 2.5"):
+        g.generate(2.5)
 
 
 def test_sentence_rejects_unknown_construction_depth_and_rng():

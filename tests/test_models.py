@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 import pytest
 import torch
-from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+from transformers import BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2Model
 from transformers.utils import logging as hf_logging
 
 from bertlib import custom, models
@@ -20,11 +20,16 @@ from bertlib.models import (
     DEFAULT_MODEL,
     LoadedBert,
     attention_maps,
+    batch_runs,
+    bert_module,
     check_layer_head,
+    eager_attention,
     encode,
     load_bert,
+    max_positions,
     register_attention,
     run_bert,
+    softmax_weights,
 )
 
 SENTENCE = "The cat sat on the mat"
@@ -196,9 +201,9 @@ def test_check_layer_head_accepts_models_runs_and_arrays(bert, source):
 
 
 def test_check_layer_head_messages_name_the_range(bert):
-    with pytest.raises(ValueError, match=r"layer must be in 0\.\.5 for this model \(6 layers\), got 7"):
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0\.\.5 \(6 layers\), got 7"):
         check_layer_head(bert, 7, 0)
-    with pytest.raises(ValueError, match=r"head must be in 0\.\.11 for this model \(12 heads\), got 12"):
+    with pytest.raises(ValueError, match=r"head must be a whole number in 0\.\.11 \(12 heads\), got 12"):
         check_layer_head(bert, 0, 12)
     with pytest.raises(ValueError, match="got -1"):
         check_layer_head(bert, -1, 0)
@@ -420,10 +425,47 @@ def test_the_tiny_bert_folder_loads(tiny_bert_folder):
 
 
 def test_bert_module_unwraps_once_and_names_what_it_accepts(bert):
-    from bertlib.models import bert_module, max_positions
-
     assert bert_module(bert) is bert.model
     assert bert_module(bert.model) is bert.model
     assert max_positions(bert) == bert.model.config.max_position_embeddings
     with pytest.raises(TypeError, match="LoadedBert .* or a transformers BertModel, got str"):
         bert_module("bert")
+
+
+def test_eager_attention_equals_transformers_eager_and_its_hook_sees_the_scores():
+    from transformers.models.bert.modeling_bert import eager_attention_forward
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    mask = torch.zeros(2, 1, 5, 5)
+    mask[1, ..., 3:] = torch.finfo(torch.float32).min  # the second input has 3 real tokens
+    module = torch.nn.Module().eval()
+    ours = eager_attention(module, q, k, v, mask, scaling=0.5)
+    theirs = eager_attention_forward(module, q, k, v, mask, scaling=0.5)
+    assert ours[0].shape == (2, 5, 3, 4) and ours[1].shape == (2, 3, 5, 5)
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+    seen = {}
+
+    def weights_of(module, scores, attention_mask):
+        seen["scores"] = scores
+        return softmax_weights(module, scores, attention_mask)
+
+    eager_attention(module, q, k, v, None, weights_of=weights_of)  # scaling 1/√d_k by default
+    assert torch.allclose(seen["scores"], q @ k.transpose(2, 3) / 2.0)
+
+
+def test_batch_runs_cut_each_run_to_its_own_tokens(bert):
+    enc = bert.tokenizer(["The cat slept.", "A dog barked at the postman."], padding=True,
+                         return_tensors="pt")
+    runs = batch_runs(enc, bert)
+    for run, text in zip(runs, ["The cat slept.", "A dog barked at the postman."], strict=True):
+        ref = run_bert(text)
+        assert run.tokens == ref.tokens and not run.attentions.flags.writeable
+        np.testing.assert_allclose(run.attentions, ref.attentions, atol=1e-5)  # float32 batching
+
+
+def test_bert_module_unwraps_a_bert_with_a_head():
+    config = BertConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16)
+    mlm = BertForMaskedLM(config)
+    assert bert_module(mlm) is mlm.bert

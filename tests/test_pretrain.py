@@ -40,7 +40,7 @@ def test_tokenizer_rejects_clashing_words():
 def test_config_needs_hidden_divisible_by_heads():
     with pytest.raises(ValueError, match=r"hidden \(66\) must be divisible by heads \(4\)"):
         pt.tiny_config(100, heads=4, hidden=66)
-    with pytest.raises(ValueError, match="layers must be a positive integer"):
+    with pytest.raises(ValueError, match="layers must be a whole number >= 1"):
         pt.tiny_config(100, layers=0)
     config = pt.tiny_config(100, layers=3, heads=2, hidden=32)
     assert (config.num_hidden_layers, config.num_attention_heads, config.hidden_size) == (3, 2, 32)
@@ -63,10 +63,10 @@ def test_shares_on_constructed_maps():
 @pytest.mark.parametrize("call, message", [
     (lambda: pt.offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
     (lambda: pt.offset_share(np.eye(3), 0), "non-zero integer in -2..2"),
-    (lambda: pt.position_share(np.eye(3), 3), "j must be in -3..2"),
-    (lambda: pt.pair_share(np.eye(3), [0, 1], [0]), "equal-length"),
-    (lambda: pt.pair_share(np.eye(3), [0], [5]), "positions must be in 0..2"),
-    (lambda: pt.first_crossing([0, 1], [0.1], 0.5), "one entry per step"),
+    (lambda: pt.position_share(np.eye(3), 3), "j must be a whole number in -3..2"),
+    (lambda: pt.pair_share(np.eye(3), [0, 1], [0]), r"queries and keys must have the same shape, got \(2,\) and \(1,\)"),
+    (lambda: pt.pair_share(np.eye(3), [0], [5]), r"non-empty lists of positions in 0..2, got \[0\] and \[5\]"),
+    (lambda: pt.first_crossing([0, 1], [0.1], 0.5), r"values and steps must have the same shape, got \(1,\) and \(2,\)"),
 ])
 def test_measures_name_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
@@ -119,7 +119,7 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
     assert a.steps == [0, 10, 20, 30] and sorted(a.snapshots) == [0, 30]
     assert a.heads["subject"].shape == (4, 2, 2)
     assert a.loss[-5:].mean() < a.loss[:5].mean()
-    with pytest.raises(ValueError, match="steps must be an integer ≥ 1"):
+    with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
         pt.train(model, tok, 0, probe)
 
 
@@ -131,10 +131,10 @@ def test_ablation_changes_only_inside_the_block_and_checks_its_range(tok, tiny):
     assert np.allclose(during["subject"][1, 0], 0.0)
     assert not np.allclose(during["p_right"], before)
     assert np.allclose(pt.measure(tiny, probe)["p_right"], before)
-    with pytest.raises(ValueError, match=r"layer must be in 0..1 for this model \(2 layers\)"):
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0..1 \(2 layers\)"):
         with pt.ablated(tiny, 2, 0):
             pass
-    with pytest.raises(ValueError, match=r"head must be in 0..1"):
+    with pytest.raises(ValueError, match=r"head must be a whole number in 0..1"):
         with pt.ablated(tiny, 0, 2):
             pass
 

@@ -380,7 +380,7 @@ def test_bert_qkv_and_layer_reproduce_the_model():
 
 
 def test_bert_layer_out_of_range_is_named():
-    with pytest.raises(ValueError, match=r"layer must be in 0\.\.5 for this model \(6 layers\), got 7"):
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0\.\.5 \(6 layers\), got 7"):
         bert_qkv(np.zeros((3, 384)), 7)
 
 

@@ -37,7 +37,7 @@ def test_bertviz_views_are_offline_and_contain_libraries_and_tokens(view, attent
 def test_bertviz_sentence_pair_and_layer(attentions):
     html = head_view(TOKENS, attentions, layer=1, sentence_b_start=3).data
     assert '"layer": 1' in html
-    with pytest.raises(ValueError, match=r"layer must be in 0\.\.1 for this model \(2 layers\), got 2"):
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0\.\.1 \(2 layers\), got 2"):
         head_view(TOKENS, attentions, layer=2)
     with pytest.raises(ValueError, match=r"sentence_b_start must be a whole number in 1\.\.4"):
         head_view(TOKENS, attentions, sentence_b_start=5)

@@ -98,7 +98,7 @@ def test_explorer_shows_a_message_for_a_bad_knob(shown, variant, knob, words):
 
 
 def test_explorer_refuses_a_bad_layer_or_variant():
-    with pytest.raises(ValueError, match=r"layer must be in 0..5"):
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0..5"):
         EfficientExplorer(layer=6)
     with pytest.raises(ValueError, match="variant must be one of"):
         EfficientExplorer(variant="dense")

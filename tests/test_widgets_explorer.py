@@ -103,14 +103,14 @@ def test_too_long_sentence_shows_a_message(explorer):
 
 def test_layer_out_of_range_shows_the_valid_range(explorer):
     assert explorer.set_layer(7) is False
-    assert explorer.message == "ValueError: layer must be in 0..5 for this model (6 layers), got 7"
+    assert explorer.message == "ValueError: layer must be a whole number in 0..5 (6 layers), got 7"
     explorer.layer_box.value = -1  # typed into the box
     assert "got -1" in explorer.message
     assert explorer.set_layer(3) and title(explorer) == "layer 3, mean of 12 heads"
 
 
 def test_bad_head_and_layer_types_show_messages(explorer):
-    assert explorer.set_head(12) is False and "head must be in 0..11" in explorer.message
+    assert explorer.set_head(12) is False and "head must be a whole number in 0..11" in explorer.message
     assert explorer.set_layer(1.5) is False and "whole number" in explorer.message
 
 
@@ -138,8 +138,8 @@ def test_overlay_error_from_bertlibs_checks_becomes_a_message():
         return str(selected_weights(attentions, layer + 99, head))  # bertlib's check raises
 
     ex = BertAttentionExplorer("Hello world", overlay=overlay)
-    assert "layer must be in 0..5" in ex.message
-    assert "layer must be in 0..5" in ex.overlay_html.value
+    assert "layer must be a whole number in 0..5" in ex.message
+    assert "layer must be a whole number in 0..5" in ex.overlay_html.value
     with pytest.raises(TypeError, match="overlay must be a callable"):
         BertAttentionExplorer(overlay="not callable")
 
@@ -147,7 +147,7 @@ def test_overlay_error_from_bertlibs_checks_becomes_a_message():
 def test_selected_weights_and_view_of_a_long_input():
     att = np.full((2, 3, 60, 60), 1 / 60)
     assert np.allclose(selected_weights(att, 1, None).sum(-1), 1)
-    with pytest.raises(ValueError, match=r"head must be in 0\.\.2"):
+    with pytest.raises(ValueError, match=r"head must be a whole number in 0\.\.2"):
         selected_weights(att, 0, 3)
     source = view_html([f"t{i}" for i in range(60)], att, 1, 2)
     assert column_labels(source) == [f"t{i}" for i in range(0, 60, 2)]  # fewer labels

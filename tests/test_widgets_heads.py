@@ -60,8 +60,8 @@ def test_query_word_ignores_case_like_the_toy_explorer(toy_maps):
 
 
 @pytest.mark.parametrize("head, error, text", [
-    (2, ValueError, r"head must be in 0..1 for this model \(2 heads\), got 2"),
-    (-1, ValueError, "head must be in 0..1"),
+    (2, ValueError, r"head must be a whole number in 0..1 \(2 heads\), got 2"),
+    (-1, ValueError, "head must be a whole number in 0..1"),
     (1.5, TypeError, "head must be a whole number in 0..1"),
 ])
 def test_bad_head_index_raises_clear_error(toy_maps, head, error, text):
@@ -88,7 +88,7 @@ def test_explorer_draws_then_shows_a_message_for_a_bad_head(toy_maps):
     assert ex.ok
     ex.head.value = 2
     assert ex.ok is False  # render_safely caught the ValueError: a message, no traceback
-    with pytest.raises(ValueError, match=r"head must be in 0..1 for this model \(2 heads\), got 2"):
+    with pytest.raises(ValueError, match=r"head must be a whole number in 0..1 \(2 heads\), got 2"):
         ex.draw()
     ex.head.value = 1
     assert ex.ok
@@ -100,7 +100,7 @@ def test_explorer_with_layers_checks_the_layer_too():
     assert ex.ok and len(ex.widget.children[0].children) == 3
     ex.layer.value = 3
     assert not ex.ok
-    with pytest.raises(ValueError, match=r"layer must be in 0..2 for this model \(3 layers\), got 3"):
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0..2 \(3 layers\), got 3"):
         ex.draw()
 
 

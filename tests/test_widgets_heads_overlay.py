@@ -33,7 +33,7 @@ def test_overlay_labels_a_previous_token_head_diagonal_with_share_one():
 
 def test_overlay_rejects_a_bad_head_with_the_valid_range():
     A = stack(np.full((12, 12), 1 / 12))
-    with pytest.raises(ValueError, match="head must be in 0..0"):
+    with pytest.raises(ValueError, match="head must be a whole number in 0..0"):
         heads_overlay(TOKENS, A, 0, 3)
 
 

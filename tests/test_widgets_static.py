@@ -226,7 +226,7 @@ def test_bad_input_closes_only_the_widgets_own_figure(displayed):
         check_layer_head(np.zeros((6, 12, 3, 3)), 9)
 
     drawn = render_safely(FakeOutput(), draw)
-    assert not drawn and "layer must be in 0..5" in drawn.message
+    assert not drawn and "layer must be a whole number in 0..5" in drawn.message
     assert plt.get_fignums() == [learners.number]
 
 

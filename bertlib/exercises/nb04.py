@@ -19,12 +19,11 @@ from bertlib.analysis import (
     attention_entropy,
     attention_rollout,
     corpus_average,
-    load_corpus,
     pattern_features,
     pattern_labels,
-    run_corpus,
     to_token_shares,
 )
+from bertlib.corpus import load_corpus, run_corpus
 from bertlib.exercises import (
     Feedback,
     as_answer_array,

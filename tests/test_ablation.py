@@ -1,0 +1,70 @@
+"""Tests for bertlib.ablation: one head switched off inside a with block, the model restored."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib import ablation as ab
+from bertlib.corpus import sentence_vectors
+from bertlib.models import load_bert
+
+
+def _state(model):
+    return {k: v.clone() for k, v in model.model.state_dict().items()}
+
+
+def test_ablated_head_changes_only_inside_the_block_and_restores_the_model_exactly():
+    bert = load_bert()
+    texts = ["The cat sat on the mat.", "Bees carry pollen."]
+    before_impl = bert.model.config._attn_implementation
+    before_state = _state(bert)
+    before = sentence_vectors(texts)
+    with ab.ablated_head(3, 4, "uniform") as m:
+        assert m is bert
+        during = sentence_vectors(texts)
+    after = sentence_vectors(texts)
+    assert not np.allclose(during, before, atol=1e-4)
+    assert np.array_equal(after, before)
+    assert bert.model.config._attn_implementation == before_impl
+    for layer in bert.model.encoder.layer:
+        assert layer.attention.self.config._attn_implementation == before_impl
+    assert all(torch.equal(v, before_state[k]) for k, v in bert.model.state_dict().items())
+
+
+def test_ablated_head_restores_the_model_after_an_error():
+    bert = load_bert()
+    before_impl = bert.model.config._attn_implementation
+    with pytest.raises(RuntimeError, match="boom"), ab.ablated_head(0, 0, "zero"):
+        raise RuntimeError("boom")
+    assert bert.model.config._attn_implementation == before_impl
+
+
+def test_ablated_uniform_head_gives_uniform_weights_over_real_tokens():
+    bert = load_bert()
+    enc = bert.tokenizer(["a b c d e f", "a b"], padding=True, return_tensors="pt")
+    with ab.ablated_head(2, 5, "uniform"), torch.no_grad():
+        att = bert.model(**enc, output_attentions=True).attentions[2][:, 5]
+    assert torch.allclose(att[0], torch.full_like(att[0], 1 / 8))
+    assert torch.allclose(att[1, :, :4], torch.full((8, 4), 0.25)) and (att[1, :, 4:] == 0).all()
+    with ab.ablated_head(2, 5, "zero"), torch.no_grad():
+        att = bert.model(**enc, output_attentions=True).attentions[2]
+    assert (att[:, 5] == 0).all() and torch.allclose(att[:, 4].sum(-1), torch.tensor(1.0))
+
+
+def test_ablated_head_rejects_bad_layer_head_and_mode():
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0..5 \(6 layers\), got 7"):
+        with ab.ablated_head(7, 0):
+            pass
+    with pytest.raises(ValueError, match=r"head must be a whole number in 0..11 .*got -1"):
+        with ab.ablated_head(0, -1):
+            pass
+    with pytest.raises(TypeError, match="whole number"):
+        with ab.ablated_head(1.5, 0):
+            pass
+    with pytest.raises(ValueError, match="mode"):
+        with ab.ablated_head(0, 0, "half"):
+            pass
+    with pytest.raises(ValueError, match="nested"):
+        with ab.ablated_head(0, 0), ab.ablated_head(1, 1):
+            pass
+    assert load_bert().model.config._attn_implementation == "eager"

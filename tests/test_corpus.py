@@ -1,0 +1,60 @@
+"""Tests for bertlib.corpus: the shipped sentences, batched runs equal to run_bert, sentence vectors."""
+
+import numpy as np
+import pytest
+
+from bertlib import analysis as an
+from bertlib import corpus as cp
+from bertlib.models import run_bert
+
+
+def test_load_corpus_gives_hundreds_of_distinct_sentences_and_pairs():
+    c = cp.load_corpus()
+    assert len(c.sentences) >= 200 and len(set(c.sentences)) == len(c.sentences)
+    assert len(c.pairs) >= 40 and all(len(p) == 2 and all(p) for p in c.pairs)
+
+
+def test_run_corpus_matches_run_bert_and_keeps_order():
+    texts = ["The cat slept.", "A much longer sentence about the old lighthouse keeper.",
+             ("It rained.", "We stayed in.")]
+    result = cp.run_corpus(texts, batch_size=2)
+    assert result.skipped == 0 and len(result.runs) == 3
+    for text, run in zip(texts, result.runs, strict=True):
+        ref = run_bert(*((text,) if isinstance(text, str) else text))
+        assert run.tokens == ref.tokens
+        assert np.array_equal(run.token_type_ids, ref.token_type_ids)
+        np.testing.assert_allclose(run.attentions, ref.attentions, atol=1e-5)
+        np.testing.assert_allclose(run.hidden_states, ref.hidden_states, atol=1e-4)
+        an.check_maps(run.attentions)
+
+
+def test_run_corpus_skips_too_long_sentences_with_a_count():
+    too_long = " ".join(["word"] * 600)  # > 512 positions
+    result = cp.run_corpus(["A short one.", too_long, "Another short one."])
+    assert result.skipped == 1 and len(result.runs) == 2
+    result = cp.run_corpus(["A short one.", "This one has too many pieces for the limit."],
+                           max_pieces=6)
+    assert result.skipped == 1 and result.runs[0].tokens[1] == "a"
+    with pytest.raises(ValueError, match="all 1 texts are longer than 512"):
+        cp.run_corpus([too_long])
+
+
+def test_run_corpus_rejects_zero_sentences_and_bad_texts():
+    with pytest.raises(ValueError, match="zero sentences"):
+        cp.run_corpus([])
+    with pytest.raises(ValueError, match="empty"):
+        cp.run_corpus(["fine", "   "])
+    with pytest.raises(TypeError, match="list"):
+        cp.run_corpus("just a string")
+    with pytest.raises(TypeError, match="pair"):
+        cp.run_corpus([("a", "b", "c")])
+
+
+def test_sentence_vectors_mean_pool_the_last_layer():
+    run = run_bert("The river rose.")
+    v = cp.sentence_vectors(["The river rose."])
+    np.testing.assert_allclose(v[0], run.hidden_states[-1].mean(0), atol=1e-5)
+    with pytest.raises(ValueError, match="only sentences or only pairs"):
+        cp.sentence_vectors(["a", ("b", "c")])
+    with pytest.raises(ValueError, match="non-empty"):
+        cp.sentence_vectors([])

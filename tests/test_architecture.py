@@ -69,3 +69,100 @@ def test_the_import_scanner_sees_both_import_forms(tmp_path):
     source.write_text("from bertlib.models import load_bert\nfrom bertlib import toy\n"
                       "import bertlib.viz\n")
     assert _bertlib_imports(source) == {"models", "toy", "viz"}
+
+
+# ---------------------------------------------------------------- readable in one sitting
+
+MAX_BODY = 50  # lines of a function body, docstring excluded
+MAX_MODULE = 420  # lines of a module: about 400, readable in one sitting
+# Modules still over MAX_MODULE, with their length today: a ratchet, not a goal. They may shrink,
+# never grow; split them and delete their line here (issue 14 stays open until this is empty).
+NOT_YET_SPLIT = {"custom.py": 546, "models.py": 550, "pretrain.py": 464, "variants.py": 595}
+# `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 153 today. The goal
+# is about 108 (half of 216); this ratchet only stops new checks being written by hand.
+MAX_RAISES = 153
+
+
+def _trees():
+    for path in sorted((ROOT / "bertlib").rglob("*.py")):
+        yield path, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _body_lines(fn) -> int:
+    body = fn.body
+    has_doc = (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+               and isinstance(body[0].value.value, str))
+    if has_doc and len(body) == 1:
+        return 0
+    first = body[1] if has_doc else body[0]
+    start = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
+    return fn.end_lineno - start + 1
+
+
+def test_no_function_body_is_longer_than_fifty_lines():
+    long = [f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name} ({_body_lines(fn)} lines)"
+            for path, tree in _trees() for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            and _body_lines(fn) > MAX_BODY]
+    assert not long, f"split these functions (body over {MAX_BODY} lines):\n" + "\n".join(long)
+
+
+def test_every_module_reads_in_one_sitting():
+    long = [f"{path.relative_to(ROOT)} ({n} lines)" for path, _ in _trees()
+            if (n := len(path.read_text(encoding="utf-8").splitlines()))
+            > NOT_YET_SPLIT.get(path.name if path.parent.name == "bertlib" else "", MAX_MODULE)]
+    assert not long, f"split these modules (over {MAX_MODULE} lines):\n" + "\n".join(long)
+
+
+def _inner_bertlib_imports(tree) -> list[ast.AST]:
+    found = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.level > 0 or (
+                        node.module or "").split(".")[0] == "bertlib"):
+                    found.append(node)
+                elif isinstance(node, ast.Import) and any(
+                        a.name.split(".")[0] == "bertlib" for a in node.names):
+                    found.append(node)
+    return found
+
+
+def test_bertlib_imports_sit_at_the_top_unless_they_break_a_named_cycle():
+    hidden = []
+    for path, tree in _trees():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in _inner_bertlib_imports(tree):
+            around = " ".join(lines[max(node.lineno - 3, 0):node.lineno]).lower()
+            if "cycle" not in around:
+                hidden.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not hidden, ("move these bertlib imports to the top of the module, or name the "
+                        "import cycle they break in a comment above them:\n" + "\n".join(hidden))
+
+
+def test_no_two_classes_share_a_name():
+    seen: dict[str, str] = {}
+    twice = []
+    for path, tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                where = str(path.relative_to(ROOT))
+                if node.name in seen:
+                    twice.append(f"{node.name}: {seen[node.name]} and {where}")
+                seen.setdefault(node.name, where)
+    assert not twice, "one class per name:\n" + "\n".join(twice)
+
+
+def test_checks_live_in_one_place():
+    raises = sum(isinstance(node, ast.Raise) for _, tree in _trees() for node in ast.walk(tree))
+    assert raises <= MAX_RAISES, (
+        f"{raises} raise statements in bertlib (at most {MAX_RAISES}): check inputs once, at the "
+        "public edge, with bertlib.checks; internal calls do not check again")
+
+
+def test_the_scanners_see_what_they_look_for(tmp_path):
+    tree = ast.parse("def f():\n    '''doc'''\n" + "    x = 1\n" * 51
+                     + "def g():\n    from bertlib import toy\n")
+    fns = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    assert [_body_lines(fn) for fn in fns] == [51, 1]
+    assert len(_inner_bertlib_imports(tree)) == 1

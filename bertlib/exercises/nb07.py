@@ -81,32 +81,32 @@ def _split(W, h: int) -> list:
     return [W[:, a * d_k:(a + 1) * d_k] for a in range(h)]
 
 
-def _per_head(H, P_rel, Ws, k: int, h: int, p2c_delta: str = "ji") -> list:
+def _per_head(X, P_rel, Ws, k: int, h: int, p2c_delta: str = "ji") -> list:
     """One family.disentangled_attention result per head: head a uses columns a·d_k..(a+1)·d_k."""
     blocks = [_split(W, h) for W in Ws]
-    return [family.disentangled_attention(H, P_rel, *(b[a] for b in blocks), k, p2c_delta=p2c_delta)
+    return [family.disentangled_attention(X, P_rel, *(b[a] for b in blocks), k, p2c_delta=p2c_delta)
             for a in range(h)]
 
 
-def _score_mistakes(H, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]]:
+def _score_mistakes(X, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]]:
     """(scores, message) for each typical mistake in the disentangled scores, (h, n, n) each."""
-    n, d = H.shape
+    n, d = X.shape
     d_k = d // h
-    heads = _per_head(H, P_rel, Ws, k, h)
+    heads = _per_head(X, P_rel, Ws, k, h)
     raw = np.stack([r.c2c + r.c2p + r.p2c for r in heads])
     rows = np.arange(n)[:, None]
     delta = family.relative_positions(n, k)
-    c2p_ji = np.stack([r.c2c + r.p2c + (H @ Wq @ (P_rel @ Wk).T)[rows, delta.T]
+    c2p_ji = np.stack([r.c2c + r.p2c + (X @ Wq @ (P_rel @ Wk).T)[rows, delta.T]
                        for r, Wq, Wk in zip(heads, *(_split(W, h) for W in (Ws[0], Ws[3])),
                                             strict=True)])
-    whole = family.disentangled_attention(H, P_rel, *Ws, k)  # all d columns as one head
+    whole = family.disentangled_attention(X, P_rel, *Ws, k)  # all d columns as one head
     mistakes = [
         (raw / np.sqrt(3 * d), "you divided by √(3·d) with d the model width; each head's dot "
                                "products have d_k = d / h terms, so divide by √(3·d_k)"),
         (raw / np.sqrt(d_k), "you divided by √d_k: three terms of variance ≈ d_k add up to "
                              "≈ 3·d_k, so divide by √(3·d_k)"),
         (raw, "you forgot to scale: divide the sum by √(3·d_k)"),
-        (np.stack([r.scores for r in _per_head(H, P_rel, Ws, k, h, "ij")]),
+        (np.stack([r.scores for r in _per_head(X, P_rel, Ws, k, h, "ij")]),
          "p2c read at δ(i, j) is what transformers computes; the paper (and this exercise) reads "
          "Q_r at δ(j, i)"),
         (c2p_ji / np.sqrt(3 * d_k), "c2p reads K_r at δ(i, j) (query i, key j), not δ(j, i)"),
@@ -125,16 +125,16 @@ def _score_mistakes(H, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]
 
 
 def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
-    """Run ``fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h) -> (h, n, n) scores`` on random inputs
-    (H: (n, d), P_rel: (2k, d), each W: (d, d), head a using columns a·d_k..(a+1)·d_k, d_k = d/h)
+    """Run ``fn(X, P_rel, W_qc, W_kc, W_qr, W_kr, k, h) -> (h, n, n) scores`` on random inputs
+    (X: (n, d), P_rel: (2k, d), each W: (d, d), head a using columns a·d_k..(a+1)·d_k, d_k = d/h)
     and compare it with the paper's formula per head, (c2c + c2p + p2c) / √(3·d_k), p2c read at
     δ(j, i)."""
     rng = np.random.default_rng(seed)
     n, d, h, k = 7, 6, 2, 2
-    H, P_rel = rng.normal(size=(n, d)), rng.normal(size=(2 * k, d))
+    X, P_rel = rng.normal(size=(n, d)), rng.normal(size=(2 * k, d))
     Ws = [rng.normal(size=(d, d)) for _ in range(4)]
-    got, error = call_answer(fn, H.copy(), P_rel.copy(), *(W.copy() for W in Ws), k, h,
-                             todo="pass your fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h) that "
+    got, error = call_answer(fn, X.copy(), P_rel.copy(), *(W.copy() for W in Ws), k, h,
+                             todo="pass your fn(X, P_rel, W_qc, W_kc, W_qr, W_kr, k, h) that "
                                   "returns the scores")
     got = as_answer_array(got, "the scores") if error is None else error
     if isinstance(got, Feedback):
@@ -145,10 +145,10 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
     if got.shape != (h, n, n):
         return Feedback(False, f"expected scores of shape (h, n, n) = ({h}, {n}, {n}), got "
                                f"{got.shape}")
-    scores = np.stack([r.scores for r in _per_head(H, P_rel, Ws, k, h)])
+    scores = np.stack([r.scores for r in _per_head(X, P_rel, Ws, k, h)])
     if np.allclose(got, scores, atol=1e-8):
         return Feedback(True, "your scores match (c2c + c2p + p2c) / √(3·d_k) in every head")
-    for reference, message in _score_mistakes(H, P_rel, Ws, k, h):
+    for reference, message in _score_mistakes(X, P_rel, Ws, k, h):
         if np.allclose(got, reference, atol=1e-8):
             return Feedback(False, message)
     gap = float(np.abs(got - scores).max())

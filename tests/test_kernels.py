@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from test_cost import qkv  # seeded torch Q, K, V of one shape: one definition for both files
 
 from bertlib.attention import scaled_dot_product_attention
 from bertlib.cost import fit_exponent, measure
@@ -13,12 +14,6 @@ from bertlib.kernels import (
     tiled_attention,
     tiled_attention_plain,
 )
-
-
-def qkv(shape, seed=0, dtype=torch.float32):
-    gen = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(shape, generator=gen, dtype=dtype) for _ in range(3))
-
 
 # --------------------------------------------------------------------------- kernels
 

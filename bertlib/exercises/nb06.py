@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from bertlib.approximations import relative_error
 from bertlib.attention import scaled_dot_product_attention
 from bertlib.exercises import Feedback, as_answer_array, as_answer_number, as_answer_whole
-from bertlib.variants import relative_error, sliding_window_attention, sliding_window_pattern
+from bertlib.variants import sliding_window_attention, sliding_window_pattern
 
 __all__ = ["check_window_mask", "check_band_bytes", "check_window_design"]
 

@@ -13,18 +13,16 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bertlib.attention import scaled_dot_product_attention
-from bertlib.checks import one_of
-from bertlib.models import check_layer_head, load_bert, run_bert
-from bertlib.variants import (
-    bert_qkv,
-    block_sparse_attention,
+from bertlib.approximations import (
     linformer_attention,
     lsh_attention,
     performer_attention,
     relative_error,
-    sliding_window_attention,
 )
+from bertlib.attention import scaled_dot_product_attention
+from bertlib.checks import one_of
+from bertlib.models import check_layer_head, load_bert, run_bert
+from bertlib.variants import bert_qkv, block_sparse_attention, sliding_window_attention
 from bertlib.viz import attention_heatmap
 from bertlib.widgets import Drawn, live_box, render_safely
 

@@ -29,12 +29,11 @@ import functools
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from bertlib.checks import as_array, check_finite, number, one_of, same_shape, whole
+from bertlib.checks import check_finite, number, one_of, whole
 from bertlib.models import (
     LoadedBert,
     bert_module,
@@ -51,19 +50,12 @@ __all__ = [
     "SOURCES",
     "STOP_WORDS",
     "RELATION_SCORES",
-    "StsPair",
-    "PairBatch",
     "PriorGate",
     "PriorAttention",
     "load_lexicon",
-    "load_pairs",
     "similarity_prior",
-    "pair_batch",
     "prior_attention_forward",
     "use_prior_attention",
-    "pair_cosines",
-    "fine_tune",
-    "spearman",
 ]
 
 #: The name under which the prior-guided attention is registered with transformers.
@@ -97,29 +89,6 @@ _WORDNET_HELP = (
 )
 
 
-class StsPair(NamedTuple):
-    """One labelled sentence pair: score 0 (unrelated) .. 5 (same meaning)."""
-
-    sentence_a: str
-    sentence_b: str
-    score: float
-    split: str  # "train" or "test"
-
-
-class PairBatch(NamedTuple):
-    """A padded batch of sentence pairs, ready for ``model(**inputs, prior=prior)``.
-
-    inputs: dict of (batch, n) int tensors input_ids, token_type_ids, attention_mask.
-    prior: (batch, n, n) float32 tensor, 0 on padding.
-    mask_a, mask_b: (batch, n) float32, 1 on the word pieces of sentence a (resp. b), no specials.
-    """
-
-    inputs: dict
-    prior: object
-    mask_a: object
-    mask_b: object
-
-
 def load_lexicon(path: str | Path | None = None) -> dict[tuple[str, str], float]:
     """The word-relation lexicon as {(word_a, word_b): similarity}, both orders present.
 
@@ -144,20 +113,6 @@ def _read_lexicon(path: str) -> tuple[tuple[tuple[str, str], float], ...]:
             a, b = row["word_a"].lower(), row["word_b"].lower()
             table[a, b] = table[b, a] = RELATION_SCORES[relation]
     return tuple(table.items())
-
-
-def load_pairs(split: str | None = None) -> list[StsPair]:
-    """The project's graded sentence pairs (bertlib/data/sts_pairs.tsv), optionally one split.
-
-    split: None for all 162 pairs, or "train" / "test" (the split is by group of pairs sharing
-    their first sentence, so no sentence a of the test pairs is seen in training).
-    """
-    one_of(split, "split", (None, "train", "test"))
-    with open(_DATA / "sts_pairs.tsv", encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
-    pairs = [StsPair(r["sentence_a"], r["sentence_b"], float(r["score"]), r["split"])
-             for r in rows]
-    return [p for p in pairs if split is None or p.split == split]
 
 
 def _as_sentence(x: str | Sequence[str], name: str) -> str:
@@ -280,30 +235,6 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
                 S[rows, cols] = sim[i, j]
                 S[cols.T, rows.T] = sim[i, j]
     return S.astype(np.float32)
-
-
-def pair_batch(pairs: Sequence[tuple[str, str]] | Sequence[StsPair], source: str = "lexicon",
-               model: LoadedBert | None = None) -> PairBatch:
-    """Tokenize sentence pairs into one padded batch with their priors (see :class:`PairBatch`).
-
-    pairs: a non-empty list of (sentence_a, sentence_b) (StsPair works too).
-    Shapes: inputs (batch, n) with n the longest pair; prior (batch, n, n), 0 on padding rows
-    and columns; mask_a / mask_b (batch, n). Errors as in :func:`similarity_prior`.
-    """
-    if isinstance(pairs, str) or not isinstance(pairs, Sequence) or not pairs:
-        raise ValueError("pairs must be a non-empty list of (sentence_a, sentence_b)")
-    model = model or load_bert()
-    priors = [similarity_prior(p[0], p[1], source, model) for p in pairs]
-    inputs = model.tokenizer([p[0] for p in pairs], [p[1] for p in pairs], padding=True,
-                             return_tensors="pt", return_special_tokens_mask=True)
-    special = inputs.pop("special_tokens_mask").bool()
-    n = inputs["input_ids"].shape[1]
-    prior = torch.zeros(len(pairs), n, n)
-    for k, S in enumerate(priors):
-        prior[k, : len(S), : len(S)] = torch.from_numpy(S)
-    real = inputs["attention_mask"].bool() & ~special
-    second = inputs["token_type_ids"].bool()
-    return PairBatch(dict(inputs), prior, (real & ~second).float(), (real & second).float())
 
 
 class PriorGate(torch.nn.Module):
@@ -451,96 +382,3 @@ def use_prior_attention(model, layers: int | Sequence[int] = (0,), mode: str = "
     original = bert.config._attn_implementation
     bert.set_attn_implementation(PRIOR_ATTENTION)
     return PriorAttention(bert, chosen, mode, original)
-
-
-def pair_cosines(model, batch: PairBatch):
-    """cos(u, v) per pair (batch,): u, v = mean of the last hidden states over a's and b's pieces.
-
-    The pair is read jointly as [CLS] a [SEP] b [SEP] (so the prior can link the sentences);
-    the prior is passed only when prior attention is on. Differentiable (no torch.no_grad here).
-    """
-    bert = bert_module(model)
-    extra = {"prior": batch.prior} if bert.config._attn_implementation == PRIOR_ATTENTION else {}
-    H = bert(**batch.inputs, **extra).last_hidden_state  # (batch, n, d)
-
-    def pool(mask):
-        return (H * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-
-    return torch.nn.functional.cosine_similarity(pool(batch.mask_a), pool(batch.mask_b), dim=-1)
-
-
-def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int = 16,
-              lr: float = 5e-5, seed: int = 0, train_embeddings: bool = False) -> list[float]:
-    """Train ``model`` (in place) so cos(u, v) matches score / 5; returns the loss of each step.
-
-    Loss: mean squared error between :func:`pair_cosines` and the gold score / 5 (the cosine
-    similarity loss of sentence-BERT). AdamW over every parameter except, by default, the
-    embeddings (12 of the 23 million weights: frozen for the run, with ``requires_grad`` off so
-    no gradient is computed for them, which keeps the "embedding" prior fixed; switched back on
-    afterwards); a learned gate is trained too. Dropout on; the pairs shuffled each
-    epoch by a generator seeded with ``seed``; torch's seed and deterministic algorithms are set
-    for the run (torch's random state and the previous setting are restored afterwards, so
-    the caller's random numbers go on as if the call had not happened). Leaves the model in
-    eval mode.
-    """
-    if not pairs:
-        raise ValueError("pairs must hold at least one labelled pair")
-    whole(epochs, "epochs", 1)
-    bert = bert_module(model)
-    rng = np.random.default_rng(seed)
-    batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
-    encoded = [(pair_batch(b), torch.tensor([p.score / 5 for p in b])) for b in batches]
-    frozen = [] if train_embeddings else [p for p in bert.embeddings.parameters()
-                                          if p.requires_grad]
-    for p in frozen:  # no gradient is computed for them at all (saves time and memory)
-        p.requires_grad_(False)
-    # foreach=False: one parameter at a time, so the update needs no temporaries the size of
-    # the whole model (a smaller peak memory; the same arithmetic)
-    optimizer = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad], lr=lr,
-                                  foreach=False)
-    losses = []
-    bert.train()
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    caller_rng = torch.get_rng_state()  # put back afterwards: the caller's random stream
-    torch.manual_seed(seed)  # dropout's masks, the same for the same seed
-    try:
-        for _ in range(epochs):
-            for k in rng.permutation(len(encoded)):
-                batch, target = encoded[k]
-                loss = torch.nn.functional.mse_loss(pair_cosines(bert, batch), target)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.item())
-    finally:
-        bert.eval()
-        for p in frozen:
-            p.requires_grad_(True)
-        torch.use_deterministic_algorithms(was_deterministic)
-        torch.set_rng_state(caller_rng)
-    return losses
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 0..n-1 with ties given their average rank."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x))
-    _, tie, counts = np.unique(x, return_inverse=True, return_counts=True)
-    return (np.bincount(tie, weights=ranks) / counts)[tie]
-
-
-def spearman(x, y) -> float:
-    """Spearman's rank correlation: Pearson's r of the ranks (ties get their average rank).
-
-    x, y: (m,) arrays of finite numbers, m >= 2, neither constant (a single value is constant).
-    Returns a float in [-1, 1].
-    """
-    x, y = as_array(x, "x", 1), as_array(y, "y", 1)
-    same_shape(x, y, ("x", "y"))
-    rx, ry = _ranks(x) - (len(x) - 1) / 2, _ranks(y) - (len(y) - 1) / 2
-    denom = math.sqrt(float(rx @ rx) * float(ry @ ry))
-    if denom == 0:
-        raise ValueError("Spearman's correlation is undefined when x or y is constant")
-    return float(rx @ ry) / denom

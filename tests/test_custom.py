@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bertlib import custom as C
+from bertlib import finetune as F
 from bertlib.models import encode
 
 A, B = "The cat sat on the mat", "A feline rested on the rug"
@@ -120,7 +121,7 @@ def test_wordnet_source_uses_synonyms_antonyms_and_wu_palmer(bert, monkeypatch):
 
 
 def test_all_ones_prior_equals_standard_attention_exactly_in_all_layers_with_padding(bert):
-    batch = C.pair_batch(PAIRS, model=bert)
+    batch = F.pair_batch(PAIRS, model=bert)
     assert batch.inputs["attention_mask"].min() == 0  # the batch really has padding
     ref = run(bert.model, batch)
     with C.use_prior_attention(bert, layers=range(6)):
@@ -139,7 +140,7 @@ def test_all_ones_prior_equals_standard_attention_exactly_in_all_layers_with_pad
 
 
 def test_prior_is_applied_only_in_the_chosen_layers(bert):
-    batch = C.pair_batch([(A, B)], model=bert)
+    batch = F.pair_batch([(A, B)], model=bert)
     ref = run(bert.model, batch)
     with C.use_prior_attention(bert, layers=[2]) as handle:
         assert handle.layers == (2,)
@@ -151,7 +152,7 @@ def test_prior_is_applied_only_in_the_chosen_layers(bert):
 
 
 def test_guided_layer_computes_softmax_of_scores_times_prior_plus_mask(bert):
-    batch = C.pair_batch(PAIRS, model=bert)
+    batch = F.pair_batch(PAIRS, model=bert)
     with C.use_prior_attention(bert, layers=[0]):
         with torch.no_grad():
             out = bert.model(**batch.inputs, prior=batch.prior, output_attentions=True,
@@ -178,8 +179,8 @@ def test_guided_layer_computes_softmax_of_scores_times_prior_plus_mask(bert):
 def test_mask_is_additive_float_so_padding_gets_no_weight(bert):
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
-    batch = C.pair_batch(PAIRS, model=bert)
-    short = C.pair_batch(PAIRS[:1], model=bert)
+    batch = F.pair_batch(PAIRS, model=bert)
+    short = F.pair_batch(PAIRS[:1], model=bert)
     m = int(short.inputs["input_ids"].shape[1])
     with C.use_prior_attention(bert, layers=[0, 3], mode="parallel"):
         assert ALL_MASK_ATTENTION_FUNCTIONS[C.PRIOR_ATTENTION] is eager_mask
@@ -197,7 +198,7 @@ def test_mask_is_additive_float_so_padding_gets_no_weight(bert):
 
 
 def test_undo_restores_the_original_model_exactly(bert):
-    batch = C.pair_batch([(A, B)], model=bert)
+    batch = F.pair_batch([(A, B)], model=bert)
     before = {k: v.clone() for k, v in bert.model.state_dict().items()}
     ref = run(bert.model, batch)
     n_params = len(list(bert.model.parameters()))
@@ -232,7 +233,7 @@ def test_plugging_in_leaves_the_state_dict_unchanged(bert):
 
 
 def test_parallel_gate_mixes_the_two_attentions(bert):
-    batch = C.pair_batch([(A, B)], model=bert)
+    batch = F.pair_batch([(A, B)], model=bert)
     runs = {}
     for name, kwargs in {"multiply": {}, "g0": {"mode": "parallel", "gate": 0.0},
                          "g1": {"mode": "parallel", "gate": 1.0},
@@ -260,106 +261,33 @@ def test_learned_gate_is_a_trainable_parameter_and_fixed_gate_is_not(bert):
         gate = h.gates()[0]
         # sigmoid(log(0.2 / 0.8)) in float32: off by a few eps, inside approx's 1e-6
         assert gate.gate().item() == pytest.approx(0.2)
-        batch = C.pair_batch([(A, B)], model=bert)
-        C.pair_cosines(model, batch).sum().backward()
+        batch = F.pair_batch([(A, B)], model=bert)
+        F.pair_cosines(model, batch).sum().backward()
         assert gate.gate_logit.grad is not None and gate.gate_logit.grad.abs() > 0
 
 
 def test_real_prior_raises_attention_from_cat_to_feline_in_layer_0(bert):
-    batch = C.pair_batch([(A, B)], model=bert)
+    batch = F.pair_batch([(A, B)], model=bert)
     before = run(bert.model, batch).attentions[0][0, :, 2, 9:11].sum(-1)
     with C.use_prior_attention(bert):
         after = run(bert.model, batch, batch.prior).attentions[0][0, :, 2, 9:11].sum(-1)
     assert after.mean() > before.mean()
 
 
-# ---------------------------------------------------------------- data, training, Spearman
+# ---------------------------------------------------------------- the lexicon
 
 
-def test_pairs_and_lexicon_data():
-    pairs = C.load_pairs()
-    train, test = C.load_pairs("train"), C.load_pairs("test")
-    assert len(pairs) >= 150 and len(train) + len(test) == len(pairs) and len(test) >= 40
-    assert {p.score for p in pairs} == {0, 1, 2, 3, 4, 5}
-    assert not {p.sentence_a for p in train} & {p.sentence_a for p in test}
+def test_lexicon_data():
     lexicon = C.load_lexicon()
     assert lexicon["cat", "feline"] == lexicon["feline", "cat"] == C.RELATION_SCORES["hypernym"]
     assert lexicon["mat", "rug"] == 1.0
-    with pytest.raises(ValueError, match="split must be"):
-        C.load_pairs("dev")
-
-
-def test_pair_batch_shapes_and_padding(bert):
-    batch = C.pair_batch(PAIRS, model=bert)
-    b, n = batch.inputs["input_ids"].shape
-    assert batch.prior.shape == (b, n, n) and batch.mask_a.shape == batch.mask_b.shape == (b, n)
-    k = int(batch.inputs["attention_mask"][0].sum())
-    assert (batch.prior[0, k:] == 0).all() and (batch.prior[0, :, k:] == 0).all()
-    np.testing.assert_array_equal(batch.prior[0, :k, :k].numpy(), C.similarity_prior(A, B))
-    assert batch.mask_a[0].tolist() == [0] + [1] * 6 + [0] * (n - 7)
-    assert batch.mask_b[0, 8:15].tolist() == [1] * 7 and batch.mask_b[0, 15:].sum() == 0
-
-
-@pytest.mark.slow
-def test_fine_tune_is_reproducible_and_leaves_embeddings_frozen(bert):
-    pairs = C.load_pairs("train")[:6]
-    runs = []
-    for _ in range(2):
-        model = copy.deepcopy(bert.model)
-        with C.use_prior_attention(model, mode="parallel", learn_gate=True) as h:
-            losses = C.fine_tune(model, pairs, epochs=1, batch_size=3, seed=4)
-            gate = h.gates()[0].gate().item()
-        runs.append((losses, gate, model))
-    (l1, g1, m1), (l2, g2, m2) = runs
-    assert len(l1) == 2 and np.isfinite(l1).all() and l1 == l2 and g1 == g2 != 0.5
-    original = bert.model.state_dict()
-    trained = m1.state_dict()
-    assert torch.equal(trained["embeddings.word_embeddings.weight"],
-                       original["embeddings.word_embeddings.weight"])
-    assert not torch.equal(trained["encoder.layer.0.attention.self.query.weight"],
-                           original["encoder.layer.0.attention.self.query.weight"])
-    assert not m1.training and not torch.are_deterministic_algorithms_enabled()
-    # the frozen embeddings got no gradient at all, and are trainable again afterwards
-    assert all(p.grad is None and p.requires_grad for p in m1.embeddings.parameters())
-
-
-def test_fine_tune_leaves_torchs_random_state_as_it_was(bert):
-    model = copy.deepcopy(bert.model)
-    before = torch.get_rng_state()
-    C.fine_tune(model, C.load_pairs("train")[:2], epochs=1, batch_size=2, seed=0)
-    assert torch.equal(torch.get_rng_state(), before)
-    assert not torch.are_deterministic_algorithms_enabled()
-
-
-def _naive_average_ranks(v):
-    """Rank of each value = (number smaller) + (number equal - 1) / 2: the tie rule, spelled out."""
-    return [sum(w < x for w in v) + (sum(w == x for w in v) - 1) / 2 for x in v]
-
-
-def test_spearman_on_hand_cases_with_ties():
-    assert C.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert C.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
-    # ranks with ties: x -> [0, 1.5, 1.5, 3], y -> [0, 1, 2, 3]; r = 4.5 / sqrt(4.5 * 5)
-    assert C.spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / np.sqrt(4.5 * 5))
-    # ties on both sides: x ranks [0.5, 0.5, 2, 3], y ranks [0, 2, 2, 2]; centred (mean 1.5):
-    # x [-1, -1, .5, 1.5], y [-1.5, .5, .5, .5] -> r = 2 / sqrt(4.5 * 3)
-    assert C.spearman([5, 5, 7, 9], [0, 1, 1, 1]) == pytest.approx(2 / np.sqrt(4.5 * 3))
-
-
-def test_spearman_is_pearson_of_naively_computed_average_ranks():
-    rng = np.random.default_rng(0)
-    x, y = rng.integers(0, 6, 50).astype(float), np.round(rng.normal(size=50), 1)  # many ties
-    expected = np.corrcoef(_naive_average_ranks(x), _naive_average_ranks(y))[0, 1]
-    # float64 sums of 50 terms: 50 * 2.2e-16 = 1e-14 -> 1e-12
-    assert C.spearman(x, y) == pytest.approx(expected, abs=1e-12)
-    assert C.spearman(y, x) == pytest.approx(expected, abs=1e-12)
 
 
 # ---------------------------------------------------------------- bad input -> clear errors
 
 
 def test_prior_of_the_wrong_shape_for_the_batch(bert):
-    batch = C.pair_batch(PAIRS, model=bert)
+    batch = F.pair_batch(PAIRS, model=bert)
     with C.use_prior_attention(bert):
         with pytest.raises(ValueError, match=r"prior must have shape \(batch, n, n\) = \(2, "):
             run(bert.model, batch, batch.prior[:1])
@@ -372,7 +300,7 @@ def test_prior_of_the_wrong_shape_for_the_batch(bert):
 @pytest.mark.parametrize("value, message", [(-0.5, ">= 0 everywhere"), (float("nan"), "NaN"),
                                             (float("inf"), "NaN/inf")])
 def test_negative_or_nan_prior(bert, value, message):
-    batch = C.pair_batch([(A, B)], model=bert)
+    batch = F.pair_batch([(A, B)], model=bert)
     prior = batch.prior.clone()
     prior[0, 2, 9] = value
     with C.use_prior_attention(bert), pytest.raises(ValueError, match=message):
@@ -407,8 +335,6 @@ def test_unknown_mode_bad_gate_and_double_use(bert):
 def test_a_pair_longer_than_the_model_allows(bert):
     with pytest.raises(ValueError, match="512 positions"):
         C.similarity_prior(A, "word " * 600, model=bert)
-    with pytest.raises(ValueError, match="512 positions"):
-        C.pair_batch([(A, B), ("cat " * 300, "dog " * 300)], model=bert)
 
 
 @pytest.mark.parametrize("a, b", [("", B), (A, "   "), ([], B)])
@@ -424,13 +350,3 @@ def test_other_bad_inputs(bert):
         C.similarity_prior(A, B, model=bert, lexicon={("cat", "feline"): -1.0})
     with pytest.raises(TypeError, match="tokens_a must be a sentence"):
         C.similarity_prior(42, B, model=bert)
-    with pytest.raises(ValueError, match="non-empty list"):
-        C.pair_batch([], model=bert)
-    with pytest.raises(ValueError, match="constant"):
-        C.spearman([1, 1, 1], [1, 2, 3])
-    with pytest.raises(ValueError, match="same shape"):
-        C.spearman([1, 2], [1, 2, 3])
-    with pytest.raises(ValueError, match="finite"):
-        C.spearman([1, np.nan], [1, 2])
-    with pytest.raises(ValueError, match="epochs must be"):
-        C.fine_tune(bert.model, C.load_pairs("train")[:2], epochs=0)

@@ -14,7 +14,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2Model
 from transformers.utils import logging as hf_logging
 
-from bertlib import custom, models
+from bertlib import finetune, models
 from bertlib.bert import bert_params, forward_text
 from bertlib.models import (
     DEFAULT_MODEL,
@@ -292,8 +292,8 @@ def test_a_replaced_weight_tensor_is_seen(own_bert):
 @pytest.mark.slow
 def test_one_fine_tuning_step_is_seen(own_bert):
     before = cache_everything(own_bert)
-    losses = custom.fine_tune(own_bert, custom.load_pairs("train")[:2], epochs=1, batch_size=2,
-                              lr=1e-3)
+    losses = finetune.fine_tune(own_bert, finetune.load_pairs("train")[:2], epochs=1,
+                                batch_size=2, lr=1e-3)
     assert len(losses) == 1  # exactly one optimizer step
     assert_every_path_sees_the_model_as_it_is(own_bert, before)
 

@@ -1,0 +1,106 @@
+"""Tests for bertlib.finetune: the graded pairs, their batches, fine-tuning and Spearman's rho."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib import custom as C
+from bertlib import finetune as F
+
+A, B = "The cat sat on the mat", "A feline rested on the rug"
+PAIRS = [(A, B), ("A dog ran.", "The puppy is running across the big green field.")]
+
+
+def test_pairs_data():
+    pairs = F.load_pairs()
+    train, test = F.load_pairs("train"), F.load_pairs("test")
+    assert len(pairs) >= 150 and len(train) + len(test) == len(pairs) and len(test) >= 40
+    assert {p.score for p in pairs} == {0, 1, 2, 3, 4, 5}
+    assert not {p.sentence_a for p in train} & {p.sentence_a for p in test}
+    with pytest.raises(ValueError, match="split must be"):
+        F.load_pairs("dev")
+
+
+def test_pair_batch_shapes_and_padding(bert):
+    batch = F.pair_batch(PAIRS, model=bert)
+    b, n = batch.inputs["input_ids"].shape
+    assert batch.prior.shape == (b, n, n) and batch.mask_a.shape == batch.mask_b.shape == (b, n)
+    k = int(batch.inputs["attention_mask"][0].sum())
+    assert (batch.prior[0, k:] == 0).all() and (batch.prior[0, :, k:] == 0).all()
+    np.testing.assert_array_equal(batch.prior[0, :k, :k].numpy(), C.similarity_prior(A, B))
+    assert batch.mask_a[0].tolist() == [0] + [1] * 6 + [0] * (n - 7)
+    assert batch.mask_b[0, 8:15].tolist() == [1] * 7 and batch.mask_b[0, 15:].sum() == 0
+
+
+@pytest.mark.slow
+def test_fine_tune_is_reproducible_and_leaves_embeddings_frozen(bert):
+    pairs = F.load_pairs("train")[:6]
+    runs = []
+    for _ in range(2):
+        model = copy.deepcopy(bert.model)
+        with C.use_prior_attention(model, mode="parallel", learn_gate=True) as h:
+            losses = F.fine_tune(model, pairs, epochs=1, batch_size=3, seed=4)
+            gate = h.gates()[0].gate().item()
+        runs.append((losses, gate, model))
+    (l1, g1, m1), (l2, g2, m2) = runs
+    assert len(l1) == 2 and np.isfinite(l1).all() and l1 == l2 and g1 == g2 != 0.5
+    original = bert.model.state_dict()
+    trained = m1.state_dict()
+    assert torch.equal(trained["embeddings.word_embeddings.weight"],
+                       original["embeddings.word_embeddings.weight"])
+    assert not torch.equal(trained["encoder.layer.0.attention.self.query.weight"],
+                           original["encoder.layer.0.attention.self.query.weight"])
+    assert not m1.training and not torch.are_deterministic_algorithms_enabled()
+    # the frozen embeddings got no gradient at all, and are trainable again afterwards
+    assert all(p.grad is None and p.requires_grad for p in m1.embeddings.parameters())
+
+
+def test_fine_tune_leaves_torchs_random_state_as_it_was(bert):
+    model = copy.deepcopy(bert.model)
+    before = torch.get_rng_state()
+    F.fine_tune(model, F.load_pairs("train")[:2], epochs=1, batch_size=2, seed=0)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def _naive_average_ranks(v):
+    """Rank of each value = (number smaller) + (number equal - 1) / 2: the tie rule, spelled out."""
+    return [sum(w < x for w in v) + (sum(w == x for w in v) - 1) / 2 for x in v]
+
+
+def test_spearman_on_hand_cases_with_ties():
+    assert F.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert F.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    # ranks with ties: x -> [0, 1.5, 1.5, 3], y -> [0, 1, 2, 3]; r = 4.5 / sqrt(4.5 * 5)
+    assert F.spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / np.sqrt(4.5 * 5))
+    # ties on both sides: x ranks [0.5, 0.5, 2, 3], y ranks [0, 2, 2, 2]; centred (mean 1.5):
+    # x [-1, -1, .5, 1.5], y [-1.5, .5, .5, .5] -> r = 2 / sqrt(4.5 * 3)
+    assert F.spearman([5, 5, 7, 9], [0, 1, 1, 1]) == pytest.approx(2 / np.sqrt(4.5 * 3))
+
+
+def test_spearman_is_pearson_of_naively_computed_average_ranks():
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 6, 50).astype(float), np.round(rng.normal(size=50), 1)  # many ties
+    expected = np.corrcoef(_naive_average_ranks(x), _naive_average_ranks(y))[0, 1]
+    # float64 sums of 50 terms: 50 * 2.2e-16 = 1e-14 -> 1e-12
+    assert F.spearman(x, y) == pytest.approx(expected, abs=1e-12)
+    assert F.spearman(y, x) == pytest.approx(expected, abs=1e-12)
+
+
+
+
+def test_bad_inputs(bert):
+    with pytest.raises(ValueError, match="512 positions"):
+        F.pair_batch([(A, B), ("cat " * 300, "dog " * 300)], model=bert)
+    with pytest.raises(ValueError, match="non-empty list"):
+        F.pair_batch([], model=bert)
+    with pytest.raises(ValueError, match="constant"):
+        F.spearman([1, 1, 1], [1, 2, 3])
+    with pytest.raises(ValueError, match="same shape"):
+        F.spearman([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="finite"):
+        F.spearman([1, np.nan], [1, 2])
+    with pytest.raises(ValueError, match="epochs must be"):
+        F.fine_tune(bert.model, F.load_pairs("train")[:2], epochs=0)

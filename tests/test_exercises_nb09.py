@@ -1,7 +1,8 @@
 """Tests of the notebook 09 checkers: each names the mistake and never raises."""
 
 from bertlib.exercises import nb09
-from bertlib.pretrain import build_tokenizer, tiny_config
+from bertlib.pretrain import tiny_config
+from bertlib.probes import build_tokenizer
 
 V = build_tokenizer().get_vocab_size()
 

@@ -1,4 +1,4 @@
-"""Tests of bertlib.pretrain: tokenizer, config, probes, measures on constructed maps, training."""
+"""Tests of bertlib.pretrain: config, training, ablation, fill-mask."""
 
 import numpy as np
 import pytest
@@ -6,35 +6,17 @@ import torch
 
 from bertlib import grammar as g
 from bertlib import pretrain as pt
+from bertlib import probes
 
 
 @pytest.fixture(scope="module")
 def tok():
-    return pt.build_tokenizer()
+    return probes.build_tokenizer()
 
 
 @pytest.fixture(scope="module")
 def tiny(tok):
     return pt.new_model(pt.tiny_config(tok.get_vocab_size(), layers=2, heads=2, hidden=16), 0)
-
-
-def test_tokenizer_round_trip_and_special_tokens(tok):
-    texts = [s.text for s in g.generate(50, g.CONSTRUCTIONS, seed=0)]
-    ids, mask = pt.encode_texts(tok, texts)
-    for row, m, text in zip(ids, mask, texts, strict=True):
-        real = row[m == 1].tolist()
-        assert real[0] == tok.token_to_id("[CLS]") and real[-1] == tok.token_to_id("[SEP]")
-        assert tok.decode(real) == text
-        assert len(real) == len(text.split()) + 2
-        assert (row[m == 0] == tok.token_to_id("[PAD]")).all()
-    assert [tok.token_to_id(s) for s in pt.SPECIALS] == [0, 1, 2, 3, 4]
-    assert tok.get_vocab_size() == len(g.vocabulary()) + 5
-    assert tok.encode("the unicorn sleeps").ids[2] == tok.token_to_id("[UNK]")
-
-
-def test_tokenizer_rejects_clashing_words():
-    with pytest.raises(ValueError, match="clash"):
-        pt.build_tokenizer(["cat", "[MASK]"])
 
 
 def test_config_needs_hidden_divisible_by_heads():
@@ -46,69 +28,9 @@ def test_config_needs_hidden_divisible_by_heads():
     assert (config.num_hidden_layers, config.num_attention_heads, config.hidden_size) == (3, 2, 32)
 
 
-def test_shares_on_constructed_maps():
-    n = 5
-    prev = np.eye(n, k=-1)
-    prev[0, 0] = 1.0  # the first token has no previous one: it looks at itself
-    nxt = np.eye(n, k=1)
-    nxt[-1, -1] = 1.0
-    A = np.stack([prev, nxt, np.full((n, n), 1 / n)])  # (3 heads, n, n)
-    assert np.allclose(pt.offset_share(A, -1), [1, 0, 1 / n])
-    assert np.allclose(pt.offset_share(A, 1), [0, 1, 1 / n])
-    assert np.allclose(pt.position_share(A, 0), [2 / n, 0, 1 / n])
-    assert np.allclose(pt.position_share(A, -1), [0, 2 / n, 1 / n])
-    assert np.allclose(pt.pair_share(A, [3, 4], [2, 3]), [1, 0, 1 / n])
-
-
-@pytest.mark.parametrize("call, message", [
-    (lambda: pt.offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
-    (lambda: pt.offset_share(np.eye(3), 0), "non-zero integer in -2..2"),
-    (lambda: pt.position_share(np.eye(3), 3), "j must be a whole number in -3..2"),
-    (lambda: pt.pair_share(np.eye(3), [0, 1], [0]), r"queries and keys must have the same shape, got \(2,\) and \(1,\)"),
-    (lambda: pt.pair_share(np.eye(3), [0], [5]), r"non-empty lists of positions in 0..2, got \[0\] and \[5\]"),
-    (lambda: pt.first_crossing([0, 1], [0.1], 0.5), r"values and steps must have the same shape, got \(1,\) and \(2,\)"),
-])
-def test_measures_name_bad_input(call, message):
-    with pytest.raises(ValueError, match=message):
-        call()
-
-
-def test_first_crossing():
-    assert pt.first_crossing([0, 50, 100], [0.1, 0.6, 0.9], 0.5) == 50
-    assert pt.first_crossing([0, 50], [0.1, 0.2], 0.5) is None
-    assert pt.first_crossing([0, 1, 2, 3], [0.6, 0.1, 0.7, 0.8], 0.5) == 0
-    assert pt.first_crossing([0, 1, 2, 3], [0.6, 0.1, 0.7, 0.8], 0.5, stay=True) == 2
-    assert pt.first_crossing([0, 1], [0.6, 0.1], 0.5, stay=True) is None
-
-
-def test_probe_masks_each_verb_and_records_its_ground_truth(tok):
-    s = g.sentence("obj_rel", np.random.default_rng(7))  # the student that the quiet trees ...
-    probe = pt.make_probe(tok, [s])
-    assert len(probe.ids) == 2
-    mask_id = tok.token_to_id("[MASK]")
-    assert probe.ids[0, 7] == mask_id and probe.ids[1, 8] == mask_id
-    assert probe.subject.tolist() == [6, 2] and probe.first.tolist() == [2, 2]
-    assert probe.nearest.tolist() == [6, 6]
-    assert tok.id_to_token(int(probe.right[0])) == "find"
-    assert tok.id_to_token(int(probe.wrong[0])) == "finds"
-    table = pt.agreement_table(probe, np.array([True, False]))
-    assert table["obj_rel · inner"] == {"model": 1.0, "nearest noun": 1.0, "first noun": 0.0,
-                                        "n": 1}
-    assert table["obj_rel · main"]["nearest noun"] == 0.0  # "trees" is plural, "laughs" is not
-
-
-def test_measure_shapes_and_rows_sum(tok, tiny):
-    probe = pt.make_probe(tok, g.generate(6, g.CONSTRUCTIONS, seed=2))
-    m = pt.measure(tiny, probe)
-    assert m["correct"].shape == m["p_right"].shape == probe.verb.shape
-    for key in ("subject", "previous", "next", "[CLS]", "[SEP]"):
-        assert m[key].shape == (2, 2)
-        assert ((m[key] >= 0) & (m[key] <= 1)).all()
-
-
 def test_training_is_deterministic_and_lowers_the_loss(tok):
     torch.set_num_threads(1)
-    probe = pt.make_probe(tok, g.generate(4, seed=0, split="test"))
+    probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
     runs = []
     for _ in range(2):
         model = pt.new_model(pt.tiny_config(tok.get_vocab_size(), heads=2, hidden=16), 0)
@@ -124,13 +46,13 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
 
 
 def test_ablation_changes_only_inside_the_block_and_checks_its_range(tok, tiny):
-    probe = pt.make_probe(tok, g.generate(4, seed=0, split="test"))
-    before = pt.measure(tiny, probe)["p_right"]
+    probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
+    before = probes.measure(tiny, probe)["p_right"]
     with pt.ablated(tiny, 1, 0):
-        during = pt.measure(tiny, probe)
+        during = probes.measure(tiny, probe)
     assert np.allclose(during["subject"][1, 0], 0.0)
     assert not np.allclose(during["p_right"], before)
-    assert np.allclose(pt.measure(tiny, probe)["p_right"], before)
+    assert np.allclose(probes.measure(tiny, probe)["p_right"], before)
     with pytest.raises(ValueError, match=r"layer must be a whole number in 0..1 \(2 layers\)"):
         with pt.ablated(tiny, 2, 0):
             pass
@@ -149,9 +71,3 @@ def test_fill_mask_returns_probabilities_and_names_bad_text(tok, tiny):
         pt.fill_mask(tiny, tok, "the unicorn near the Cat [MASK]")
     with pytest.raises(TypeError, match="text must be a string"):
         pt.fill_mask(tiny, tok, None)
-
-
-def test_subset_keeps_the_chosen_rows(tok):
-    probe = pt.make_probe(tok, g.generate(5, g.CONSTRUCTIONS, seed=2))
-    part = pt.subset(probe, probe.role == "main")
-    assert len(part.verb) == (probe.role == "main").sum() and (part.role == "main").all()

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlib import grammar
+from bertlib import grammar, probes
 from bertlib import pretrain as pt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,10 +28,10 @@ def test_the_script_reproduces_the_start_of_the_saved_run():
     thread: equal to float32 rounding; another CPU's kernels drift by far less than 0.05."""
     r = pretrain_tiny_bert.RECIPE
     torch.set_num_threads(1)
-    tok = pt.build_tokenizer()
+    tok = probes.build_tokenizer()
     model = pt.new_model(pt.tiny_config(tok.get_vocab_size(), r["layers"], r["heads"],
                                         r["hidden"]), r["seed"])
-    probe = pt.make_probe(tok, grammar.generate(r["probe_sentences"], seed=r["probe_seed"],
+    probe = probes.make_probe(tok, grammar.generate(r["probe_sentences"], seed=r["probe_seed"],
                                                 split="test"))
     run = pt.train(model, tok, 100, probe, r["batch_size"], r["lr"], r["warmup"], r["seed"],
                    r["every"], schedule_steps=r["steps"], progress=False)

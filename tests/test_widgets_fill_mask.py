@@ -6,6 +6,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from bertlib import pretrain as pt  # noqa: E402
+from bertlib import probes  # noqa: E402
 from bertlib.widgets.fill_mask import FillMaskExplorer, fill_mask_figure  # noqa: E402
 
 TEXT = "the dog [MASK] the cat"
@@ -13,7 +14,7 @@ TEXT = "the dog [MASK] the cat"
 
 @pytest.fixture(scope="module")
 def tiny():
-    tok = pt.build_tokenizer()
+    tok = probes.build_tokenizer()
     return pt.new_model(pt.tiny_config(tok.get_vocab_size(), layers=2, heads=2, hidden=16), 0), tok
 
 

@@ -30,15 +30,15 @@ def build(out: Path, recipe: dict = RECIPE, progress: bool = False) -> Path:
     """Train with ``recipe`` and save the model and its history into ``out``."""
     import torch
 
-    from bertlib import grammar
+    from bertlib import grammar, probes
     from bertlib import pretrain as pt
 
     torch.set_num_threads(1)
-    tok = pt.build_tokenizer()
+    tok = probes.build_tokenizer()
     config = pt.tiny_config(tok.get_vocab_size(), recipe["layers"], recipe["heads"],
                             recipe["hidden"])
     model = pt.new_model(config, recipe["seed"])
-    probe = pt.make_probe(tok, grammar.generate(recipe["probe_sentences"],
+    probe = probes.make_probe(tok, grammar.generate(recipe["probe_sentences"],
                                                 seed=recipe["probe_seed"], split="test"))
     h = pt.train(model, tok, recipe["steps"], probe, recipe["batch_size"], recipe["lr"],
                  recipe["warmup"], recipe["seed"], recipe["every"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 from transformers import BertConfig, BertForMaskedLM
 
 from bertlib.exercises import Feedback, as_answer_number, as_answer_whole, not_answered
-from bertlib.pretrain import build_tokenizer
+from bertlib.probes import build_tokenizer
 
 __all__ = ["check_layer_guess", "check_attractor_prediction", "check_design",
            "DESIGN_BUDGET", "DESIGN_LAYERS", "DESIGN_HEAD_WIDTH"]

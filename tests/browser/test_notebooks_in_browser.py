@@ -138,7 +138,7 @@ def check_explorer(page, name: str, screenshots: Path) -> None:
     page.screenshot(path=str(screenshots / f"{Path(name).stem}_explorer.png"))
 
     commit(".explorer-layer", "99")
-    box.get_by_text(re.compile(r"layer must be in 0\.\.\d+")).first.wait_for(timeout=30_000)
+    box.get_by_text(re.compile(r"layer must be a whole number in 0\.\.\d+")).first.wait_for(timeout=30_000)
     commit(".explorer-text", "   ")
     box.get_by_text(re.compile("empty")).first.wait_for(timeout=30_000)
     assert box.locator(".jp-OutputArea-output [data-mime-type*=error]").count() == 0, (

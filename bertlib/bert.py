@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bertlib.attention import _check_mask, _multi_head
-from bertlib.checks import as_array, same_shape, whole
+from bertlib.checks import as_array, same_shape, vocab_ids, whole
 from bertlib.models import bert_module, encode, load_bert, parameters_state
 
 __all__ = [
@@ -179,27 +179,17 @@ def gelu(x) -> np.ndarray:
     return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
 
 
-def _check_ids(input_ids, name: str, upper: int) -> np.ndarray:
-    """Ids of any shape, whole numbers in 0..upper − 1."""
-    ids = np.asarray(input_ids)
-    if not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"{name} must hold whole numbers, got dtype {ids.dtype}")
-    if ids.size and (ids.min() < 0 or ids.max() >= upper):
-        raise ValueError(f"{name} must be in 0..{upper - 1}, got values {ids.min()}..{ids.max()}")
-    return ids
-
-
 def embed(params: BertParams, input_ids, token_type_ids=None) -> np.ndarray:
     """E = LayerNorm(W_word[t] + W_pos[0..n−1] + W_type[s]).
 
     input_ids, token_type_ids: (..., n) ints (token types default to 0, "sentence A").
     Returns (..., n, d) float64.
     """
-    t = _check_ids(input_ids, "input_ids", params.word.shape[0])
+    t = vocab_ids(input_ids, "input_ids", params.word.shape[0])
     n_max = params.position.shape[0]
     n = whole(t.shape[-1] if t.ndim else 0, "n, the number of tokens (input_ids has shape "
               "(..., n))", 1, n_max, why=f"(the model has {n_max} positions)")
-    s = np.zeros_like(t) if token_type_ids is None else _check_ids(
+    s = np.zeros_like(t) if token_type_ids is None else vocab_ids(
         token_type_ids, "token_type_ids", params.token_type.shape[0])
     same_shape(s, t, ("token_type_ids", "input_ids"))
     x = params.word[t].astype(np.float64) + params.position[:n] + params.token_type[s]

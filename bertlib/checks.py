@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["whole", "number", "one_of", "as_array", "check_finite", "same_shape"]
+__all__ = ["whole", "number", "one_of", "as_array", "check_finite", "same_shape", "vocab_ids"]
 
 
 def _span(low, high) -> str:
@@ -114,3 +114,25 @@ def same_shape(a, b, names: tuple[str, str]) -> None:
     sb = tuple(b) if isinstance(b, tuple) else np.shape(b)
     if sa != sb:
         raise ValueError(f"{names[0]} and {names[1]} must have the same shape, got {sa} and {sb}")
+
+
+def vocab_ids(ids, name: str, vocab_size: int, ndim: int | None = None,
+              what: str = "an array") -> np.ndarray:
+    """``ids`` as an integer ndarray whose every id is in ``0..vocab_size − 1``.
+
+    ndim: the exact number of axes required (None = any); what: the expected layout in words for
+    the message, e.g. "a 1-D array". Raises TypeError for ids that are not whole numbers,
+    ValueError for the wrong number of axes or an id outside the vocabulary (naming the first).
+    """
+    arr = np.asarray(ids)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be {what} of whole numbers (token ids), got dtype "
+                        f"{arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {what} of whole numbers (token ids), got shape "
+                         f"{arr.shape}")
+    bad = arr[(arr < 0) | (arr >= vocab_size)]
+    if bad.size:
+        raise ValueError(f"{name} must be in 0..{vocab_size - 1} (a vocabulary of {vocab_size}), "
+                         f"got {bad.flat[0]}")
+    return arr

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from bertlib.attention import softmax
-from bertlib.checks import as_array, one_of, whole
+from bertlib.checks import as_array, one_of, vocab_ids, whole
 
 __all__ = [
     "relative_bucket",
@@ -174,14 +174,7 @@ def factorised_embedding(token_ids, word_table, W_EH) -> np.ndarray:
     if word_table.shape[1] != W_EH.shape[0]:
         raise ValueError(f"word_table (V, E) and W_EH (E, H) must share E: got shapes "
                          f"{word_table.shape} and {W_EH.shape}")
-    ids = np.asarray(token_ids)
-    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"token_ids must be a 1-D array of whole numbers, got shape {ids.shape} "
-                        f"and dtype {ids.dtype}")
-    V = word_table.shape[0]
-    bad = ids[(ids < 0) | (ids >= V)]
-    if bad.size:
-        raise ValueError(f"token ids must be in 0..{V - 1} (V={V}), got {bad[0]}")
+    ids = vocab_ids(token_ids, "token_ids", word_table.shape[0], 1, "a 1-D array")
     return word_table[ids] @ W_EH
 
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.checks import number
+from bertlib.checks import number, vocab_ids
 from bertlib.models import bundled_model_path, encode, load_bert, load_pretrained
 
 __all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mask_sentence",
@@ -43,11 +43,7 @@ def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, special_ids
     """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, an
     ordinary token in every row, and three fractions in [0, 1] with mask_frac + random_frac ≤ 1.
     Returns (ids, special: bool of ids' shape, mask_prob, mask_frac, random_frac)."""
-    ids = np.asarray(input_ids)
-    if ids.ndim != ndim or not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(f"input_ids must be {what}, got shape {ids.shape} and dtype {ids.dtype}")
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(f"input_ids must be in 0..{vocab_size - 1}")
+    ids = vocab_ids(input_ids, "input_ids", vocab_size, ndim, what)
     special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
     empty = np.flatnonzero(~np.atleast_2d(~special).any(axis=-1))  # rows of special tokens only
     if empty.size:
@@ -90,7 +86,7 @@ def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: 
     stays itself otherwise. Returns a MaskedInput of (n,) arrays.
     """
     ids, special, mask_prob, mask_frac, random_frac = _check_masking(
-        input_ids, 1, "a 1-D array of ints", vocab_size, special_ids, mask_prob, mask_frac,
+        input_ids, 1, "a 1-D array", vocab_size, special_ids, mask_prob, mask_frac,
         random_frac)
     candidates = np.flatnonzero(~special)
     rng = np.random.default_rng(seed)
@@ -112,7 +108,7 @@ def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
     :func:`mask_tokens`, not the same random draws.
     """
     ids, special, mask_prob, mask_frac, random_frac = _check_masking(
-        input_ids, 2, "a 2-D (batch, n) array of ints", vocab_size, special_ids, mask_prob,
+        input_ids, 2, "a 2-D (batch, n) array", vocab_size, special_ids, mask_prob,
         mask_frac, random_frac)
     rng = np.random.default_rng(0) if rng is None else rng
     m = (~special).sum(1)  # ordinary tokens per row

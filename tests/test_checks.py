@@ -65,3 +65,14 @@ def test_same_shape():
     checks.same_shape(np.zeros((2, 3)), (2, 3), ("a", "b"))
     with pytest.raises(ValueError, match=r"a and b must have the same shape, got \(2, 3\) and \(3, 2\)"):
         checks.same_shape(np.zeros((2, 3)), np.zeros((3, 2)), ("a", "b"))
+
+
+def test_vocab_ids_names_type_shape_and_the_first_id_outside():
+    assert checks.vocab_ids(np.array([0, 9]), "ids", 10).tolist() == [0, 9]
+    with pytest.raises(TypeError, match="ids must be an array of whole numbers"):
+        checks.vocab_ids([1.5], "ids", 10)
+    with pytest.raises(ValueError, match=r"a 1-D array of whole numbers \(token ids\), got "
+                                         r"shape \(1, 2\)"):
+        checks.vocab_ids([[1, 2]], "ids", 10, 1, "a 1-D array")
+    with pytest.raises(ValueError, match=r"ids must be in 0\.\.9 \(a vocabulary of 10\), got -1"):
+        checks.vocab_ids([3, -1, 12], "ids", 10)

@@ -207,7 +207,7 @@ def test_embedding_size_larger_than_hidden_size_warns_with_the_reason():
 
 def test_factorised_embedding_refuses_bad_ids_and_shapes():
     table, W = np.zeros((10, 3)), np.zeros((3, 5))
-    with pytest.raises(ValueError, match=r"token ids must be in 0..9 \(V=10\), got 10"):
+    with pytest.raises(ValueError, match=r"token_ids must be in 0..9 \(a vocabulary of 10\), got 10"):
         F.factorised_embedding([1, 10], table, W)
     with pytest.raises(ValueError, match="must share E"):
         F.factorised_embedding([1], table, np.zeros((4, 5)))

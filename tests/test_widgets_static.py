@@ -20,6 +20,7 @@ from bertlib.models import check_layer_head, run_bert  # noqa: E402
 from bertlib.widgets import (  # noqa: E402
     LIVE_CLASS,
     LIVE_CSS,
+    attempt,
     is_input_error,
     render_safely,
     static_bundle,
@@ -191,6 +192,15 @@ def test_is_input_error_only_for_bertlibs_own_value_and_type_errors():
     assert not is_input_error(caught(lambda: np.zeros(3) + np.zeros(4)))  # numpy's own
     assert not is_input_error(caught(lambda: [][1]))
     assert not is_input_error(caught(lambda: {}["key"]))
+
+
+def test_attempt_returns_the_result_or_the_learners_mistake_and_lets_bugs_through():
+    assert attempt(check_layer_head, np.zeros((6, 12, 3, 3)), 2, 3) == ((2, 3), "")
+    result, message = attempt(check_layer_head, np.zeros((6, 12, 3, 3)), 9)
+    assert result is None
+    assert message.startswith("ValueError: layer must be a whole number in 0..5")
+    with pytest.raises(ValueError, match="operands could not be broadcast"):
+        attempt(lambda: np.zeros(3) + np.zeros(4))  # numpy's own error is a bug: a traceback
 
 
 class FakeOutput:

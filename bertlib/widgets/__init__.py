@@ -71,6 +71,18 @@ def is_input_error(exc: BaseException) -> bool:
     return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_BERTLIB)
 
 
+def attempt(fn: Callable, *args, **kwargs) -> tuple:
+    """Call ``fn(*args, **kwargs)`` for a widget: returns ``(result, "")``, or ``(None, message)``
+    when the learner's input was bad (:func:`is_input_error`; message "TypeError: ..."). Any other
+    exception is a bug and propagates as a traceback."""
+    try:
+        return fn(*args, **kwargs), ""
+    except INPUT_ERRORS as exc:
+        if not is_input_error(exc):
+            raise
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 def message_html(text: str, kind: str = "error") -> str:
     """A small coloured HTML box for ``text`` (kind: 'error', 'warning' or 'info')."""
     colors = {"error": "#b00020", "warning": "#8a6d00", "info": "#1a5fb4"}
@@ -147,22 +159,17 @@ def render_safely(output, draw: Callable[[], None]) -> Drawn:
     """
     output.clear_output(wait=True)
     before = set(plt.get_fignums())
-    own = []
     with output:
         try:
-            draw()
-            own = [plt.figure(k) for k in plt.get_fignums() if k not in before]
+            _, message = attempt(draw)
+            if message:
+                IPython.display.display(IPython.display.HTML(message_html(message)))
+                return Drawn(None, message)
             png = None
-            for fig in own:
-                png = figure_png(fig)
+            for k in sorted(set(plt.get_fignums()) - before):
+                png = figure_png(plt.figure(k))
                 IPython.display.display(IPython.display.Image(data=png, format="png"))
             return Drawn(png)
-        except INPUT_ERRORS as exc:
-            if not is_input_error(exc):
-                raise
-            message = f"{type(exc).__name__}: {exc}"
-            IPython.display.display(IPython.display.HTML(message_html(message)))
-            return Drawn(None, message)
         finally:
             for k in set(plt.get_fignums()) - before:
                 plt.close(k)

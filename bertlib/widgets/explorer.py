@@ -23,9 +23,8 @@ import numpy as np
 from bertlib.models import check_layer_head, load_bert, run_bert
 from bertlib.viz import attention_heatmap, line_view
 from bertlib.widgets import (
-    INPUT_ERRORS,
+    attempt,
     figure_png,
-    is_input_error,
     live_box,
     message_html,
     static_bundle,
@@ -189,28 +188,20 @@ class BertAttentionExplorer:
 
     def set_layer(self, layer: int) -> bool:
         """Show layer ``layer`` (0-based); a bad value shows a message; True if drawn."""
-        try:
-            layer, _ = check_layer_head(self.model, layer)
-        except INPUT_ERRORS as exc:
-            if not is_input_error(exc):
-                raise
-            self._show_error(exc)
-            return False
+        checked, problem = attempt(check_layer_head, self.model, layer)
+        if problem:
+            return self._show_problem(problem)
         with self._quiet():
-            self.layer_box.value = layer
+            self.layer_box.value = checked[0]
         return self._on_layer()
 
     def set_head(self, head: int | None) -> bool:
         """Show head ``head`` (0-based), or the mean of the heads for None; True if drawn."""
-        try:
-            _, head = check_layer_head(self.model, 0, head)
-        except INPUT_ERRORS as exc:
-            if not is_input_error(exc):
-                raise
-            self._show_error(exc)
-            return False
+        checked, problem = attempt(check_layer_head, self.model, 0, head)
+        if problem:
+            return self._show_problem(problem)
         with self._quiet():
-            self.head_box.value = MEAN if head is None else head
+            self.head_box.value = MEAN if checked[1] is None else checked[1]
         return self._on_head()
 
     @contextlib.contextmanager
@@ -230,26 +221,19 @@ class BertAttentionExplorer:
         if self._muted:
             return False
         text, pair = self.text_box.value, self.pair_box.value
-        try:
-            run = run_bert(text, pair if pair.strip() else None, self.model)
-        except INPUT_ERRORS as exc:
-            if not is_input_error(exc):
-                raise
-            self._show_error(exc)
-            return False
+        run, problem = attempt(run_bert, text, pair if pair.strip() else None, self.model)
+        if problem:
+            return self._show_problem(problem)
         self.tokens, self.attentions = run.tokens, run.attentions
         return self._redraw()
 
     def _on_layer(self, change=None) -> bool:
         if self._muted:
             return False
-        try:
-            self._layer, _ = check_layer_head(self.model, self.layer_box.value, None)
-        except INPUT_ERRORS as exc:
-            if not is_input_error(exc):
-                raise
-            self._show_error(exc)
-            return False
+        checked, problem = attempt(check_layer_head, self.model, self.layer_box.value, None)
+        if problem:
+            return self._show_problem(problem)
+        self._layer = checked[0]
         return self._redraw()
 
     def _on_head(self, change=None) -> bool:
@@ -262,13 +246,10 @@ class BertAttentionExplorer:
     def _redraw(self) -> bool:
         if self.attentions is None:
             return False
-        try:
-            source = view_html(self.tokens, self.attentions, self._layer, self._head)
-        except INPUT_ERRORS as exc:
-            if not is_input_error(exc):
-                raise
-            self._show_error(exc)
-            return False
+        source, problem = attempt(view_html, self.tokens, self.attentions, self._layer,
+                                  self._head)
+        if problem:
+            return self._show_problem(problem)
         self.message = ""
         self.weights = selected_weights(self.attentions, self._layer, self._head)
         self.view_source = self.view.value = source
@@ -277,16 +258,14 @@ class BertAttentionExplorer:
     def _draw_overlay(self) -> bool:
         if self.overlay is None:
             return True
-        try:
-            self.overlay_html.value = str(self.overlay(self.tokens, self.attentions,
-                                                       self._layer, self._head))
-            return True
-        except INPUT_ERRORS as exc:
-            if not is_input_error(exc):
-                raise
-            self.message = f"{type(exc).__name__}: {exc}"
-            self.overlay_html.value = message_html(self.message)
+        shown, problem = attempt(self.overlay, self.tokens, self.attentions, self._layer,
+                                 self._head)
+        if problem:
+            self.message = problem
+            self.overlay_html.value = message_html(problem)
             return False
+        self.overlay_html.value = str(shown)
+        return True
 
     def _static(self) -> dict:
         """The static picture of the current view, for viewers without a kernel: the view drawn
@@ -294,13 +273,11 @@ class BertAttentionExplorer:
         (above the last valid view, as there)."""
         if not self.view_source:
             return static_bundle(None, self.message)
-        try:
-            caption = _html_text(self.overlay_html.value) if self.overlay is not None else ""
-            fig = view_figure(self.tokens, self.attentions, self._layer, self._head, caption)
-        except INPUT_ERRORS as exc:
-            if not is_input_error(exc):
-                raise
-            return static_bundle(None, f"{type(exc).__name__}: {exc}")
+        caption = _html_text(self.overlay_html.value) if self.overlay is not None else ""
+        fig, problem = attempt(view_figure, self.tokens, self.attentions, self._layer,
+                               self._head, caption)
+        if problem:
+            return static_bundle(None, problem)
         try:
             png = figure_png(fig)
         finally:
@@ -309,12 +286,14 @@ class BertAttentionExplorer:
             self.attentions, self._layer, self._head)
         return static_bundle(png, self.message, alt)
 
-    def _show_error(self, exc: Exception) -> None:
-        """The message where the view would be, then the last valid view (still usable)."""
-        self.message = f"{type(exc).__name__}: {exc}"
+    def _show_problem(self, message: str) -> bool:
+        """The message where the view would be, then the last valid view (still usable).
+        Returns False (nothing new was drawn)."""
+        self.message = message
         if not self.view_source:
-            self.view.value = message_html(self.message)
-            return
+            self.view.value = message_html(message)
+            return False
         previous = " ".join(self.tokens[1:4]) + " …"
-        note = f"{self.message} — still showing the last valid view ({previous})"
+        note = f"{message} — still showing the last valid view ({previous})"
         self.view.value = message_html(note) + self.view_source
+        return False

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 
 from bertlib import pretrain
 from bertlib.viz import figure_png, small_png
-from bertlib.widgets import is_input_error, live_box, message_html, static_bundle
+from bertlib.widgets import attempt, live_box, message_html, static_bundle
 
 __all__ = ["fill_mask_figure", "FillMaskExplorer"]
 
@@ -61,12 +61,10 @@ class FillMaskExplorer:
 
     def _view(self, text: str) -> tuple[bytes | None, str]:
         """(PNG of the view, "") or (None, the message for a bad sentence)."""
-        try:
-            fig = fill_mask_figure(self.model, self.tokenizer, text, self.layer, self.head, self.k)
-        except (ValueError, TypeError) as exc:
-            if not is_input_error(exc):
-                raise
-            return None, f"{type(exc).__name__}: {exc}"
+        fig, problem = attempt(fill_mask_figure, self.model, self.tokenizer, text, self.layer,
+                               self.head, self.k)
+        if problem:
+            return None, problem
         png = figure_png(fig)
         plt.close(fig)
         return png, ""

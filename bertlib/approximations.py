@@ -85,10 +85,7 @@ def linformer_projections(n: int, k: int, seed: int | None = 0) -> np.ndarray:
 
 
 def _projection(P, name: str, k: int, n: int) -> np.ndarray:
-    P = as_array(P, name)
-    if P.shape != (k, n):
-        raise ValueError(f"{name} must have shape (k, n) = ({k}, {n}), got {P.shape}")
-    return P
+    return as_array(P, name, shape=(k, n), layout="(k, n)")
 
 
 def linformer_attention(Q, K, V, k: int, E=None, F=None, seed: int | None = 0,
@@ -153,10 +150,9 @@ def performer_features(X, omega) -> np.ndarray:
     :func:`performer_attention` avoids.
     X: (n, d); omega: (m, d), e.g. :func:`orthogonal_features`. Returns (n, m), all positive.
     """
-    X, omega = as_array(X, "X", 2, layout="(n, d)"), as_array(omega, "omega", 2, layout="(m, d)")
-    if X.shape[1] != omega.shape[1]:
-        raise ValueError(f"X (n, d) and omega (m, d) must have the same d, got shapes "
-                         f"{X.shape} and {omega.shape}")
+    X = as_array(X, "X", 2, layout="(n, d)")
+    omega = as_array(omega, "omega", shape=(None, X.shape[1]), layout="(m, d)",
+                     why="(the same d as X)")
     return np.exp(_log_features(X, omega))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertlib.checks import as_array, number, whole
+from bertlib.checks import as_array, heads_dividing, number, whole
 
 __all__ = [
     "softmax",
@@ -152,18 +152,6 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
 
 
-def _check_heads(h, d: int) -> int:
-    """``h`` as an int that divides d, or an error naming d, h and the valid choices."""
-    h = whole(h, "h (the number of heads)", 1)
-    if d % h:
-        valid = [k for k in range(1, d + 1) if d % k == 0]
-        raise ValueError(
-            f"d = {d} is not divisible by h = {h}: every head gets d_k = d / h features, so h "
-            f"must divide d. Valid h for d = {d}: {valid}"
-        )
-    return h
-
-
 def split_heads(X, h: int) -> np.ndarray:
     """Cut the feature axis into h heads of d_k = d / h features and put the head axis first.
 
@@ -172,7 +160,7 @@ def split_heads(X, h: int) -> np.ndarray:
     Raises ValueError if h does not divide d (the message lists the valid h).
     """
     X = as_array(X, "X", min_ndim=2, layout="(..., n, d)", finite=False)
-    return _split(X, _check_heads(h, X.shape[-1]))
+    return _split(X, heads_dividing(h, X.shape[-1]))
 
 
 def _split(X: np.ndarray, h: int) -> np.ndarray:
@@ -255,7 +243,7 @@ def _check_multi_head(X, X_kv, W, biases, h, mask):
     X = as_array(X, "X", min_ndim=2, layout="(..., n_q, d)")
     X_kv = X if X_kv is None else as_array(X_kv, "X_kv", min_ndim=2, layout="(..., n_k, d)")
     d = X.shape[-1]
-    h = _check_heads(h, d)
+    h = heads_dividing(h, d)
     try:
         lead = np.broadcast_shapes(X.shape[:-2], X_kv.shape[:-2])
     except ValueError:
@@ -279,9 +267,5 @@ def _check_multi_head(X, X_kv, W, biases, h, mask):
 
 def _param(W, name: str, shape: tuple[int, ...]) -> np.ndarray:
     """A finite projection matrix (d, d) or bias (d,) of exactly ``shape``, or an error naming d."""
-    W = as_array(W, name)
-    if W.shape != shape:
-        what = "a (d, d) matrix" if len(shape) == 2 else "a (d,) vector"
-        raise ValueError(f"{name} must be {what} matching the input's d = {shape[0]}, i.e. shape "
-                         f"{shape}; got {W.shape}")
-    return W
+    return as_array(W, name, shape=shape, layout="(d, d)" if len(shape) == 2 else "(d,)",
+                    why="(d from the input's last axis)")

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bertlib.attention import _check_mask, _multi_head
-from bertlib.checks import as_array, same_shape, vocab_ids, whole
+from bertlib.checks import as_array, heads_dividing, same_shape, vocab_ids, whole
 from bertlib.models import bert_module, encode, load_bert, parameters_state
 
 __all__ = [
@@ -219,11 +219,10 @@ def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12,
 
 def _check_layer(X, params: LayerParams, h, mask, attend) -> tuple[np.ndarray, np.ndarray]:
     """encoder_layer's arguments checked once: X as (..., n, d) for this layer's d, h divides d."""
-    X = as_array(X, "X", min_ndim=2, layout="(..., n, d)")
-    d, h = params.W_Q.shape[0], whole(h, "h (the number of heads)", 1)
-    if X.shape[-1] != d or d % h:
-        raise ValueError(f"X must be (..., n, d) with this layer's d = {d}, and h must divide d; "
-                         f"got X of shape {X.shape} and h = {h}")
+    d = params.W_Q.shape[0]
+    X = as_array(X, "X", min_ndim=2, shape=(..., None, d), layout="(..., n, d)",
+                 why="(d of this layer)")
+    h = heads_dividing(h, d)
     if mask is not None and attend is not None:
         raise ValueError("a custom attend sees one head's Q, K, V and no mask: pass mask=None")
     n = X.shape[-2]

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["whole", "number", "one_of", "as_array", "check_finite", "same_shape", "vocab_ids"]
+__all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
+           "check_finite", "same_shape", "heads_dividing", "vocab_ids"]
 
 
 def _span(low, high) -> str:
@@ -69,6 +70,37 @@ def one_of(value, name: str, choices: Sequence):
     return value
 
 
+def kind(value, name: str, types: type | tuple[type, ...], what: str):
+    """``value`` if it is an instance of ``types``; otherwise a TypeError saying ``what`` it must
+    be (e.g. "a numpy Generator (np.random.default_rng(seed))") and what it is."""
+    if not isinstance(value, types):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    return value
+
+
+def text(value, name: str) -> str:
+    """``value`` if it is a string with something in it: TypeError for a non-string, ValueError
+    for an empty or whitespace-only one."""
+    kind(value, name, str, "a string")
+    if not value.strip():
+        raise ValueError(f"{name} is empty or only whitespace: type a sentence")
+    return value
+
+
+def items(values, name: str, what: str) -> list:
+    """``values`` (a list or tuple, not a string) as a non-empty list.
+
+    what: what the list holds, for the message, e.g. "sentences". Raises TypeError for a string
+    or a non-sequence, ValueError for an empty list.
+    """
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a list of {what}, got {type(values).__name__} "
+                        f"{values!r:.60}")
+    if len(values) == 0:
+        raise ValueError(f"{name} must be a non-empty list of {what}, got an empty one")
+    return list(values)
+
+
 def check_finite(x, name: str) -> None:
     """Raise ValueError if ``x`` (any shape) holds NaN or ±inf, saying how many and where first."""
     bad = ~np.isfinite(x)
@@ -80,12 +112,14 @@ def check_finite(x, name: str) -> None:
         )
 
 
-def as_array(x, name: str, ndim: int | None = None, *, min_ndim: int = 0,
-             layout: str = "", finite: bool = True) -> np.ndarray:
+def as_array(x, name: str, ndim: int | None = None, *, min_ndim: int = 0, shape: tuple = (),
+             layout: str = "", finite: bool = True, why: str = "") -> np.ndarray:
     """``x`` as a float ndarray (float64 unless already floating), checked.
 
-    ndim: the exact number of axes required (None = any, at least ``min_ndim``); layout: the
-    axes' names for the message, e.g. "(n, d)". finite: reject NaN and ±inf.
+    ndim: the exact number of axes required (None = any, at least ``min_ndim``); shape: the
+    exact shape required, as in :func:`has_shape` (ints, None for any length, a leading ``...``
+    for any leading axes); layout: the axes' names for the message, e.g. "(n, d)"; why: where a
+    required size comes from, e.g. "for 6 tokens". finite: reject NaN and ±inf.
     Raises TypeError for booleans, strings, complex or ragged input; ValueError for the wrong
     number of axes or non-finite values.
     """
@@ -103,9 +137,36 @@ def as_array(x, name: str, ndim: int | None = None, *, min_ndim: int = 0,
         want = f"{ndim}" if ndim is not None else f"at least {min_ndim}"
         raise ValueError(f"{name} must have {want} dimensions {layout}, got shape {arr.shape}"
                          .replace("  ", " "))
+    if shape:
+        has_shape(arr, name, shape, layout, why)
     if finite:
         check_finite(arr, name)
     return arr
+
+
+def has_shape(x, name: str, shape: tuple, layout: str = "", why: str = "") -> None:
+    """Raise ValueError unless ``x.shape`` (a numpy array or a torch tensor) matches ``shape``.
+
+    shape: ints (that exact length) or None (any length) per axis, optionally after a leading
+    ``...`` (any number of leading axes); layout: the axes' names, e.g. "(k, n)", shown with the
+    required sizes, e.g. "E must have shape (k, n) = (4, 6), got (4, 5)"; why: where the sizes
+    come from, e.g. "for 6 tokens".
+    """
+    got = tuple(x.shape)
+    any_lead = shape[:1] == (...,)
+    axes = shape[1:] if any_lead else shape
+    fits = len(got) >= len(axes) if any_lead else len(got) == len(axes)
+    if fits and all(want in (None, have) for want, have in zip(axes[::-1], got[::-1],
+                                                                strict=False)):
+        return
+    names = [a.strip() for a in layout.strip("()").split(",") if a.strip()][-len(axes):]
+    if len(names) != len(axes):
+        names = ["?"] * len(axes)
+    sizes = ["..."] * any_lead + [name if want is None else str(want)
+                                   for want, name in zip(axes, names, strict=True)]
+    wanted = f"({', '.join(sizes)}{',' * (len(sizes) == 1)})"
+    wanted = f"{layout} = {wanted}" if layout else wanted
+    raise ValueError(f"{name} must have shape {wanted}{' ' + why if why else ''}, got {got}")
 
 
 def same_shape(a, b, names: tuple[str, str]) -> None:
@@ -114,6 +175,17 @@ def same_shape(a, b, names: tuple[str, str]) -> None:
     sb = tuple(b) if isinstance(b, tuple) else np.shape(b)
     if sa != sb:
         raise ValueError(f"{names[0]} and {names[1]} must have the same shape, got {sa} and {sb}")
+
+
+def heads_dividing(h, d: int, name: str = "h (the number of heads)") -> int:
+    """``h`` as a whole number ≥ 1 that divides the width ``d`` (every head gets d / h features),
+    or a ValueError naming d, h and the valid choices."""
+    h = whole(h, name, 1)
+    if d % h:
+        valid = [k for k in range(1, d + 1) if d % k == 0]
+        raise ValueError(f"d = {d} is not divisible by h = {h}: every head gets d_k = d / h "
+                         f"features, so h must divide d. Valid h for d = {d}: {valid}")
+    return h
 
 
 def vocab_ids(ids, name: str, vocab_size: int, ndim: int | None = None,

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from bertlib.attention import softmax
-from bertlib.checks import as_array, one_of, vocab_ids, whole
+from bertlib.checks import as_array, has_shape, one_of, vocab_ids, whole
 
 __all__ = [
     "relative_bucket",
@@ -121,18 +121,12 @@ def _check_disentangled(X, P_rel, Ws, W_v, k: int):
     projections (d, d_k) of one shape, W_v (d, d_v) (None = the identity)."""
     X = as_array(X, "X", 2, layout="(one sequence of shape (n, d))")
     n, d = X.shape
-    P_rel = as_array(P_rel, "P_rel", 2, layout="(2k, d)")
-    if P_rel.shape != (2 * k, d):
-        raise ValueError(f"P_rel must have shape (2k, d) = ({2 * k}, {d}) for k={k} and X of "
-                         f"shape {X.shape}, got {P_rel.shape}")
+    P_rel = as_array(P_rel, "P_rel", shape=(2 * k, d), layout="(2k, d)",
+                     why=f"for k={k} and X of shape {X.shape}")
     names = ("W_qc", "W_kc", "W_qr", "W_kr", "W_v")
-    W = [np.eye(d) if w is None else as_array(w, name, 2, layout="(d, d_k)")
-         for w, name in zip((*Ws, W_v), names, strict=True)]
-    wrong = [name for w, name in zip(W, names, strict=True) if w.shape[0] != d]
-    if wrong:
-        cols = "d_v" if wrong[0] == "W_v" else "d_k"
-        raise ValueError(f"{wrong[0]} must have shape (d, {cols}) with d={d} (X's last axis), "
-                         f"got {W[names.index(wrong[0])].shape}")
+    W = [np.eye(d) if w is None else as_array(
+            w, name, shape=(d, None), layout="(d, d_v)" if name == "W_v" else "(d, d_k)",
+            why="(d from X's last axis)") for w, name in zip((*Ws, W_v), names, strict=True)]
     if len({w.shape for w in W[:4]}) != 1:
         shapes = ", ".join(f"{name} {w.shape}" for name, w in zip(names, W[:4], strict=False))
         raise ValueError(f"W_qc, W_kc, W_qr, W_kr must all have the same shape (d, d_k): {shapes}")
@@ -170,10 +164,8 @@ def factorised_embedding(token_ids, word_table, W_EH) -> np.ndarray:
     Returns (n, H) = word_table[token_ids] @ W_EH. (ALBERT's own map also has a bias of size H.)
     """
     word_table = as_array(word_table, "word_table", 2, layout="(V, E)")
-    W_EH = as_array(W_EH, "W_EH", 2, layout="(E, H)")
-    if word_table.shape[1] != W_EH.shape[0]:
-        raise ValueError(f"word_table (V, E) and W_EH (E, H) must share E: got shapes "
-                         f"{word_table.shape} and {W_EH.shape}")
+    W_EH = as_array(W_EH, "W_EH", shape=(word_table.shape[1], None), layout="(E, H)",
+                    why="(E shared with word_table (V, E))")
     ids = vocab_ids(token_ids, "token_ids", word_table.shape[0], 1, "a 1-D array")
     return word_table[ids] @ W_EH
 
@@ -269,8 +261,7 @@ class LayerStack(nn.Module):
         self.num_layers = num_layers
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        if hidden.ndim != 3:
-            raise ValueError(f"hidden must have shape (batch, n, H), got {tuple(hidden.shape)}")
+        has_shape(hidden, "hidden", (None, None, None), "(batch, n, H)")
         states = [hidden]
         G = len(self.layers)
         for i in range(self.num_layers):

@@ -37,10 +37,8 @@ def value_norms(hidden_states, model=None, output_projection: bool = True) -> np
     """
     params = bert_params(bert_module(model))
     L, d, H = len(params.layers), len(params.emb_gamma), params.h
-    X = as_array(hidden_states, "hidden_states", 3, layout="(layers + 1, n, d)")
-    if X.shape[0] != L + 1 or X.shape[-1] != d:
-        raise ValueError(f"hidden_states must have shape (layers + 1, n, d) = ({L + 1}, n, {d}), "
-                         f"got {X.shape}")
+    X = as_array(hidden_states, "hidden_states", shape=(L + 1, None, d),
+                 layout="(layers + 1, n, d)")
     d_k = d // H
     norms = []
     for p, x in zip(params.layers, X[:-1], strict=True):

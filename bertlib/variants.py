@@ -256,10 +256,8 @@ def bert_qkv(hidden, layer: int, model=None) -> tuple[np.ndarray, np.ndarray, np
     Returns Q, K, V each (h, n, d_k) float64.
     """
     p, params = _layer_params(model, layer)
-    X = as_array(hidden, "hidden", 2, layout="(n, d)").astype(np.float64)
-    if X.shape[1] != p.W_Q.shape[0]:
-        raise ValueError(f"hidden must be (n, {p.W_Q.shape[0]}) for this model, got shape "
-                         f"{X.shape}")
+    X = as_array(hidden, "hidden", shape=(None, p.W_Q.shape[0]), layout="(n, d)",
+                 why="(d of this model)").astype(np.float64)
     return tuple(split_heads(X @ W + b, params.h)
                  for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
 

@@ -34,11 +34,8 @@ def attention_weights(weights, tokens) -> np.ndarray:
     Raises ValueError naming the shape expected, or the values out of range; TypeError for
     something that is not an array of numbers.
     """
-    W = as_array(weights, "weights")
-    n = len(tokens)
-    if n == 0 or W.shape != (n, n):
-        raise ValueError(f"weights must be ({n}, {n}) for {n} tokens (at least one), got shape "
-                         f"{W.shape}")
+    n = whole(len(tokens), "the number of tokens n", 1)
+    W = as_array(weights, "weights", shape=(n, n), layout="(n, n)", why=f"for {n} tokens")
     if W.min() < 0 or W.max() > 1 + 1e-6:
         raise ValueError(f"weights must be in [0, 1] (attention weights), got values from "
                          f"{W.min():g} to {W.max():g}")
@@ -88,9 +85,8 @@ def weight_bars(weights, tokens, ax=None, title: str = "", highlight: int | None
 
     ``highlight`` (a key index) draws that bar in a darker colour, e.g. the largest weight.
     """
-    w = as_array(weights, "weights", finite=False)
-    if w.shape != (len(tokens),):
-        raise ValueError(f"need one weight per token: {len(tokens)} tokens, weights {w.shape}")
+    w = as_array(weights, "weights", shape=(len(tokens),), layout="(n,)",
+                 why="(one weight per token)", finite=False)
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(w) + 1), 2.8))
     colors = ["tab:blue"] * len(w)

@@ -96,7 +96,7 @@ def test_orthogonal_feature_lengths_follow_a_gaussian_vectors():
 
 
 def test_performer_features_bad_shapes_are_named():
-    with pytest.raises(ValueError, match="same d"):
+    with pytest.raises(ValueError, match=r"omega must have shape \(m, d\) = \(m, 4\) \(the same d as X\)"):
         performer_features(np.ones((3, 4)), np.ones((5, 6)))
 
 

@@ -197,7 +197,7 @@ def test_encoder_layer_with_attend_is_the_same_layer_with_another_attention():
 
 def test_encoder_layer_checks_its_arguments_once():
     p, X = _random_layer(), np.ones((5, 8))
-    with pytest.raises(ValueError, match=r"d = 8, and h must divide d; got X of shape \(5, 6\)"):
+    with pytest.raises(ValueError, match=r"X must have shape \(..., n, d\) = \(..., n, 8\) \(d of this layer\), got \(5, 6\)"):
         encoder_layer(np.ones((5, 6)), p, 2)
     with pytest.raises(ValueError, match="h = 3"):
         encoder_layer(X, p, 3)

@@ -76,3 +76,58 @@ def test_vocab_ids_names_type_shape_and_the_first_id_outside():
         checks.vocab_ids([[1, 2]], "ids", 10, 1, "a 1-D array")
     with pytest.raises(ValueError, match=r"ids must be in 0\.\.9 \(a vocabulary of 10\), got -1"):
         checks.vocab_ids([3, -1, 12], "ids", 10)
+
+
+def test_kind_names_what_is_wanted_and_what_came():
+    rng = np.random.default_rng(0)
+    assert checks.kind(rng, "rng", np.random.Generator, "a numpy Generator") is rng
+    with pytest.raises(TypeError, match="rng must be a numpy Generator, got int"):
+        checks.kind(3, "rng", np.random.Generator, "a numpy Generator")
+
+
+def test_text_refuses_non_strings_and_blank_text():
+    assert checks.text(" a cat ", "text") == " a cat "
+    with pytest.raises(TypeError, match="text must be a string, got int"):
+        checks.text(3, "text")
+    with pytest.raises(ValueError, match="text is empty or only whitespace"):
+        checks.text(" \t\n", "text")
+
+
+def test_items_wants_a_non_empty_list_not_a_string():
+    assert checks.items(("a", "b"), "texts", "sentences") == ["a", "b"]
+    with pytest.raises(TypeError, match="texts must be a list of sentences, got str 'a cat'"):
+        checks.items("a cat", "texts", "sentences")
+    with pytest.raises(TypeError, match="got int"):
+        checks.items(3, "texts", "sentences")
+    with pytest.raises(ValueError, match="texts must be a non-empty list of sentences"):
+        checks.items([], "texts", "sentences")
+
+
+def test_has_shape_matches_sizes_wildcards_and_leading_axes():
+    checks.has_shape(np.zeros((4, 6)), "E", (4, None), "(k, n)")
+    checks.has_shape(np.zeros((2, 3, 5, 5)), "A", (..., 5, 5), "(..., n, n)")
+    checks.has_shape(np.zeros((5, 5)), "A", (..., 5, 5))
+    with pytest.raises(ValueError, match=r"E must have shape \(k, n\) = \(4, 6\), got \(4, 5\)"):
+        checks.has_shape(np.zeros((4, 5)), "E", (4, 6), "(k, n)")
+    with pytest.raises(ValueError, match=r"omega must have shape \(m, d\) = \(m, 3\) \(same d\)"):
+        checks.has_shape(np.zeros((2, 2)), "omega", (None, 3), "(m, d)", "(same d)")
+    with pytest.raises(ValueError, match=r"= \(\.\.\., 4, 4\), got \(3,\)"):
+        checks.has_shape(np.zeros(3), "A", (..., 4, 4), "(..., n, n)")
+    with pytest.raises(ValueError, match=r"w must have shape \(n,\) = \(6,\) for 6 tokens"):
+        checks.has_shape(np.zeros(5), "w", (6,), "(n,)", "for 6 tokens")
+    with pytest.raises(ValueError, match=r"x must have shape \(2, 2\), got \(2, 2, 2\)"):
+        checks.has_shape(np.zeros((2, 2, 2)), "x", (2, 2))
+
+
+def test_as_array_checks_the_shape_it_is_given():
+    assert checks.as_array([[1, 2, 3]], "P", shape=(1, 3)).shape == (1, 3)
+    with pytest.raises(ValueError, match=r"P must have shape \(k, n\) = \(2, 3\), got \(1, 3\)"):
+        checks.as_array([[1, 2, 3]], "P", shape=(2, 3), layout="(k, n)")
+
+
+def test_heads_dividing_lists_the_valid_head_counts():
+    assert checks.heads_dividing(np.int64(4), 12) == 4
+    with pytest.raises(ValueError, match=r"d = 12 is not divisible by h = 5.*\[1, 2, 3, 4, 6, 12\]"):
+        checks.heads_dividing(5, 12)
+    with pytest.raises(TypeError, match="whole number"):
+        checks.heads_dividing(2.0, 12)

@@ -164,7 +164,7 @@ def test_shapes_that_do_not_match_d_are_refused():
         F.disentangled_attention(H, P_rel[:, :5], W_qc, W_kc, W_qr, W_kr, 2)
     with pytest.raises(ValueError, match=r"P_rel must have shape \(2k, d\) = \(6, 6\)"):
         F.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr, 3)
-    with pytest.raises(ValueError, match="W_kr must have shape \\(d, d_k\\) with d=6"):
+    with pytest.raises(ValueError, match=r"W_kr must have shape \(d, d_k\) = \(6, d_k\) \(d from X's last axis\)"):
         F.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr, W_kr[:5], 2)
     with pytest.raises(ValueError, match="must all have the same shape"):
         F.disentangled_attention(H, P_rel, W_qc, W_kc, W_qr[:, :2], W_kr, 2)
@@ -209,7 +209,7 @@ def test_factorised_embedding_refuses_bad_ids_and_shapes():
     table, W = np.zeros((10, 3)), np.zeros((3, 5))
     with pytest.raises(ValueError, match=r"token_ids must be in 0..9 \(a vocabulary of 10\), got 10"):
         F.factorised_embedding([1, 10], table, W)
-    with pytest.raises(ValueError, match="must share E"):
+    with pytest.raises(ValueError, match=r"W_EH must have shape \(E, H\) = \(3, H\) \(E shared with word_table"):
         F.factorised_embedding([1], table, np.zeros((4, 5)))
     with pytest.raises(TypeError, match="whole numbers"):
         F.factorised_embedding([1.5], table, W)

@@ -235,14 +235,14 @@ def test_weight_shape_not_matching_d(which):
     Ws, _ = random_weights(4, seed=0)
     Ws[which] = np.ones((4, 2))
     name = ["W_Q", "W_K", "W_V", "W_O"][which]
-    with pytest.raises(ValueError, match=rf"{name} must be a \(d, d\) matrix .* d = 4.*\(4, 4\); got \(4, 2\)"):
+    with pytest.raises(ValueError, match=rf"{name} must have shape \(d, d\) = \(4, 4\) \(d from the input's last axis\), got \(4, 2\)"):
         multi_head_attention(np.ones((3, 4)), *Ws, 2)
 
 
 def test_bias_shape_and_biases_form():
     Ws, bs = random_weights(4, seed=0)
     bs[2] = np.ones(3)
-    with pytest.raises(ValueError, match=r"b_V .*\(4,\); got \(3,\)"):
+    with pytest.raises(ValueError, match=r"b_V must have shape \(d,\) = \(4,\) .*, got \(3,\)"):
         multi_head_attention(np.ones((3, 4)), *Ws, 2, biases=bs)
     for bad in (bs[:3], np.zeros((4, 4)), 0.5):
         with pytest.raises(TypeError, match="b_Q, b_K, b_V, b_O"):

@@ -80,7 +80,7 @@ def test_lines_svg_keeps_each_querys_top_k_keys():
 
 @pytest.mark.parametrize("draw", [attention_svg, lines_svg])
 def test_svg_views_reject_bad_weights(draw):
-    with pytest.raises(ValueError, match=r"must be \(3, 3\) for 3 tokens"):
+    with pytest.raises(ValueError, match=r"must have shape \(n, n\) = \(3, 3\) for 3 tokens"):
         draw(np.eye(2), ["a", "b", "c"])
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
         draw(np.full((2, 2), 2.0), ["a", "b"])

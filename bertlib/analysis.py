@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.checks import as_array, number, same_shape
+from bertlib.checks import as_array, items, number, same_shape
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -148,8 +148,8 @@ def corpus_average(values: Sequence):
     for r in runs]``. Returns an array (or dict of arrays) of the entries' shape.
     Raises ValueError for zero sentences.
     """
-    if len(values) == 0:
-        raise ValueError("cannot average over zero sentences: the corpus is empty")
+    values = items(values, "values", "per-sentence statistics (zero sentences: is the corpus "
+                   "empty?)")
     if isinstance(values[0], dict):
         return {key: np.mean([v[key] for v in values], axis=0) for key in values[0]}
     return np.mean(np.stack([np.asarray(v, dtype=np.float64) for v in values]), axis=0)

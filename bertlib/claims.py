@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 
+from bertlib.checks import kind, text
 from bertlib.models import BUNDLED_NAME, LoadedBert, bundled_model_path
 
 __all__ = ["is_bundled", "claim"]
@@ -24,9 +25,7 @@ __all__ = ["is_bundled", "claim"]
 
 def is_bundled(bert: LoadedBert) -> bool:
     """True when ``bert`` is the bundled all-MiniLM-L6-v2 (by name, or loaded from its folder)."""
-    if not isinstance(bert, LoadedBert):
-        raise TypeError(f"is_bundled needs the LoadedBert that load_bert() returns, "
-                        f"got {type(bert).__name__}")
+    kind(bert, "bert", LoadedBert, "the LoadedBert that load_bert() returns")
     if bert.name == BUNDLED_NAME:
         return True
     folder = os.path.realpath(os.path.expanduser(bert.name))
@@ -42,8 +41,7 @@ def claim(bert: LoadedBert, statement: str, holds: bool, measured=None) -> bool:
     any other model, prints the measured value and that the prose's number is for the bundled
     model. Returns ``holds``.
     """
-    if not isinstance(statement, str) or not statement.strip():
-        raise ValueError("claim needs the statement it checks, in words")
+    text(statement, "statement (the claim in words)")
     holds = bool(holds)
     shown = "" if measured is None else f" (measured: {measured})"
     if is_bundled(bert):

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import whole
+from bertlib.checks import items, whole
 from bertlib.models import batch_runs, load_bert, max_positions
 
 __all__ = ["Corpus", "CorpusRuns", "load_corpus", "run_corpus", "tokenize_batch", "mean_pool",
@@ -54,12 +54,8 @@ class CorpusRuns(NamedTuple):
 
 def _text_parts(texts: Sequence[Text]) -> list[tuple[str, str | None]]:
     """Each text as (first, second or None), after checking the list once."""
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise TypeError(f"texts must be a list of sentences or pairs, got {type(texts).__name__}")
-    if len(texts) == 0:
-        raise ValueError("texts must be a non-empty list: the corpus has zero sentences")
     parts = []
-    for k, text in enumerate(texts):
+    for k, text in enumerate(items(texts, "texts", "sentences or pairs (first, second)")):
         pair = (text, None) if isinstance(text, str) else tuple(text) if isinstance(
             text, tuple | list) else ()
         if len(pair) != 2:

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlib.checks import check_finite, number, one_of, whole
+from bertlib.checks import check_finite, has_shape, items, kind, number, one_of, whole
 from bertlib.models import (
     LoadedBert,
     bert_module,
@@ -267,13 +267,8 @@ def _check_prior(prior, query, key, layer: int):
             f"prior attention is on in layer {layer} but no prior was given: call the model "
             f"with prior=<tensor of shape ({batch}, {n_q}, {n_k})>"
         )
-    if not isinstance(prior, torch.Tensor):
-        raise TypeError(f"prior must be a torch tensor (batch, n, n), got {type(prior).__name__}")
-    if tuple(prior.shape) != (batch, n_q, n_k):
-        raise ValueError(
-            f"prior must have shape (batch, n, n) = ({batch}, {n_q}, {n_k}) for this batch, "
-            f"got {tuple(prior.shape)}"
-        )
+    kind(prior, "prior", torch.Tensor, "a torch tensor (batch, n, n)")
+    has_shape(prior, "prior", (batch, n_q, n_k), "(batch, n, n)", "for this batch")
     check_finite(prior.detach().cpu().numpy(), "prior")
     if (prior < 0).any():
         raise ValueError(
@@ -363,10 +358,8 @@ def use_prior_attention(model, layers: int | Sequence[int] = (0,), mode: str = "
     L = len(bert.encoder.layer)
     if isinstance(layers, int) and not isinstance(layers, bool):
         layers = (layers,)
-    if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
-        raise ValueError(f"layers must be a non-empty list of layer indices in 0..{L - 1}, "
-                         f"got {layers!r}")
-    chosen = tuple(sorted({whole(i, "layer", 0, L - 1, why=f"({L} layers)") for i in layers}))
+    chosen = tuple(sorted({whole(i, "layer", 0, L - 1, why=f"({L} layers)")
+                           for i in items(layers, "layers", f"layer indices in 0..{L - 1}")}))
     one_of(mode, "mode", MODES)
     number(gate, "gate", 0.0, 1.0)
     if learn_gate and mode != "parallel":

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from bertlib.checks import number, whole
+from bertlib.checks import heads_dividing, number, whole
 
 __all__ = ["COLOURS", "canvas", "box", "arrow"]
 
@@ -164,10 +164,9 @@ def multi_head_flow(n: int, d: int, h: int, shown: int = 3):
     attends on its own: softmax(Q_i K_iᵀ / √d_k) V_i (n, d_k) → concatenate (n, h·d_k) = (n, d)
     → times W_O (d, d) → output (n, d). ``shown`` heads are drawn (the rest as "…").
     """
-    for name, v in (("n", n), ("d", d), ("h", h), ("shown", shown)):
+    for name, v in (("n", n), ("d", d), ("shown", shown)):
         whole(v, name, low=1)
-    if d % h:
-        raise ValueError(f"d = {d} must be divisible by h = {h} heads")
+    h = heads_dividing(h, d)
     d_k = d // h
     drawn = list(range(min(h, shown)))
     if h > len(drawn):
@@ -243,10 +242,9 @@ def encoder_layer(n: int, d: int, h: int, d_ff: int):
     → X₂ (n, d). n: pieces, d: width, h: heads, d_ff: feed-forward width (from model.config).
     Returns the matplotlib Figure.
     """
-    for label, value in (("n", n), ("d", d), ("h", h), ("d_ff", d_ff)):
+    for label, value in (("n", n), ("d", d), ("d_ff", d_ff)):
         whole(value, label, low=1)
-    if d % h:
-        raise ValueError(f"d = {d} must be divisible by the number of heads h = {h}")
+    h = heads_dividing(h, d)
     fig, ax = canvas(13.6, 3.9, title="One encoder layer (BERT normalises after each residual sum)",
                      scale=0.85)
     y, yr = 1.5, 3.0  # the main row, and the row of the residual (skip) paths

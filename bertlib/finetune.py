@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import as_array, one_of, same_shape, whole
+from bertlib.checks import as_array, items, one_of, same_shape, whole
 from bertlib.custom import PRIOR_ATTENTION, similarity_prior
 from bertlib.models import LoadedBert, bert_module, load_bert
 
@@ -74,8 +74,7 @@ def pair_batch(pairs: Sequence[tuple[str, str]] | Sequence[StsPair], source: str
     Shapes: inputs (batch, n) with n the longest pair; prior (batch, n, n), 0 on padding rows
     and columns; mask_a / mask_b (batch, n). Errors as in :func:`similarity_prior`.
     """
-    if isinstance(pairs, str) or not isinstance(pairs, Sequence) or not pairs:
-        raise ValueError("pairs must be a non-empty list of (sentence_a, sentence_b)")
+    pairs = items(pairs, "pairs", "(sentence_a, sentence_b)")
     model = model or load_bert()
     priors = [similarity_prior(p[0], p[1], source, model) for p in pairs]
     inputs = model.tokenizer([p[0] for p in pairs], [p[1] for p in pairs], padding=True,
@@ -120,8 +119,7 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
     the caller's random numbers go on as if the call had not happened). Leaves the model in
     eval mode.
     """
-    if not pairs:
-        raise ValueError("pairs must hold at least one labelled pair")
+    pairs = items(pairs, "pairs", "labelled pairs")
     whole(epochs, "epochs", 1)
     bert = bert_module(model)
     rng = np.random.default_rng(seed)

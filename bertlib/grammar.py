@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertlib.checks import one_of, whole
+from bertlib.checks import items, kind, one_of, whole
 
 __all__ = ["NOUNS", "INTRANSITIVE", "TRANSITIVE", "COMPLEMENT", "ADJECTIVES", "PREPOSITIONS",
            "CONSTRUCTIONS", "TRAIN_CONSTRUCTIONS", "UNSEEN_CONSTRUCTIONS", "MAX_PP", "Verb",
@@ -163,13 +163,6 @@ class _Builder:
             self.noun_phrase()
 
 
-def _check_rng(rng) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), "
-                        f"got {type(rng).__name__}")
-    return rng
-
-
 def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Sentence:
     """One random sentence of a construction (see the module's table), with its ground truth.
 
@@ -179,7 +172,8 @@ def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Se
     max_pp = 0 and no relative clauses, no noun ever stands between a subject and its verb.
     """
     one_of(construction, "construction", CONSTRUCTIONS)
-    rng = _check_rng(rng)
+    rng = kind(rng, "rng", np.random.Generator,
+               "a numpy Generator (np.random.default_rng(seed))")
     max_pp = whole(max_pp, "max_pp (the number of prepositional phrases)", 0, MAX_PP)
     if construction == "pp" and max_pp == 0:
         raise ValueError("the 'pp' construction needs max_pp in 1..3 (at least one "
@@ -228,9 +222,7 @@ def generate(n: int, constructions: Sequence[str] = TRAIN_CONSTRUCTIONS, seed: i
     checked by :func:`sentence`, which every sentence comes from.
     """
     n = whole(n, "n (the number of sentences)", 1, 1_000_000)
-    if isinstance(constructions, str) or not constructions:
-        raise ValueError(f"constructions must be a non-empty list of names from "
-                         f"{CONSTRUCTIONS}, got {constructions!r}")
+    constructions = items(constructions, "constructions", f"names from {CONSTRUCTIONS}")
     for c in constructions:
         one_of(c, "construction", CONSTRUCTIONS)
     one_of(split, "split", ("train", "test"))

@@ -28,7 +28,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from bertlib import grammar
 from bertlib.ablation import ablated_head
-from bertlib.checks import whole
+from bertlib.checks import heads_dividing, kind, whole
 from bertlib.mlm import IGNORE_INDEX, mask_batch
 from bertlib.probes import SPECIALS, Probe, _forward, encode_texts, measure
 
@@ -50,10 +50,7 @@ def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 
     for name, value in (("layers", layers), ("heads", heads), ("hidden", hidden),
                         ("max_len", max_len), ("vocab_size", vocab_size)):
         whole(value, name, 1)
-    if hidden % heads:
-        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads}): each head "
-                         f"gets hidden / heads dimensions; try hidden = "
-                         f"{heads * max(1, round(hidden / heads))}")
+    heads_dividing(heads, hidden, "heads")
     config = BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=heads, intermediate_size=4 * hidden,
                         max_position_embeddings=max_len, type_vocab_size=2,
@@ -217,8 +214,7 @@ def fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, 
     attention maps (L, H, n, n), the [MASK]'s position). ValueError naming any word outside
     the vocabulary, or when the text has no [MASK] or more than one.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    kind(text, "text", str, "a string")
     words = text.split()
     if words.count("[MASK]") != 1:
         raise ValueError(f"the text must contain exactly one [MASK], got {words.count('[MASK]')}"

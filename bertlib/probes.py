@@ -23,7 +23,7 @@ from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
 from bertlib import grammar
-from bertlib.checks import as_array, same_shape, whole
+from bertlib.checks import as_array, items, same_shape, whole
 
 __all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "offset_share", "position_share",
            "pair_share", "first_crossing", "Probe", "make_probe", "subset", "measure",
@@ -54,9 +54,7 @@ def build_tokenizer(words: Sequence[str] | None = None):
 
 def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(input_ids (B, N) int64, attention_mask (B, N) int64) for a batch, padded to the longest."""
-    if isinstance(texts, str) or not len(texts):
-        raise ValueError("texts must be a non-empty list of strings")
-    enc = tokenizer.encode_batch(list(texts))
+    enc = tokenizer.encode_batch(items(texts, "texts", "strings"))
     ids = np.array([e.ids for e in enc], dtype=np.int64)
     return ids, np.array([e.attention_mask for e in enc], dtype=np.int64)
 

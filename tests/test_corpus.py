@@ -40,7 +40,7 @@ def test_run_corpus_skips_too_long_sentences_with_a_count():
 
 
 def test_run_corpus_rejects_zero_sentences_and_bad_texts():
-    with pytest.raises(ValueError, match="zero sentences"):
+    with pytest.raises(ValueError, match="texts must be a non-empty list of sentences"):
         cp.run_corpus([])
     with pytest.raises(ValueError, match="empty"):
         cp.run_corpus(["fine", "   "])

@@ -309,8 +309,8 @@ def test_negative_or_nan_prior(bert, value, message):
 
 
 @pytest.mark.parametrize("layers, error", [(6, ValueError), (-1, ValueError), ([0, 7], ValueError),
-                                           ([], ValueError), ("0", ValueError),
-                                           ([True], TypeError), (1.5, ValueError)])
+                                           ([], ValueError), ("0", TypeError),
+                                           ([True], TypeError), (1.5, TypeError)])
 def test_layer_index_out_of_range(bert, layers, error):
     with pytest.raises(error, match=r"0\.\.5"):
         C.use_prior_attention(bert, layers=layers)

@@ -90,7 +90,7 @@ def test_shortcuts_fail_where_the_grammar_means_them_to():
     ({"n": 5, "max_pp": -1}, "in 0..3, got -1"),
     ({"n": 5, "max_pp": 0}, "the 'pp' construction needs max_pp in 1..3"),
     ({"n": 5, "constructions": ["pp", "passive"]}, "; got 'passive'"),
-    ({"n": 5, "constructions": "pp"}, "non-empty list"),
+    ({"n": 5, "constructions": []}, "constructions must be a non-empty list of names from"),
     ({"n": 5, "split": "dev"}, "split must be one of 'train', 'test'; got 'dev'"),
 ])
 def test_bad_requests_name_the_valid_range(kwargs, message):
@@ -113,6 +113,8 @@ def test_sentence_rejects_unknown_construction_depth_and_rng():
         g.sentence("pp", np.random.default_rng(0), max_pp=0)
     with pytest.raises(TypeError, match="numpy Generator"):
         g.sentence("pp", 0)
+    with pytest.raises(TypeError, match="constructions must be a list of names .*, got str 'pp'"):
+        g.generate(5, constructions="pp")
     with pytest.raises(ValueError, match="not a verb"):
         g.other_form("cat")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from bertlib.attention import _attend, check_qkv_shapes
-from bertlib.checks import as_array, same_shape, whole
+from bertlib.checks import as_array, has_shape, same_shape, whole
 
 __all__ = [
     "relative_error",
@@ -45,9 +45,8 @@ def _one_head(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                                           "batch items for more)")
                for name, x in (("Q", Q), ("K", K), ("V", V)))
     check_qkv_shapes(Q.shape, K.shape, V.shape)
-    if Q.shape[0] != K.shape[0] or Q.shape[0] == 0:
-        raise ValueError(f"self-attention needs n >= 1 tokens, as many queries as keys: Q has "
-                         f"shape {Q.shape}, K has {K.shape}")
+    n = whole(Q.shape[0], "n (the number of tokens, Q's first axis)", 1)
+    has_shape(K, "K", (n, None), "(n, d_k)", "(self-attention: as many keys as queries)")
     dtype = np.result_type(Q, K, V)  # one float type: mixed float32/float64 products are slow
     return Q.astype(dtype, copy=False), K.astype(dtype, copy=False), V.astype(dtype, copy=False)
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bertlib.checks import as_array, number, one_of, same_shape, whole
+from bertlib.checks import as_array, kind, number, one_of, same_shape, whole
 from bertlib.peak_memory import tensor_peak_bytes, tensors_in, traced_peak_bytes
 
 __all__ = [
@@ -239,9 +239,8 @@ def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None, r
     progress: show a tqdm bar on stderr (turn it off in notebooks to keep their output fixed).
     Returns one :class:`Measurement` per size, in order.
     """
-    if not callable(fn) or (setup is not None and not callable(setup)):
-        raise TypeError(f"fn must be callable and setup callable or None, got "
-                        f"{type(fn).__name__} and {type(setup).__name__}")
+    kind(fn, "fn", Callable, "callable")
+    kind(setup, "setup", (Callable, type(None)), "callable or None")
     sizes = _check_sizes(sizes)
     repeats, warmup = whole(repeats, "repeats", low=1), whole(warmup, "warmup", low=0)
     one_of(memory, "memory", MEMORY_MODES)

@@ -23,7 +23,7 @@ from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
 from bertlib import grammar
-from bertlib.checks import as_array, items, same_shape, whole
+from bertlib.checks import as_array, has_shape, items, same_shape, whole
 
 __all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "offset_share", "position_share",
            "pair_share", "first_crossing", "Probe", "make_probe", "subset", "measure",
@@ -63,9 +63,8 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 # Measures on attention maps
 # --------------------------------------------------------------------------------------------
 def _check_map(A) -> np.ndarray:
-    A = as_array(A, "attention maps")
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise ValueError(f"attention maps must have shape (..., n, n), got {A.shape}")
+    A = as_array(A, "attention maps", min_ndim=2, layout="(..., n, n)")
+    has_shape(A, "attention maps", (..., A.shape[-1], A.shape[-1]), "(..., n, n)")
     return A
 
 

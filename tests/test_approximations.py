@@ -185,3 +185,11 @@ def test_lsh_bad_bucket_counts_are_named():
         lsh_attention(Q, V, 16)
     with pytest.raises(ValueError, match="chunk=5 must divide n=24"):
         lsh_attention(Q, V, 4, chunk=5)
+
+
+def test_self_attention_approximations_need_as_many_keys_as_queries():
+    Q, K, V = np.ones((4, 2)), np.ones((5, 2)), np.ones((5, 2))
+    with pytest.raises(ValueError, match=r"K must have shape \(n, d_k\) = \(4, d_k\) \(self-attention"):
+        linformer_attention(Q, K, V, k=2)
+    with pytest.raises(ValueError, match=r"n \(the number of tokens, Q's first axis\) must be a whole number >= 1, got 0"):
+        performer_attention(np.ones((0, 2)), np.ones((0, 2)), np.ones((0, 2)), m=4)

@@ -292,7 +292,7 @@ def test_measure_rejects_a_fractional_repeat_count():
 def test_measure_rejects_non_callable():
     with pytest.raises(TypeError, match="fn must be callable"):
         measure(42, [1])
-    with pytest.raises(TypeError, match="setup callable or None, got function and int"):
+    with pytest.raises(TypeError, match="setup must be callable or None, got int"):
         measure(lambda n: n, [1], setup=3)
 
 

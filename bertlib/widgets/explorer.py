@@ -20,6 +20,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 
+from bertlib.checks import kind
 from bertlib.models import check_layer_head, load_bert, run_bert
 from bertlib.viz import attention_heatmap, line_view
 from bertlib.widgets import (
@@ -136,8 +137,7 @@ class BertAttentionExplorer:
 
     def __init__(self, text: str = "The cat sat on the mat", text_pair: str | None = None,
                  model=None, overlay: Callable | None = None) -> None:
-        if overlay is not None and not callable(overlay):
-            raise TypeError(f"overlay must be a callable or None, got {type(overlay).__name__}")
+        kind(overlay, "overlay", (Callable, type(None)), "a callable or None")
         self.model = model if model is not None else load_bert()
         cfg = self.model.model.config
         self.n_layers, self.n_heads = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)

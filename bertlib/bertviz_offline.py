@@ -95,11 +95,9 @@ def offline_bertviz_html(html: str) -> str:
 
 def _attentions(tokens, attentions) -> np.ndarray:
     """attentions as a finite float64 (layers, heads, n, n) array, n = len(tokens)."""
-    A = as_array(attentions, "attentions", ndim=4, layout="(layers, heads, n, n)")
     n = len(tokens)
-    if A.shape[2:] != (n, n):
-        raise ValueError(f"{n} tokens for attention over n = {A.shape[2]} positions: attentions "
-                         f"must be (layers, heads, {n}, {n}), got {A.shape}")
+    A = as_array(attentions, "attentions", shape=(None, None, n, n),
+                 layout="(layers, heads, n, n)", why=f"for {n} tokens")
     return A.astype(np.float64)
 
 

@@ -46,7 +46,7 @@ def test_bertviz_sentence_pair_and_layer(attentions):
 @pytest.mark.parametrize("bad, match", [
     (np.ones((3, 5, 5)), r"\(layers, heads, n, n\)"),
     (np.full((1, 1, 5, 5), np.nan), "NaN"),
-    (np.ones((1, 1, 4, 4)) / 4, "5 tokens for attention over n = 4"),
+    (np.ones((1, 1, 4, 4)) / 4, r"attentions must have shape \(layers, heads, n, n\) = \(layers, heads, 5, 5\) for 5 tokens, got \(1, 1, 4, 4\)"),
 ])
 def test_bertviz_bad_input(bad, match):
     with pytest.raises(ValueError, match=match):

@@ -177,14 +177,16 @@ def same_shape(a, b, names: tuple[str, str]) -> None:
         raise ValueError(f"{names[0]} and {names[1]} must have the same shape, got {sa} and {sb}")
 
 
-def heads_dividing(h, d: int, name: str = "h (the number of heads)") -> int:
+def heads_dividing(h, d: int, symbols: tuple[str, str] = ("h", "d")) -> int:
     """``h`` as a whole number ≥ 1 that divides the width ``d`` (every head gets d / h features),
-    or a ValueError naming d, h and the valid choices."""
-    h = whole(h, name, 1)
+    or a ValueError naming d, h and the valid choices. symbols: what the caller calls h and d,
+    e.g. ("heads", "hidden")."""
+    hs, ds = symbols
+    h = whole(h, f"{hs} (the number of heads)" if hs == "h" else hs, 1)
     if d % h:
         valid = [k for k in range(1, d + 1) if d % k == 0]
-        raise ValueError(f"d = {d} is not divisible by h = {h}: every head gets d_k = d / h "
-                         f"features, so h must divide d. Valid h for d = {d}: {valid}")
+        raise ValueError(f"{ds} = {d} is not divisible by {hs} = {h}: every head gets {ds} / {hs} "
+                         f"features, so {hs} must divide {ds}. Valid {hs} for {ds} = {d}: {valid}")
     return h
 
 

@@ -50,7 +50,7 @@ def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 
     for name, value in (("layers", layers), ("heads", heads), ("hidden", hidden),
                         ("max_len", max_len), ("vocab_size", vocab_size)):
         whole(value, name, 1)
-    heads_dividing(heads, hidden, "heads")
+    heads_dividing(heads, hidden, ("heads", "hidden"))
     config = BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=heads, intermediate_size=4 * hidden,
                         max_position_embeddings=max_len, type_vocab_size=2,

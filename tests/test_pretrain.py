@@ -20,7 +20,7 @@ def tiny(tok):
 
 
 def test_config_needs_hidden_divisible_by_heads():
-    with pytest.raises(ValueError, match=r"d = 66 is not divisible by h = 4: .* Valid h for d = 66: \[1, 2, 3, 6, 11, 22, 33, 66\]"):
+    with pytest.raises(ValueError, match=r"hidden = 66 is not divisible by heads = 4: .* Valid heads for hidden = 66: \[1, 2, 3, 6, 11, 22, 33, 66\]"):
         pt.tiny_config(100, heads=4, hidden=66)
     with pytest.raises(ValueError, match="layers must be a whole number >= 1"):
         pt.tiny_config(100, layers=0)

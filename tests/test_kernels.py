@@ -60,16 +60,21 @@ def test_tiled_with_causal_and_padding_masks():
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
 
 
-def test_tiled_fully_masked_row_gives_zeros_like_reference():
+@pytest.mark.parametrize("fn", [tiled_attention_plain, tiled_attention])
+def test_tiled_fully_masked_row_gives_zeros_like_both_references(fn):
+    # the decision: a query that may attend to nothing gets zeros (no NaN, no error), as
+    # bertlib.attention's reference and torch's own attention give
     Q, K, V = qkv((6, 4), seed=6, dtype=torch.float64)
     mask = torch.ones(6, 6, dtype=torch.bool)
     mask[2] = False  # query 2 may attend to nothing
     mask[4, :3] = False  # query 4 only to keys in the second block
-    out = tiled_attention(Q, K, V, block=3, mask=mask)
+    out = fn(Q, K, V, block=3, mask=mask)
     ref, _ = scaled_dot_product_attention(Q.numpy(), K.numpy(), V.numpy(), mask=mask.numpy())
     assert not torch.isnan(out).any()
     assert torch.equal(out[2], torch.zeros(4, dtype=torch.float64))
     np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(Q, K, V, attn_mask=mask),
+                               rtol=0, atol=1e-12)
 
 
 def test_tiled_memory_is_linear_and_naive_quadratic():
@@ -223,3 +228,34 @@ def test_scale_is_checked_and_used():
         torch.testing.assert_close(fn(Q, K, V, scale=0.3), ref, rtol=0, atol=1e-12)
         with pytest.raises(ValueError, match="scale must be a number >= 0"):
             fn(Q, K, V, scale=-1.0)
+
+
+# --------------------------------------------------------------------------- very negative scores
+# A query whose first key block is fully masked, and whose real scores are all far below 0 (here
+# shifted by −200 in float32 and −1000 in float64, past where exp underflows: e^−88 in float32,
+# e^−745 in float64). The online softmax must keep its running max at −∞ over the masked block,
+# not reset it to 0, or every later exp(S − m) underflows to 0 and the row loses its output.
+
+
+def shifted_qkv(n, d, shift, dtype, seed):
+    """Q, K, V (n, d + 1) whose scores at scale 1 are Q Kᵀ + shift: a column of ones in Q and
+    of ``shift`` in K adds ``shift`` to every score (softmax does not change; exp underflows)."""
+    Q, K, V = qkv((n, d), seed=seed, dtype=dtype)
+    ones = torch.ones(n, 1, dtype=dtype)
+    return torch.cat([Q, ones], -1), torch.cat([K, shift * ones], -1), V
+
+
+@pytest.mark.parametrize("fn", [tiled_attention_plain, tiled_attention])
+@pytest.mark.parametrize("dtype, shift", [(torch.float32, -200.0), (torch.float64, -1000.0)])
+def test_tiled_after_a_fully_masked_block_with_very_negative_scores(fn, dtype, shift):
+    Q, K, V = shifted_qkv(12, 4, shift, dtype, seed=15)
+    mask = torch.ones(12, 12, dtype=torch.bool)
+    mask[3:7, :4] = False  # queries 3..6 see nothing of the first block of 4 keys
+    mask[5, 4:8] = False  # query 5 nothing of the second block either
+    out = fn(Q, K, V, block=4, mask=mask, scale=1.0)
+    ref, _ = scaled_dot_product_attention(*(t.double().numpy() for t in (Q, K, V)),
+                                          mask=mask.numpy(), scale=1.0)
+    # each score (size |shift|) carries an absolute rounding of a few |shift|·eps; that is the
+    # relative error of each weight, and outputs are weighted means of unit-normal values (< 4)
+    tol = 20 * abs(shift) * torch.finfo(dtype).eps
+    np.testing.assert_allclose(out.double().numpy(), ref, rtol=0, atol=tol)

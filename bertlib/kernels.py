@@ -93,15 +93,19 @@ def tiled_attention_plain(Q, K, V, block: int = 256, mask=None, scale: float | N
 
     Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v), one floating dtype; leading
     axes broadcast. mask: (..., n_q, n_k) bool tensor, True where a query may attend; None = all.
-    Returns softmax(s·Q Kᵀ) V (..., n_q, d_v), s = 1/√d_k; a query that may attend to nothing
-    gets zeros. For each block j of ``block`` keys (Milakov & Gimelshein 2018; Dao et al. 2022):
+    Returns softmax(s·Q Kᵀ) V (..., n_q, d_v), s = 1/√d_k. For each block j of ``block`` keys
+    (Milakov & Gimelshein 2018; Dao et al. 2022):
         S_j = s·Q K_jᵀ                      scores of this block          (..., n_q, B)
         m'  = max(m, rowmax S_j)             the running maximum           (..., n_q, 1)
         P_j = exp(S_j − m')                  exponentials against it       (..., n_q, B)
         ℓ'  = e^(m − m')·ℓ + rowsum P_j      the running sum               (..., n_q, 1)
         O'  = e^(m − m')·O + P_j V_j         the running, unnormalised output (..., n_q, d_v)
     from m = −∞, ℓ = 0, O = 0; the answer is O / ℓ, divided once at the end (FlashAttention-2's
-    order). Fresh tensors every block and no tricks: read it beside the equations.
+    order). A masked score is −∞, so a row that may see no key of the blocks so far keeps
+    m' = −∞, and −∞ − (−∞) is NaN: there the exponents subtract 0 instead of m' (e^−∞ = 0 all
+    the same). A query that may attend to nothing ends with ℓ = 0 and gets zeros, as in
+    ``bertlib.attention.scaled_dot_product_attention`` and torch's own attention.
+    Fresh tensors every block and no tricks: read it beside the equations.
     :func:`tiled_attention` computes the same with reused buffers; a test proves them equal.
     """
     block, s = _check_tiled(Q, K, V, block, mask, scale)  # s = 1/√d_k unless a scale is given
@@ -113,9 +117,9 @@ def tiled_attention_plain(Q, K, V, block: int = 256, mask=None, scale: float | N
         if mask is not None:
             S = S.masked_fill(~mask[..., j:j + block], -math.inf)
         m_new = torch.maximum(m, S.amax(dim=-1, keepdim=True))
-        m_new = torch.where(m_new == -math.inf, 0.0, m_new)  # no key allowed yet: any shift
-        P = torch.exp(S - m_new)
-        alpha = torch.exp(m - m_new)
+        shift = torch.where(m_new == -math.inf, 0.0, m_new)  # m', or 0 while m' = −∞
+        P = torch.exp(S - shift)
+        alpha = torch.exp(m - shift)
         l = alpha * l + P.sum(dim=-1, keepdim=True)
         O = alpha * O + P @ V[..., j:j + block, :]
         m = m_new
@@ -165,8 +169,7 @@ def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = 
         if mask is not None:
             S.masked_fill_(~mask[..., keys], -math.inf)
         m_new = torch.maximum(m, S.amax(dim=-1, keepdim=True))
-        # a fully masked row so far has m_new = -inf: any finite shift will do
-        shift = m_new if mask is None else torch.where(torch.isinf(m_new), 0.0, m_new)
+        shift = torch.where(m_new == -math.inf, 0.0, m_new)  # m', or 0 while m' = −∞
         P = S.sub_(shift).exp_()
         torch.matmul(P, V1[..., keys, :], out=PV)
         Ol.mul_(torch.exp(m - shift)).add_(PV)

@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
 
 from bertlib.models import load_bert
 
@@ -79,3 +81,38 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if _loads_model(item):
             item.add_marker(pytest.mark.model)
+
+
+# --------------------------------------------------------------------------- seeded Q, K, V
+# Shared by several test modules as fixtures (no test module imports another): each returns a
+# function, so a test makes as many inputs, of as many shapes, as it needs.
+
+
+@pytest.fixture
+def torch_qkv():
+    """make(shape, seed=0, dtype=torch.float32) -> (Q, K, V): three unit-normal torch tensors of
+    ``shape``, from one seeded generator (the kernels' and the cost sweeps' inputs)."""
+    def make(shape, seed=0, dtype=torch.float32):
+        gen = torch.Generator().manual_seed(seed)
+        return tuple(torch.randn(shape, generator=gen, dtype=dtype) for _ in range(3))
+    return make
+
+
+@pytest.fixture
+def numpy_qkv():
+    """make(n=24, d=8, seed=0, scale=1.0) -> (Q, K, V): three (n, d) float64 arrays of seeded
+    normal numbers times ``scale`` (one head, for the variants and the approximations)."""
+    def make(n=24, d=8, seed=0, scale=1.0):
+        rng = np.random.default_rng(seed)
+        return tuple(rng.standard_normal((n, d)) * scale for _ in range(3))
+    return make
+
+
+@pytest.fixture
+def torch_masked():
+    """attend(Q, K, V, mask) -> torch's own softmax attention of numpy arrays over a bool mask
+    (True = may attend), as a numpy array: the independent reference of the sparse patterns."""
+    def attend(Q, K, V, mask):
+        t = [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, K, V)]
+        return F.scaled_dot_product_attention(*t, attn_mask=torch.from_numpy(mask)).numpy()
+    return attend

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from test_variants import TOL, qkv, torch_masked  # the seeded Q, K, V and masked torch reference
 
 from bertlib.approximations import (
     linformer_attention,
@@ -19,6 +18,8 @@ from bertlib.approximations import (
 )
 from bertlib.attention import scaled_dot_product_attention
 
+TOL = dict(rtol=1e-10, atol=1e-12)  # float64 on both sides: agreement to rounding
+
 
 def unit_keys(Q):
     return Q / np.linalg.norm(Q, axis=1, keepdims=True)
@@ -27,8 +28,8 @@ def unit_keys(Q):
 # ---------------------------------------------------------------- Linformer
 
 
-def test_linformer_with_k_equal_n_and_identity_projections_is_full_attention():
-    Q, K, V = qkv()
+def test_linformer_with_k_equal_n_and_identity_projections_is_full_attention(numpy_qkv):
+    Q, K, V = numpy_qkv()
     full, weights = scaled_dot_product_attention(Q, K, V)
     out, implied = linformer_attention(Q, K, V, 24, E=np.eye(24), F=np.eye(24),
                                        return_weights=True)
@@ -36,8 +37,8 @@ def test_linformer_with_k_equal_n_and_identity_projections_is_full_attention():
     np.testing.assert_allclose(implied, weights, **TOL)
 
 
-def test_linformer_matches_its_formula_and_implied_weights():
-    Q, K, V = qkv()
+def test_linformer_matches_its_formula_and_implied_weights(numpy_qkv):
+    Q, K, V = numpy_qkv()
     E, F_ = linformer_projections(24, 6, seed=1), linformer_projections(24, 6, seed=2)
     t = [torch.from_numpy(a) for a in (Q, E @ K, F_ @ V)]
     out, implied = linformer_attention(Q, K, V, 6, E=E, F=F_, return_weights=True)
@@ -48,14 +49,14 @@ def test_linformer_matches_its_formula_and_implied_weights():
 
 
 @pytest.mark.parametrize("k", [0, -3, 25])
-def test_linformer_bad_k_names_the_range(k):
-    Q, K, V = qkv()
+def test_linformer_bad_k_names_the_range(numpy_qkv, k):
+    Q, K, V = numpy_qkv()
     with pytest.raises(ValueError, match=r"k must be a whole number in 1\.\.24"):
         linformer_attention(Q, K, V, k)
 
 
-def test_linformer_projection_of_the_wrong_shape_is_named():
-    Q, K, V = qkv()
+def test_linformer_projection_of_the_wrong_shape_is_named(numpy_qkv):
+    Q, K, V = numpy_qkv()
     with pytest.raises(ValueError, match=r"E must have shape \(k, n\) = \(4, 24\)"):
         linformer_attention(Q, K, V, 4, E=np.ones((4, 20)))
 
@@ -63,8 +64,8 @@ def test_linformer_projection_of_the_wrong_shape_is_named():
 # ---------------------------------------------------------------- Performer
 
 
-def test_performer_error_shrinks_as_m_grows():
-    Q, K, V = qkv(scale=0.5)
+def test_performer_error_shrinks_as_m_grows(numpy_qkv):
+    Q, K, V = numpy_qkv(scale=0.5)
     _, exact = scaled_dot_product_attention(Q, K, V)
 
     def mean_error(m):
@@ -100,16 +101,16 @@ def test_performer_features_bad_shapes_are_named():
         performer_features(np.ones((3, 4)), np.ones((5, 6)))
 
 
-def test_performer_weights_are_positive_rows_summing_to_one():
-    Q, K, V = qkv(scale=3.0)  # large scores: the stabiliser must keep exp finite
+def test_performer_weights_are_positive_rows_summing_to_one(numpy_qkv):
+    Q, K, V = numpy_qkv(scale=3.0)  # large scores: the stabiliser must keep exp finite
     out, weights = performer_attention(Q, K, V, 32, seed=0, return_weights=True)
     assert np.all(weights > 0) and np.isfinite(out).all()
     np.testing.assert_allclose(weights.sum(1), 1.0, **TOL)
     np.testing.assert_allclose(weights @ V, out, rtol=1e-9, atol=1e-12)
 
 
-def test_performer_is_deterministic_with_a_seed():
-    Q, K, V = qkv()
+def test_performer_is_deterministic_with_a_seed(numpy_qkv):
+    Q, K, V = numpy_qkv()
     np.testing.assert_array_equal(performer_attention(Q, K, V, 16, seed=4),
                                   performer_attention(Q, K, V, 16, seed=4))
     assert not np.array_equal(performer_attention(Q, K, V, 16, seed=4),
@@ -124,8 +125,8 @@ def test_orthogonal_features_are_orthogonal_within_a_block():
 
 
 @pytest.mark.parametrize("m", [0, -1])
-def test_performer_bad_m_is_named(m):
-    Q, K, V = qkv()
+def test_performer_bad_m_is_named(numpy_qkv, m):
+    Q, K, V = numpy_qkv()
     with pytest.raises(ValueError, match="m .*must be a whole number >= 1"):
         performer_attention(Q, K, V, m)
 
@@ -133,14 +134,15 @@ def test_performer_bad_m_is_named(m):
 # ---------------------------------------------------------------- LSH (Reformer)
 
 
-def test_lsh_with_one_bucket_is_full_shared_qk_attention_without_the_diagonal():
-    Q, _, V = qkv()
+def test_lsh_with_one_bucket_is_full_shared_qk_attention_without_the_diagonal(numpy_qkv,
+                                                                              torch_masked):
+    Q, _, V = numpy_qkv()
     expected = torch_masked(Q, unit_keys(Q), V, ~np.eye(24, dtype=bool))
     np.testing.assert_allclose(lsh_attention(Q, V, n_buckets=1), expected, **TOL)
 
 
-def test_lsh_token_attends_to_itself_only_when_nothing_else_is_in_reach():
-    Q, _, V = qkv(n=24)
+def test_lsh_token_attends_to_itself_only_when_nothing_else_is_in_reach(numpy_qkv):
+    Q, _, V = numpy_qkv(n=24)
     mask = lsh_pattern(Q, 4, 1, seed=2, chunk=2)
     others = mask & ~np.eye(24, dtype=bool)
     np.testing.assert_array_equal(mask.diagonal(), ~others.any(axis=1))
@@ -151,8 +153,8 @@ def test_lsh_token_attends_to_itself_only_when_nothing_else_is_in_reach():
 
 
 @pytest.mark.parametrize("n_hashes", [1, 2, 4])
-def test_lsh_is_exact_softmax_over_its_pattern(n_hashes):
-    Q, _, V = qkv(n=32)
+def test_lsh_is_exact_softmax_over_its_pattern(numpy_qkv, torch_masked, n_hashes):
+    Q, _, V = numpy_qkv(n=32)
     mask = lsh_pattern(Q, 4, n_hashes, seed=2, chunk=4)
     out, weights = lsh_attention(Q, V, 4, n_hashes, seed=2, chunk=4, return_weights=True)
     np.testing.assert_allclose(out, torch_masked(Q, unit_keys(Q), V, mask), **TOL)
@@ -162,23 +164,23 @@ def test_lsh_is_exact_softmax_over_its_pattern(n_hashes):
     np.testing.assert_array_equal(mask.diagonal(), ~others.any(axis=1))  # itself only if alone
 
 
-def test_more_hash_rounds_keep_more_pairs():
-    Q, _, _ = qkv(n=32)
+def test_more_hash_rounds_keep_more_pairs(numpy_qkv):
+    Q, _, _ = numpy_qkv(n=32)
     counts = [lsh_pattern(Q, 4, h, seed=0, chunk=4).sum() for h in (1, 2, 4)]
     assert counts[0] < counts[1] < counts[2]
 
 
-def test_lsh_buckets_put_opposite_directions_apart_and_are_seeded():
+def test_lsh_buckets_put_opposite_directions_apart_and_are_seeded(numpy_qkv):
     x = np.array([[1.0, 0.2], [-1.0, -0.2]])
     b = lsh_buckets(x, 2, n_hashes=5, seed=0)
     assert b.shape == (5, 2) and np.all(b[:, 0] != b[:, 1])
-    Q, _, V = qkv(n=32)
+    Q, _, V = numpy_qkv(n=32)
     np.testing.assert_array_equal(lsh_attention(Q, V, 4, 2, seed=1),
                                   lsh_attention(Q, V, 4, 2, seed=1))
 
 
-def test_lsh_bad_bucket_counts_are_named():
-    Q, _, V = qkv()
+def test_lsh_bad_bucket_counts_are_named(numpy_qkv):
+    Q, _, V = numpy_qkv()
     with pytest.raises(ValueError, match="n_buckets must be 1 or even"):
         lsh_attention(Q, V, 3)
     with pytest.raises(ValueError, match="n_buckets=16 does not divide n=24"):

@@ -24,12 +24,6 @@ from bertlib.cost import (
 )
 from bertlib.kernels import naive_attention
 
-
-def qkv(shape, seed=0, dtype=torch.float32):
-    gen = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(shape, generator=gen, dtype=dtype) for _ in range(3))
-
-
 # --------------------------------------------------------------------------- fit_exponent
 
 
@@ -182,9 +176,9 @@ def test_measure_returns_one_measurement_per_size():
     assert all(m.seconds > 0 for m in res)
 
 
-def test_measure_counts_torch_tensor_bytes_exactly():
+def test_measure_counts_torch_tensor_bytes_exactly(torch_qkv):
     def setup(n):
-        return qkv((1, 1, n, 16))
+        return torch_qkv((1, 1, n, 16))
 
     res = measure(naive_attention, [64, 128, 256], setup=setup, progress=False)
     # the scores and the weights, n×n float32 each, are alive together at the peak

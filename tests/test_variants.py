@@ -4,8 +4,6 @@ import tracemalloc
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 
 from bertlib.approximations import linformer_attention, performer_attention, relative_error
 from bertlib.attention import scaled_dot_product_attention
@@ -22,22 +20,13 @@ from bertlib.variants import (
 TOL = dict(rtol=1e-10, atol=1e-12)  # float64 on both sides: agreement to rounding
 
 
-def qkv(n=24, d=8, seed=0, scale=1.0):
-    rng = np.random.default_rng(seed)
-    return tuple(rng.standard_normal((n, d)) * scale for _ in range(3))
-
-
-def torch_masked(Q, K, V, mask):
-    t = [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, K, V)]
-    return F.scaled_dot_product_attention(*t, attn_mask=torch.from_numpy(mask)).numpy()
-
-
 # ---------------------------------------------------------------- sliding window
 
 
 @pytest.mark.parametrize("w, global_idx", [(2, ()), (4, (0,)), (6, (0, 5, 23)), (10, (3, 3, 7))])
-def test_sliding_window_equals_torch_attention_with_its_pattern(w, global_idx):
-    Q, K, V = qkv()
+def test_sliding_window_equals_torch_attention_with_its_pattern(numpy_qkv, torch_masked, w,
+                                                                global_idx):
+    Q, K, V = numpy_qkv()
     mask = sliding_window_pattern(24, w, global_idx)
     out, weights = sliding_window_attention(Q, K, V, w, global_idx, return_weights=True)
     np.testing.assert_allclose(out, torch_masked(Q, K, V, mask), **TOL)
@@ -49,22 +38,22 @@ def test_sliding_window_equals_torch_attention_with_its_pattern(w, global_idx):
 @pytest.mark.parametrize("n, w, global_idx", [
     (24, 2, ()), (24, 6, (0, 23)), (23, 4, (5,)), (9, 40, (1,)), (31, 10, (0, 3, 30)),
 ])
-def test_plain_sliding_window_twin_equals_fast_one(n, w, global_idx):
+def test_plain_sliding_window_twin_equals_fast_one(numpy_qkv, n, w, global_idx):
     # float64 both: the same softmax over the same keys, summed in a different order, so they
     # agree to float64 rounding (TOL leaves ~1e4 ulps)
-    Q, K, V = qkv(n=n, seed=n + w)
+    Q, K, V = numpy_qkv(n=n, seed=n + w)
     np.testing.assert_allclose(sliding_window_attention_plain(Q, K, V, w, global_idx),
                                sliding_window_attention(Q, K, V, w, global_idx), **TOL)
 
 
-def test_plain_sliding_window_twin_rejects_odd_window():
-    Q, K, V = qkv()
+def test_plain_sliding_window_twin_rejects_odd_window(numpy_qkv):
+    Q, K, V = numpy_qkv()
     with pytest.raises(ValueError, match="even"):
         sliding_window_attention_plain(Q, K, V, 5)
 
 
-def test_window_covering_the_sequence_equals_full_attention():
-    Q, K, V = qkv(n=9)
+def test_window_covering_the_sequence_equals_full_attention(numpy_qkv):
+    Q, K, V = numpy_qkv(n=9)
     full, _ = scaled_dot_product_attention(Q, K, V)
     for w in (16, 18, 1000):  # w/2 >= n - 1 = 8: every window holds all 9 tokens
         np.testing.assert_allclose(sliding_window_attention(Q, K, V, w), full, **TOL)
@@ -77,17 +66,17 @@ def test_window_rows_hold_w_plus_one_keys_away_from_the_edges():
     assert mask[0].sum() == 4 and mask[19].sum() == 4
 
 
-def test_global_tokens_see_everything_and_are_seen_by_everything():
-    Q, K, V = qkv(n=16)
+def test_global_tokens_see_everything_and_are_seen_by_everything(numpy_qkv):
+    Q, K, V = numpy_qkv(n=16)
     _, weights = sliding_window_attention(Q, K, V, 2, global_idx=[0, 9], return_weights=True)
     assert np.all(weights[[0, 9]] > 0)
     assert np.all(weights[:, [0, 9]] > 0)
     assert weights[4, 12] == 0  # an ordinary pair far apart stays out
 
 
-def test_sliding_window_memory_grows_with_n_times_w_not_n_squared():
+def test_sliding_window_memory_grows_with_n_times_w_not_n_squared(numpy_qkv):
     def peak(n):
-        Q, K, V = (x.astype(np.float32) for x in qkv(n=n, d=16))
+        Q, K, V = (x.astype(np.float32) for x in numpy_qkv(n=n, d=16))
         tracemalloc.start()
         sliding_window_attention(Q, K, V, 32)
         _, peak_bytes = tracemalloc.get_traced_memory()
@@ -103,14 +92,14 @@ def test_sliding_window_memory_grows_with_n_times_w_not_n_squared():
                                     (-2, "must be a whole number >= 1, got -2"),
                                     (5, "w must be even: .* w/2 .* use 4 or 6"),
                                     (3, "use 2 or 4")])
-def test_bad_window_says_why(w, why):
-    Q, K, V = qkv()
+def test_bad_window_says_why(numpy_qkv, w, why):
+    Q, K, V = numpy_qkv()
     with pytest.raises(ValueError, match=why):
         sliding_window_attention(Q, K, V, w)
 
 
-def test_global_index_that_is_not_a_position_is_named():
-    Q, K, V = qkv()
+def test_global_index_that_is_not_a_position_is_named(numpy_qkv):
+    Q, K, V = numpy_qkv()
     with pytest.raises(TypeError, match="every global_idx entry must be a whole number"):
         sliding_window_attention(Q, K, V, 4, global_idx=[0.5])
 
@@ -121,8 +110,8 @@ def test_window_must_be_a_whole_number():
 
 
 @pytest.mark.parametrize("bad", [[24], [-1], [0, 30]])
-def test_global_index_out_of_range_is_named(bad):
-    Q, K, V = qkv()
+def test_global_index_out_of_range_is_named(numpy_qkv, bad):
+    Q, K, V = numpy_qkv()
     with pytest.raises(ValueError, match=r"positions run 0\.\.23"):
         sliding_window_attention(Q, K, V, 4, global_idx=bad)
 
@@ -130,8 +119,8 @@ def test_global_index_out_of_range_is_named(bad):
 # ---------------------------------------------------------------- block-sparse (BigBird)
 
 
-def test_block_sparse_equals_torch_attention_with_its_pattern():
-    Q, K, V = qkv(n=32)
+def test_block_sparse_equals_torch_attention_with_its_pattern(numpy_qkv, torch_masked):
+    Q, K, V = numpy_qkv(n=32)
     mask = block_sparse_pattern(32, 4, n_random=2, global_blocks=1, seed=5)
     out, weights = block_sparse_attention(Q, K, V, 4, 2, 1, seed=5, return_weights=True)
     np.testing.assert_allclose(out, torch_masked(Q, K, V, mask), **TOL)
@@ -157,8 +146,8 @@ def test_block_sparse_is_deterministic_with_a_seed_and_varies_without():
     assert any(not np.array_equal(a, block_sparse_pattern(64, 4, 2, 1, seed=s)) for s in range(8))
 
 
-def test_block_not_dividing_n_says_how_to_fix():
-    Q, K, V = qkv(n=10)
+def test_block_not_dividing_n_says_how_to_fix(numpy_qkv):
+    Q, K, V = numpy_qkv(n=10)
     with pytest.raises(ValueError, match=r"n=10 is not a multiple of block=4.*pad .* to 12"):
         block_sparse_attention(Q, K, V, 4)
 
@@ -175,8 +164,8 @@ def test_block_sparse_bad_counts_are_named():
 # ---------------------------------------------------------------- shared input checks
 
 
-def test_bad_arrays_are_named():
-    Q, K, V = qkv()
+def test_bad_arrays_are_named(numpy_qkv):
+    Q, K, V = numpy_qkv()
     with pytest.raises(ValueError, match="one head, a 2-D"):
         sliding_window_attention(Q[None], K[None], V[None], 4)
     with pytest.raises(ValueError, match="Q and K must share d_k"):

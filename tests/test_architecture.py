@@ -166,3 +166,22 @@ def test_the_scanners_see_what_they_look_for(tmp_path):
     fns = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
     assert [_body_lines(fn) for fn in fns] == [51, 1]
     assert len(_inner_bertlib_imports(tree)) == 1
+
+
+def test_no_test_module_imports_another():
+    """Helpers shared by tests live in tests/conftest.py (fixtures) or a helper module, never in
+    a test module that another imports (that would run its tests twice and hide the coupling)."""
+    tests = ROOT / "tests"
+    test_modules = {path.stem for path in tests.rglob("test_*.py")}
+    wrong = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            wrong += [f"{path.relative_to(ROOT)} imports {name}" for name in names
+                      if name.split(".")[0] in test_modules or name.startswith("tests.")]
+    assert not wrong, "share test helpers through tests/conftest.py instead:\n" + "\n".join(wrong)

@@ -11,9 +11,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from binder_files import BINDER, ROOT, runtime_python
 
-ROOT = Path(__file__).resolve().parents[1]
-BINDER = ROOT / "binder"
 # Files that make repo2docker build with conda (or another tool) instead of pip installing
 # binder/requirements.txt; any of them would shadow our pins.
 SHADOWING = ["environment.yml", "environment.yaml", "Pipfile", "Pipfile.lock", "setup.py",
@@ -31,24 +30,6 @@ def pins(path: Path) -> dict[str, str]:
         elif line and not line.startswith("-"):
             raise AssertionError(f"{path}: line {line!r} is not an exact pin")
     return out
-
-
-def runtime_python(binder: Path = BINDER) -> str:
-    """The Python "x.y" named by binder/runtime.txt (repo2docker's syntax: `python-3.11`)."""
-    runtime = binder / "runtime.txt"
-    if not runtime.exists():
-        raise AssertionError(
-            f"{runtime.relative_to(binder.parent)} is missing: without it repo2docker picks its "
-            "own default Python, which our pins may not support; write e.g. `python-3.11`"
-        )
-    text = runtime.read_text().strip()
-    m = re.fullmatch(r"python-(\d+\.\d+)", text)
-    if not m:
-        raise AssertionError(
-            f"{runtime.relative_to(binder.parent)} says {text!r}; expected `python-X.Y`, "
-            "for example `python-3.11` (a bare major version lets repo2docker choose the minor)"
-        )
-    return m.group(1)
 
 
 def binder_problems(binder: Path, requirements: Path) -> list[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_binder import BINDER, ROOT, runtime_python  # noqa: E402
+from binder_files import BINDER, ROOT, runtime_python  # noqa: E402
 
 PYPI = "https://pypi.org/simple"
 # glibc of repo2docker's base image (buildpack-deps:<Ubuntu release>), for the manylinux tags.

@@ -269,7 +269,7 @@ def _check_prior(prior, query, key, layer: int):
         )
     kind(prior, "prior", torch.Tensor, "a torch tensor (batch, n, n)")
     has_shape(prior, "prior", (batch, n_q, n_k), "(batch, n, n)", "for this batch")
-    check_finite(prior.detach().cpu().numpy(), "prior")
+    check_finite(prior.detach(), "prior")
     if (prior < 0).any():
         raise ValueError(
             f"prior must be >= 0 everywhere (a similarity), got a minimum of {prior.min().item():g}"

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from bertlib.attention import check_qkv_shapes
-from bertlib.checks import number, whole
+from bertlib.checks import check_finite, number, whole
 
 __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "banded_attention"]
 
@@ -46,8 +46,8 @@ def _check_qkv(Q, K, V) -> torch.Size:
         if t.ndim < 2:
             raise ValueError(f"{name} must have at least 2 dimensions (..., n, d), got shape "
                              f"{tuple(t.shape)}")
-        if t.device.type != "meta" and not torch.isfinite(t).all():  # meta: shapes, no values
-            raise ValueError(f"{name} contains NaN/inf values; attention needs finite numbers")
+        if t.device.type != "meta":  # a meta tensor has a shape but no values
+            check_finite(t, name)
     check_qkv_shapes(Q.shape, K.shape, V.shape)
     return _broadcast("the leading (batch, head) axes of Q, K and V",
                       Q=Q.shape[:-2], K=K.shape[:-2], V=V.shape[:-2])

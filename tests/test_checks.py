@@ -131,3 +131,10 @@ def test_heads_dividing_lists_the_valid_head_counts():
         checks.heads_dividing(5, 12)
     with pytest.raises(TypeError, match="whole number"):
         checks.heads_dividing(2.0, 12)
+
+
+def test_check_finite_reads_a_torch_tensor_where_it_lives():
+    torch = pytest.importorskip("torch")
+    checks.check_finite(torch.ones(3, dtype=torch.bfloat16), "x")
+    with pytest.raises(ValueError, match=r"x contains 2 NaN/inf value\(s\) \(first at index \(0, 1\)\)"):
+        checks.check_finite(torch.tensor([[0.0, float("nan")], [float("inf"), 1.0]]), "x")

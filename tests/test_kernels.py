@@ -110,7 +110,7 @@ def test_kernels_reject_mismatched_shapes(torch_qkv, fn):
         fn(Q.long(), K, V)
     bad = Q.clone()
     bad[1, 2] = float("nan")
-    with pytest.raises(ValueError, match="Q contains NaN"):
+    with pytest.raises(ValueError, match=r"Q contains 1 NaN/inf value\(s\) \(first at index \(1, 2\)\)"):
         fn(bad, K, V)
 
 

@@ -80,7 +80,7 @@ MAX_MODULE = 420  # lines of a module: about 400, readable in one sitting
 NOT_YET_SPLIT = {"models.py": 550}
 # `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 150 today. The goal
 # is about 108 (half of 216); this ratchet only stops new checks being written by hand.
-MAX_RAISES = 150
+MAX_RAISES = 112
 
 
 def _trees():

@@ -78,7 +78,7 @@ MAX_MODULE = 420  # lines of a module: about 400, readable in one sitting
 # Modules still over MAX_MODULE, with their length today: a ratchet, not a goal. They may shrink,
 # never grow; split them and delete their line here (issue 14 stays open until this is empty).
 NOT_YET_SPLIT = {"models.py": 550}
-# `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 150 today. The goal
+# `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 112 today. The goal
 # is about 108 (half of 216); this ratchet only stops new checks being written by hand.
 MAX_RAISES = 112
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from bertlib.models import BUNDLED_NAME, LoadedBert, bundled_model_path
+from bertlib.loading import BUNDLED_NAME, LoadedBert, bundled_model_path
 
 __all__ = ["is_bundled", "claim"]
 

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-from bertlib.models import load_bert
+from bertlib.loading import load_bert
 
 
 @pytest.fixture(scope="session")

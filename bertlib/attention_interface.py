@@ -23,6 +23,7 @@ def register_attention(name: str, fn) -> None:
     additive float mask (0 or a large negative number per key), without which padding would be
     silently ignored. Switch a model to it with ``model.set_attn_implementation(name)``.
     """
+    # imported when first registering, so that importing this module stays cheap
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import eager_mask
 

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from bertlib.checks import whole
 from bertlib.loading import LoadedBert, load_bert, max_positions
@@ -73,8 +74,6 @@ def _tokenize(text, text_pair, model: LoadedBert, truncate: bool) -> tuple[dict,
                               max_length=limit)
         dropped = n - int(enc["input_ids"].shape[1])
     if "token_type_ids" not in enc:
-        import torch
-
         enc["token_type_ids"] = torch.zeros_like(enc["input_ids"])
     return enc, dropped, n
 
@@ -162,6 +161,8 @@ def forward_state(module) -> tuple:
     The attention implementation's name and the functions registered under it (attention and
     mask; a name can be registered again with another function) and train/eval mode.
     """
+    # imported here, not at the top: a model exists, so transformers is loaded by now, and
+    # importing bertlib.models stays cheap (transformers takes seconds)
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -179,8 +180,6 @@ def batch_runs(enc: dict, model: LoadedBert) -> list[BertRun]:
     (layers + 1, n, d), attentions (layers, heads, n, n), all read-only. The one place a BertRun
     is built.
     """
-    import torch
-
     with torch.no_grad():
         out = model.model(**enc, output_attentions=True, output_hidden_states=True)
     attentions = torch.stack(out.attentions, 1).numpy()  # (B, L, H, N, N)

@@ -1,9 +1,10 @@
 """Switching one head off in a real transformers BERT (Michel, Levy & Neubig 2019, "Are Sixteen
 Heads Really Better than One?"; Kovaleva et al. 2019 for the uniform replacement).
 
-No class of transformers is patched: the model runs :func:`bertlib.models.eager_attention`,
-registered with ``transformers.AttentionInterface``, whose ``weights_of`` step replaces one
-head's weights in one layer. :mod:`bertlib.importance` measures what each head is worth with it;
+No class of transformers is patched: the model runs
+:func:`bertlib.attention_interface.eager_attention`, registered with
+``transformers.AttentionInterface``, whose ``weights_of`` step replaces one head's weights in one
+layer. :mod:`bertlib.importance` measures what each head is worth with it;
 :func:`bertlib.pretrain.ablated` uses it on the tiny BERT of notebook 09.
 """
 
@@ -15,15 +16,10 @@ from contextlib import contextmanager
 
 import torch
 
+from bertlib.attention_interface import eager_attention, register_attention, softmax_weights
 from bertlib.checks import one_of
-from bertlib.models import (
-    bert_module,
-    check_layer_head,
-    eager_attention,
-    load_bert,
-    register_attention,
-    softmax_weights,
-)
+from bertlib.loading import bert_module, load_bert
+from bertlib.models import check_layer_head
 
 __all__ = ["ABLATION_MODES", "ablated_attention", "ablated_head"]
 
@@ -62,7 +58,7 @@ def ablated_attention(layer: int, head: int, mode: str):
 def ablated_head(layer: int, head: int, mode: str = "uniform", model=None) -> Iterator:
     """Within the ``with`` block, ``model`` runs with one head disabled; yields ``model``.
 
-    model: a LoadedBert (default :func:`bertlib.models.load_bert`) or a transformers BERT, with
+    model: a LoadedBert (default :func:`bertlib.loading.load_bert`) or a transformers BERT, with
     or without a head. mode: "uniform" or "zero", see :func:`ablated_attention`. Registers that
     function with ``transformers.AttentionInterface`` (beside the eager additive mask, so
     padding is still masked) and switches the model to it; the previous implementation is

@@ -26,7 +26,8 @@ import numpy as np
 
 from bertlib.attention import _check_mask, _multi_head
 from bertlib.checks import as_array, heads_dividing, same_shape, vocab_ids, whole
-from bertlib.models import bert_module, encode, load_bert, parameters_state
+from bertlib.loading import bert_module, load_bert
+from bertlib.models import encode, parameters_state
 
 __all__ = [
     "LayerParams",

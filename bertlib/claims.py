@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from bertlib.checks import kind, text
-from bertlib.models import BUNDLED_NAME, LoadedBert, bundled_model_path
+from bertlib.loading import BUNDLED_NAME, LoadedBert, bundled_model_path
 
 __all__ = ["is_bundled", "claim"]
 

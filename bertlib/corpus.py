@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from bertlib.checks import items, whole
-from bertlib.models import batch_runs, load_bert, max_positions
+from bertlib.loading import load_bert, max_positions
+from bertlib.models import batch_runs
 
 __all__ = ["Corpus", "CorpusRuns", "load_corpus", "run_corpus", "tokenize_batch", "mean_pool",
            "sentence_vectors"]
@@ -80,7 +81,7 @@ def run_corpus(texts: Sequence[Text], model=None, max_pieces: int | None = None,
                batch_size: int = 32) -> CorpusRuns:
     """Run BERT on every text (a sentence, or a pair ``(first, second)``), keeping the maps.
 
-    Inputs longer than the model allows (:func:`bertlib.models.max_positions`, 512 for BERT;
+    Inputs longer than the model allows (:func:`bertlib.loading.max_positions`, 512 for BERT;
     or ``max_pieces`` if smaller) are skipped and counted, never truncated. The rest run in
     padded batches of ``batch_size`` (padding keys get weight 0, and each run is cut back to its
     own n tokens), so a few hundred sentences take seconds. Each run is a

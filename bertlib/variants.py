@@ -24,7 +24,8 @@ from bertlib.approximations import _one_head, _scale
 from bertlib.attention import _attend, _softmax, softmax, split_heads
 from bertlib.bert import BertParams, LayerParams, bert_params, encoder_layer
 from bertlib.checks import as_array, whole
-from bertlib.models import bert_module, check_layer_head
+from bertlib.loading import bert_module
+from bertlib.models import check_layer_head
 
 __all__ = [
     "sliding_window_pattern",

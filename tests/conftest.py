@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlib.models import load_bert
+from bertlib.loading import load_bert
 
 
 @pytest.fixture(scope="session")

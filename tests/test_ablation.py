@@ -6,7 +6,7 @@ import torch
 
 from bertlib import ablation as ab
 from bertlib.corpus import sentence_vectors
-from bertlib.models import load_bert
+from bertlib.loading import load_bert
 
 
 def _state(model):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from bertlib import analysis as an
-from bertlib.models import load_bert, run_bert
+from bertlib.loading import load_bert
+from bertlib.models import run_bert
 
 
 def prev_head(n):

@@ -4,7 +4,7 @@ reported with any other."""
 import pytest
 
 from bertlib.claims import claim, is_bundled
-from bertlib.models import BUNDLED_NAME, LoadedBert, bundled_model_path
+from bertlib.loading import BUNDLED_NAME, LoadedBert, bundled_model_path
 
 BUNDLED = LoadedBert(None, None, BUNDLED_NAME)
 OTHER = LoadedBert(None, None, "prajjwal1/bert-tiny")

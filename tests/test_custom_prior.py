@@ -9,7 +9,8 @@ import pytest
 
 from bertlib import custom as C
 from bertlib.exercises import nb08
-from bertlib.models import encode, load_bert
+from bertlib.loading import load_bert
+from bertlib.models import encode
 
 
 @pytest.fixture(scope="module")

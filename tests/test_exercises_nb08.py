@@ -5,7 +5,8 @@ import torch
 
 from bertlib import custom
 from bertlib.exercises import nb08
-from bertlib.models import encode, load_bert
+from bertlib.loading import load_bert
+from bertlib.models import encode
 
 A, B = nb08.CHECK_PAIRS[0]
 

@@ -8,7 +8,8 @@ import torch
 from bertlib import importance as im
 from bertlib.ablation import ablated_head
 from bertlib.corpus import sentence_vectors
-from bertlib.models import load_bert, run_bert
+from bertlib.loading import load_bert
+from bertlib.models import run_bert
 
 
 def test_head_importance_equals_full_forward_passes_with_the_head_ablated():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bertlib import models
+from bertlib import loading
 from bertlib.mlm import IGNORE_INDEX, fill_mask, has_mlm_head, mask_sentence, mask_tokens
 
 CLS, SEP, MASK, VOCAB = 101, 102, 103, 30522
@@ -98,7 +98,7 @@ def test_fill_mask_needs_one_mask():
 
 
 def test_fill_mask_offline_says_why_and_names_the_default(monkeypatch):
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(loading, "_hub_reachable", lambda timeout=3.0: False)
     with pytest.raises(OSError, match="no network") as info:
         fill_mask("The cat sat on the [MASK].", name="surely-not-downloaded-model-xyz")
-    assert models.DEFAULT_MODEL in str(info.value)
+    assert loading.DEFAULT_MODEL in str(info.value)

@@ -7,7 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from bertlib.models import attention_maps, load_bert
+from bertlib.loading import load_bert
+from bertlib.models import attention_maps
 from bertlib.widgets.explorer import (
     MIN_LINE_WEIGHT,
     TOP_KEYS,

@@ -28,7 +28,7 @@ def build_random_bert(folder: Path, seed: int = 0) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from bertlib.models import bundled_model_path
+    from bertlib.loading import bundled_model_path
 
     bundled = bundled_model_path()
     tokenizer = AutoTokenizer.from_pretrained(bundled, local_files_only=True)

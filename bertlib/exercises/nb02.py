@@ -26,7 +26,8 @@ from bertlib.exercises import (
     call_answer,
     not_answered,
 )
-from bertlib.models import check_layer_head, load_bert, run_bert
+from bertlib.loading import load_bert
+from bertlib.models import check_layer_head, run_bert
 
 __all__ = ["DET_NOUN_SENTENCES", "check_cost_guess", "check_split_heads", "check_w_o_swap",
            "check_det_noun_head"]

@@ -22,7 +22,8 @@ import numpy as np
 
 from bertlib.bert import bert_params, layer_norm
 from bertlib.exercises import Feedback, as_answer_array, as_answer_number, not_answered
-from bertlib.models import attention_maps, encode, load_bert, run_bert
+from bertlib.loading import load_bert
+from bertlib.models import attention_maps, encode, run_bert
 
 __all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
            "BANK_FIRST", "GUESS_TOLERANCE", "FORBIDDEN", "check_embeddings", "bank_cosine",

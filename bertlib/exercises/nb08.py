@@ -18,7 +18,8 @@ from bertlib.exercises import (
     call_answer,
     not_answered,
 )
-from bertlib.models import encode, load_bert
+from bertlib.loading import load_bert
+from bertlib.models import encode
 
 __all__ = ["reference_position_prior", "check_position_prior", "check_plugged_in",
            "PREDICT_SCORES", "PREDICT_PRIOR", "check_zero_prior_prediction", "check_prior_design"]

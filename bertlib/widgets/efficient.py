@@ -21,7 +21,8 @@ from bertlib.approximations import (
 )
 from bertlib.attention import scaled_dot_product_attention
 from bertlib.checks import one_of
-from bertlib.models import check_layer_head, load_bert, run_bert
+from bertlib.loading import load_bert
+from bertlib.models import check_layer_head, run_bert
 from bertlib.variants import bert_qkv, block_sparse_attention, sliding_window_attention
 from bertlib.viz import attention_heatmap
 from bertlib.widgets import Drawn, live_box, render_safely

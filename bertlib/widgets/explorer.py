@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bertlib.checks import kind
-from bertlib.models import check_layer_head, load_bert, run_bert
+from bertlib.loading import load_bert
+from bertlib.models import check_layer_head, run_bert
 from bertlib.viz import attention_heatmap, line_view
 from bertlib.widgets import (
     attempt,
@@ -123,7 +124,7 @@ class BertAttentionExplorer:
     """Widget: sentence, optional second sentence, layer and head on top; the view below.
 
     text, text_pair: the input (text_pair None or "" for a single sentence). model: a LoadedBert
-    (default :func:`bertlib.models.load_bert`). overlay: optional callable
+    (default :func:`bertlib.loading.load_bert`). overlay: optional callable
     ``overlay(tokens, attentions, layer, head) -> str`` whose HTML is shown under the view
     (attentions (layers, heads, n, n); head an int, or None for the mean of the heads).
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import items, whole
+from bertlib.checks import items, text, whole
 from bertlib.loading import load_bert, max_positions
 from bertlib.models import batch_runs
 
@@ -56,13 +56,14 @@ class CorpusRuns(NamedTuple):
 def _text_parts(texts: Sequence[Text]) -> list[tuple[str, str | None]]:
     """Each text as (first, second or None), after checking the list once."""
     parts = []
-    for k, text in enumerate(items(texts, "texts", "sentences or pairs (first, second)")):
-        pair = (text, None) if isinstance(text, str) else tuple(text) if isinstance(
-            text, tuple | list) else ()
+    for k, entry in enumerate(items(texts, "texts", "sentences or pairs (first, second)")):
+        pair = (entry, None) if isinstance(entry, str) else tuple(entry) if isinstance(
+            entry, tuple | list) else ()
         if len(pair) != 2:
-            raise TypeError(f"text {k} must be a string or a pair (first, second), got {text!r}")
-        if not all(p is None or (isinstance(p, str) and p.strip()) for p in pair):
-            raise ValueError(f"text {k} is empty or not a string: {text!r}")
+            raise TypeError(f"text {k} must be a string or a pair (first, second), got {entry!r}")
+        text(pair[0], f"text {k}")
+        if pair[1] is not None:
+            text(pair[1], f"the second sentence of text {k}")
         parts.append(pair)
     return parts
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import whole
+from bertlib import checks
 from bertlib.loading import LoadedBert, load_bert, max_positions
 
 __all__ = [
@@ -53,10 +53,7 @@ def _tokenize(text, text_pair, model: LoadedBert, truncate: bool) -> tuple[dict,
     for label, t in (("text", text), ("text_pair", text_pair)):
         if t is None and label == "text_pair":
             continue
-        if not isinstance(t, str):
-            raise TypeError(f"{label} must be a string, got {type(t).__name__}")
-        if not t.strip():
-            raise ValueError(f"{label} is empty or only whitespace: type a sentence")
+        checks.text(t, label)
         if not model.tokenizer(t, add_special_tokens=False, verbose=False)["input_ids"]:
             raise ValueError(f"{label} {t!r} gives no word pieces (only invisible characters?)")
     limit = max_positions(model)
@@ -281,7 +278,7 @@ def check_layer_head(model_or_attentions, layer, head=None,
     ``layer must be a whole number in 0..5 (6 layers), got 7``.
     """
     n_layers, n_heads = _layers_heads(model_or_attentions)
-    layer = whole(layer, "layer", 0, n_layers - 1, why=f"({n_layers} layers)")
+    layer = checks.whole(layer, "layer", 0, n_layers - 1, why=f"({n_layers} layers)")
     if head is None and allow_mean:
         return layer, None
-    return layer, whole(head, "head", 0, n_heads - 1, why=f"({n_heads} heads)")
+    return layer, checks.whole(head, "head", 0, n_heads - 1, why=f"({n_heads} heads)")

@@ -75,9 +75,9 @@ def test_the_import_scanner_sees_both_import_forms(tmp_path):
 
 MAX_BODY = 50  # lines of a function body, docstring excluded
 MAX_MODULE = 420  # lines of a module: about 400, readable in one sitting
-# `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 112 today. The goal
+# `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 109 today. The goal
 # is about 108 (half of 216); this ratchet only stops new checks being written by hand.
-MAX_RAISES = 112
+MAX_RAISES = 109
 
 
 def _trees():

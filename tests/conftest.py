@@ -20,6 +20,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bertlib import pretrain as pt
+from bertlib import probes
 from bertlib.loading import load_bert
 
 
@@ -116,3 +118,16 @@ def torch_masked():
         t = [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, K, V)]
         return F.scaled_dot_product_attention(*t, attn_mask=torch.from_numpy(mask)).numpy()
     return attend
+
+
+@pytest.fixture(scope="module")
+def tok():
+    """The word-level tokenizer of notebook 09's generated language (bertlib.probes)."""
+    return probes.build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def tiny(tok):
+    """A fresh, untrained tiny BERT for that language (2 layers, 2 heads, 16 wide, seed 0); one per
+    test module, so a module that trains it never changes another's."""
+    return pt.new_model(pt.tiny_config(tok.get_vocab_size(), layers=2, heads=2, hidden=16), 0)

@@ -9,16 +9,6 @@ from bertlib import pretrain as pt
 from bertlib import probes
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return probes.build_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def tiny(tok):
-    return pt.new_model(pt.tiny_config(tok.get_vocab_size(), layers=2, heads=2, hidden=16), 0)
-
-
 def test_config_needs_hidden_divisible_by_heads():
     with pytest.raises(ValueError, match=r"hidden = 66 is not divisible by heads = 4: .* Valid heads for hidden = 66: \[1, 2, 3, 6, 11, 22, 33, 66\]"):
         pt.tiny_config(100, heads=4, hidden=66)

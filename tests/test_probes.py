@@ -4,18 +4,7 @@ import numpy as np
 import pytest
 
 from bertlib import grammar as g
-from bertlib import pretrain as pt
 from bertlib import probes
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return probes.build_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def tiny(tok):
-    return pt.new_model(pt.tiny_config(tok.get_vocab_size(), layers=2, heads=2, hidden=16), 0)
 
 
 def test_tokenizer_round_trip_and_special_tokens(tok):

@@ -104,10 +104,10 @@ def items(values, name: str, what: str) -> list:
 def check_finite(x, name: str) -> None:
     """Raise ValueError if ``x`` (an array or a torch tensor, any shape) holds NaN or ±inf, saying
     how many and where first. A tensor is checked where it lives (no copy to numpy)."""
-    bad = ~x.isfinite() if hasattr(x, "isfinite") else ~np.isfinite(x)
+    tensor = hasattr(x, "isfinite")
+    bad = ~x.isfinite() if tensor else ~np.isfinite(x)
     if bad.any():
-        where = bad.nonzero() if hasattr(x, "isfinite") else np.argwhere(bad)
-        first = tuple(int(i) for i in where[0])
+        first = tuple(int(i) for i in (bad.nonzero() if tensor else np.argwhere(bad))[0])
         raise ValueError(
             f"{name} contains {int(bad.sum())} NaN/inf value(s) (first at index {first}); "
             "attention needs finite numbers"

@@ -1,9 +1,18 @@
 """bertlib.claims: a claim about the bundled model's numbers is asserted with that model, and only
 reported with any other."""
 
+import numpy as np
 import pytest
 
-from bertlib.claims import claim, is_bundled
+from bertlib.claims import (
+    Subject,
+    bootstrap_interval,
+    claim,
+    claim_over,
+    is_bundled,
+    spread,
+    sweep,
+)
 from bertlib.loading import BUNDLED_NAME, LoadedBert, bundled_model_path
 
 BUNDLED = LoadedBert(None, None, BUNDLED_NAME)
@@ -31,3 +40,66 @@ def test_claim_needs_its_statement_in_words():
         claim(BUNDLED, "  ", True)
     with pytest.raises(TypeError, match="statement .* must be a string"):
         claim(BUNDLED, None, True)
+
+
+def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
+    values = np.random.default_rng(1).normal(0.6, 0.1, size=64)
+    lo, hi = bootstrap_interval(values)
+    assert lo < values.mean() < hi
+    assert (lo, hi) == bootstrap_interval(values)
+    assert hi - lo < 0.1  # about 4 standard errors of 0.1 / 8
+    wide = bootstrap_interval(values, level=0.99)
+    assert wide[0] < lo and wide[1] > hi
+
+
+def test_bootstrap_interval_of_a_paired_statistic():
+    rows = np.stack([np.arange(30.0), np.arange(30.0) - 1], axis=1)
+    assert bootstrap_interval(rows, statistic=lambda r: np.mean(r[:, 0] - r[:, 1])) == (1.0, 1.0)
+
+
+def test_bootstrap_interval_rejects_bad_input():
+    with pytest.raises(ValueError, match="number of values must be a whole number >= 2"):
+        bootstrap_interval([0.5])
+    with pytest.raises(ValueError, match="values"):
+        bootstrap_interval([0.5, np.nan])
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_interval([0.1, 0.2], level=1.5)
+
+
+def test_spread_counts_where_a_per_sample_test_holds():
+    s = spread([0.2, 0.6, 0.7, 0.9], holds_each=lambda v: v > 0.5)
+    assert (s.n, s.held, s.min, s.max) == (4, 3, 0.2, 0.9)
+    assert "holds in 3 of 4" in str(s) and "95 % CI" in str(s)
+    assert spread([1, 2], holds_each=[True, False]).held == 1
+    with pytest.raises(ValueError, match=r"holds_each must have shape \(n,\) = \(2,\)"):
+        spread([1, 2], holds_each=[True])
+
+
+def test_claim_over_prints_the_spread_and_asserts_for_the_reference(capsys):
+    s = claim_over(BUNDLED, "shares above 0.5", [0.6, 0.7, 0.8], holds=lambda s: s.min > 0.5)
+    assert "shares above 0.5: 0.70" in capsys.readouterr().out
+    assert s.held is None
+    with pytest.raises(AssertionError, match="shares above 0.9"):
+        claim_over(BUNDLED, "shares above 0.9", [0.6, 0.7, 0.8], holds=lambda s: s.min > 0.9)
+    claim_over(OTHER, "shares above 0.9", [0.6, 0.7, 0.8], holds=lambda s: s.min > 0.9)
+    assert "does not hold" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="holds must be a function of the Spread"):
+        claim_over(BUNDLED, "x", [1, 2], holds=True)
+
+
+def test_a_subject_names_what_the_claim_is_about(capsys):
+    committed = Subject("the committed runs", True, "5 committed runs")
+    fresh = Subject("the runs in /tmp/seed7", False, "5 committed runs")
+    assert claim(committed, "holds", True)
+    with pytest.raises(AssertionError, match="for the 5 committed runs: fails"):
+        claim(committed, "fails", False)
+    assert not claim(fresh, "fails", False)
+    assert "with the runs in /tmp/seed7 it does not hold" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="or a Subject"):
+        claim("runs", "x", True)
+
+
+def test_sweep_shows_every_threshold(capsys):
+    rows = sweep([0.3, 0.4], lambda t: int(t * 10))
+    assert rows == [(0.3, 3), (0.4, 4)]
+    assert "threshold 0.3: 3" in capsys.readouterr().out

@@ -127,6 +127,19 @@ def test_gelu_is_the_exact_erf_form():
     assert gelu(np.array([1.0]))[0] == pytest.approx(0.5 * (1 + math.erf(1 / math.sqrt(2))))
 
 
+def test_gelu_is_elementwise_over_arrays_and_agrees_with_math_erf_in_the_tails():
+    x = np.concatenate([np.linspace(-40, 40, 8000), [0.0, -0.0, 1e-300, -1e-300]])
+    expected = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    got = gelu(x.reshape(2, -1)).reshape(-1)  # any shape, one array out
+    assert got.dtype == np.float64
+    # float64 erf within 1 ulp of math.erf, times x/2 (|x| <= 40): 40 * 2.2e-16 = 9e-15 -> 1e-13
+    np.testing.assert_allclose(got, expected, rtol=1e-15, atol=1e-13)
+    assert np.isnan(gelu(np.array([np.nan]))).all()
+    assert gelu(np.float32(2.0)).dtype == np.float64
+    with pytest.raises(TypeError, match="x must hold real numbers"):
+        gelu(np.array(["1"]))
+
+
 def test_layer_norm_matches_torch():
     rng = np.random.default_rng(0)
     x, g, b = rng.normal(size=(3, 5, 8)), rng.normal(size=8), rng.normal(size=8)

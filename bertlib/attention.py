@@ -2,6 +2,9 @@
 
 Shapes: one sequence is ``(n, d)``; any number of leading batch/head dimensions may precede the
 last two axes. Masks are boolean with ``True`` = "this query may attend to this key".
+
+Equation first: each public function checks its arguments in one line, then reads like the paper
+(Vaswani et al. 2017, section 3.2). The checks sit at the bottom of the file.
 """
 
 from __future__ import annotations
@@ -22,106 +25,74 @@ __all__ = [
 ]
 
 
-def check_qkv_shapes(Q_shape, K_shape, V_shape) -> None:
-    """Raise ValueError unless Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v) fit.
-
-    Takes shapes (tuples or torch.Size), so numpy and torch code share one check; the message
-    names what disagrees and all three shapes.
-    """
-    Q_shape, K_shape, V_shape = tuple(Q_shape), tuple(K_shape), tuple(V_shape)
-    problems = [why for bad, why in (
-        (Q_shape[-1] != K_shape[-1], "Q and K must share d_k (their last axis)"),
-        (K_shape[-2] != V_shape[-2], "K and V must have the same number of keys n_k "
-                                     "(second-last axis)")) if bad]
-    if problems:
-        raise ValueError(f"{'; '.join(problems)}: Q has shape {Q_shape}, K has {K_shape}, "
-                         f"V has {V_shape}")
-
-
 def softmax(x, axis: int = -1, where=None) -> np.ndarray:
-    """Numerically stable softmax: exp(x - max) / sum(exp(x - max)) along ``axis``.
+    """softmax(x)_i = e^(x_i − m) / Σ_j e^(x_j − m), m = max_j x_j (the same, and never overflows).
 
-    x: any shape. where: optional boolean array broadcastable to x; entries where it is False get
+    x: any shape. where: optional bool array broadcastable to x; entries where it is False get
     weight 0. A slice whose entries are all excluded (or all -inf) gives zeros, never NaN.
     Returns an array of x's shape whose slices along ``axis`` sum to 1 (or 0 if fully excluded).
     """
-    x = as_array(x, "x", finite=False)  # -inf is a valid score: "never attend here"
-    if np.isnan(x).any():
-        raise ValueError("softmax input contains NaN")
-    return _softmax(x, axis, where)
-
-
-def _softmax(x: np.ndarray, axis: int = -1, where=None) -> np.ndarray:
-    """:func:`softmax` on an already checked float array."""
-    if where is None:
-        where = np.ones(x.shape, dtype=bool)
-    where = np.broadcast_to(np.asarray(where, dtype=bool), x.shape) & (x != -np.inf)
-    if x.size == 0:
-        return np.zeros(x.shape, dtype=x.dtype)
-    masked = np.where(where, x, -np.inf)
-    m = np.max(masked, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)  # a fully excluded slice: any finite shift will do
-    e = np.where(where, np.exp(np.where(where, x - m, 0.0)), 0.0)
+    x, where = _check_softmax(x, where)  # -inf is a valid score: "never attend here"
+    x = x if where is None else np.where(where, x, -np.inf)  # excluded: e^(−∞) = 0
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))  # a fully excluded slice: any shift will do
     total = e.sum(axis=axis, keepdims=True)
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
-def _check_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
-    """``mask`` as a bool array that broadcasts to the scores' ``shape``, or a clear error."""
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(
-            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
-            "for a 0/1 array use mask.astype(bool)"
-        )
-    try:
-        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
-            f"{layout}"
-        )
-    return mask
-
-
-def _qkv(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Q, K, V as finite float arrays of at least 2 axes whose shapes fit (one check)."""
-    Q, K, V = (as_array(x, name, min_ndim=2, layout="(..., n, d)")
-               for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
-    check_qkv_shapes(Q.shape, K.shape, V.shape)
-    return Q, K, V
-
-
-def _scores_shape(Q: np.ndarray, K: np.ndarray) -> tuple[int, ...]:
-    """The shape of Q Kᵀ: the broadcast leading axes, then (n_q, n_k)."""
-    return np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
-
-
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
-    """softmax(Q Kᵀ / √d_k) V.
+    """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V, leading (batch, head) axes broadcast.
 
     Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v)
     mask: (..., n_q, n_k) bool, True where a query may attend; None = all.
     scale: the factor applied to Q Kᵀ; default 1/√d_k (what BERT uses, per head).
-    Returns (output (..., n_q, d_v), weights (..., n_q, n_k)); masked-out rows get zero weights
-    and a zero output. Leading dimensions broadcast (e.g. heads, batch).
+    Returns (output (..., n_q, d_v), weights (..., n_q, n_k)); masked-out rows get zero weights.
     """
-    Q, K, V = _qkv(Q, K, V)
-    scale = None if scale is None else number(scale, "scale", 0)
-    mask = None if mask is None else _check_mask(mask, _scores_shape(Q, K))
-    return _attend(Q, K, V, mask, scale)
-
-
-def _attend(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask=None, scale=None):
-    """softmax(Q Kᵀ · scale) V on checked arrays (scale None = 1/√d_k): (output, weights)."""
+    Q, K, V, mask, scale = _check_attention(Q, K, V, mask, scale)
     d_k = Q.shape[-1]
-    if scale is None:
-        scale = 1.0 / np.sqrt(d_k) if d_k > 0 else 1.0
-    scores = (Q @ np.swapaxes(K, -1, -2)) * scale
-    weights = _softmax(scores, axis=-1, where=mask)
+    scores = Q @ np.swapaxes(K, -1, -2) * (1 / np.sqrt(d_k) if scale is None else scale)
+    weights = softmax(scores, where=mask)  # a masked-out key gets weight 0
     return weights @ V, weights
+
+
+def split_heads(X, h: int) -> np.ndarray:
+    """Cut the feature axis into h heads of d_k = d / h features and put the head axis first.
+
+    X: (..., n, d) -> (..., h, n, d_k), with out[..., i, t, :] = X[..., t, i·d_k : (i+1)·d_k]:
+    head i gets feature columns i·d_k … (i+1)·d_k − 1 of every token.
+    Raises ValueError if h does not divide d (the message lists the valid h).
+    """
+    X, h = _check_split(X, h)
+    *lead, n, d = X.shape
+    return np.swapaxes(X.reshape(*lead, n, h, d // h), -3, -2)
+
+
+def merge_heads(X_heads) -> np.ndarray:
+    """Concat(head_0, …, head_{h−1}): the heads side by side again, the inverse of split_heads.
+
+    X_heads: (..., h, n, d_k) -> (..., n, h·d_k), with out[..., t, i·d_k : (i+1)·d_k] =
+    X_heads[..., i, t, :].
+    """
+    X_heads = as_array(X_heads, "X_heads", min_ndim=3, layout="(..., h, n, d_k)", finite=False)
+    *lead, h, n, d_k = X_heads.shape
+    return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
+
+
+def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None):
+    """MultiHead(X) = Concat(head_0, …, head_{h−1}) W_O + b_O, head_i = softmax(Q_i K_iᵀ/√d_k) V_i,
+    Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V, cut into h heads of d_k = d / h.
+
+    X: (..., n_q, d); X_kv: (..., n_k, d), None = X (self-attention). W_*: (d, d) as in x W (torch
+    Linear's weight.T); biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None. mask: bool, to
+    (..., h, n_q, n_k), True = may attend. Returns (..., n_q, d) and weights (..., h, n_q, n_k).
+    """
+    X, X_kv, (W_Q, W_K, W_V, W_O), (b_Q, b_K, b_V, b_O), h, mask = _check_multi_head(
+        X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
+    Q = split_heads(X @ W_Q + b_Q, h)  # (..., h, n_q, d_k)
+    K = split_heads(X_kv @ W_K + b_K, h)  # (..., h, n_k, d_k)
+    V = split_heads(X_kv @ W_V + b_V, h)  # (..., h, n_k, d_k)
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # every head_i at once
+    return merge_heads(heads) @ W_O + b_O, weights
 
 
 def causal_mask(n: int) -> np.ndarray:
@@ -152,90 +123,73 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
 
 
-def split_heads(X, h: int) -> np.ndarray:
-    """Cut the feature axis into h heads of d_k = d / h features and put the head axis first.
+# The names variants.py and approximations.py import (issue 28: they may call the public ones).
+_softmax = softmax
+_attend = scaled_dot_product_attention
 
-    X: (..., n, d) -> (..., h, n, d_k), with out[..., i, t, :] = X[..., t, i·d_k : (i+1)·d_k]:
-    head i gets feature columns i·d_k … (i+1)·d_k − 1 of every token.
-    Raises ValueError if h does not divide d (the message lists the valid h).
+
+# ---------------------------------------------------------------- the checks, once at the edge
+
+def check_qkv_shapes(Q_shape, K_shape, V_shape) -> None:
+    """Raise ValueError unless Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v) fit.
+
+    Takes shapes (tuples or torch.Size), so numpy and torch code share one check; the message
+    names what disagrees and all three shapes.
     """
+    Q_shape, K_shape, V_shape = tuple(Q_shape), tuple(K_shape), tuple(V_shape)
+    problems = [why for bad, why in (
+        (Q_shape[-1] != K_shape[-1], "Q and K must share d_k (their last axis)"),
+        (K_shape[-2] != V_shape[-2], "K and V must have the same number of keys n_k "
+                                     "(second-last axis)")) if bad]
+    if problems:
+        raise ValueError(f"{'; '.join(problems)}: Q has shape {Q_shape}, K has {K_shape}, "
+                         f"V has {V_shape}")
+
+
+def _check_softmax(x, where) -> tuple[np.ndarray, np.ndarray | None]:
+    """softmax's x as a float array without NaN, and ``where`` as bool of x's shape (or None)."""
+    x = as_array(x, "x", finite=False)
+    if np.isnan(x).any():
+        raise ValueError("softmax input contains NaN")
+    return x, None if where is None else np.broadcast_to(np.asarray(where, dtype=bool), x.shape)
+
+
+def _check_attention(Q, K, V, mask, scale):
+    """Q, K, V as finite float arrays (at least 2 axes, d_k >= 1) whose shapes fit, the mask as a
+    bool array that broadcasts to the scores' shape, the scale a number >= 0 or None."""
+    Q, K, V = (as_array(x, name, min_ndim=2, layout="(..., n, d)")
+               for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
+    whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
+    scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
+    mask = None if mask is None else _check_mask(mask, scores)
+    return Q, K, V, mask, None if scale is None else number(scale, "scale", 0)
+
+
+def _check_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
+    """``mask`` as a bool array that broadcasts to the scores' ``shape``, or a clear error."""
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+            "for a 0/1 array use mask.astype(bool)"
+        )
+    try:
+        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
+            f"{layout}"
+        )
+    return mask
+
+
+def _check_split(X, h) -> tuple[np.ndarray, int]:
+    """split_heads' X as a float array (..., n, d) and h as a whole number dividing d."""
     X = as_array(X, "X", min_ndim=2, layout="(..., n, d)", finite=False)
-    return _split(X, heads_dividing(h, X.shape[-1]))
-
-
-def _split(X: np.ndarray, h: int) -> np.ndarray:
-    """:func:`split_heads` of a checked X whose d is a multiple of h."""
-    *lead, n, d = X.shape
-    return np.swapaxes(X.reshape(*lead, n, h, d // h), -3, -2)
-
-
-def merge_heads(X_heads) -> np.ndarray:
-    """Concatenate the heads side by side again: the inverse of :func:`split_heads`.
-
-    X_heads: (..., h, n, d_k) -> (..., n, h·d_k), with out[..., t, i·d_k : (i+1)·d_k] =
-    X_heads[..., i, t, :].
-    """
-    return _merge(as_array(X_heads, "X_heads", min_ndim=3, layout="(..., h, n, d_k)",
-                           finite=False))
-
-
-def _merge(X_heads: np.ndarray) -> np.ndarray:
-    """:func:`merge_heads` of a checked array."""
-    *lead, h, n, d_k = X_heads.shape
-    return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
-
-
-def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None):
-    """MultiHead(X) = Concat(head_0, …, head_{h−1}) W_O + b_O, with
-    head_i = softmax(Q_i K_iᵀ / √d_k) V_i,  Q = X W_Q + b_Q,  K = X_kv W_K + b_K,
-    V = X_kv W_V + b_V, and Q_i, K_i, V_i = columns i·d_k … (i+1)·d_k − 1, d_k = d / h.
-
-    X: (..., n_q, d), the queries' input. X_kv: (..., n_k, d), the keys' and values' input
-    (cross-attention); None = X (self-attention, n_k = n_q).
-    W_Q, W_K, W_V, W_O: (d, d), applied on the right (x W). torch.nn.Linear stores the transpose:
-    W_Q = linear.weight.T.
-    h: the number of heads, a divisor of d.
-    mask: bool, broadcastable to (..., h, n_q, n_k), True where a query may attend: e.g. (n_k,)
-    for key padding, (B, 1, 1, n_k) for a batch's key padding, (n_q, n_k) shared by all heads,
-    (h, n_q, n_k) one per head. None = all.
-    biases: None or a list/tuple (b_Q, b_K, b_V, b_O), each (d,) or None.
-    Returns (output (..., n_q, d), weights (..., h, n_q, n_k)); each row of weights sums to 1
-    (0 for a fully masked row).
-    """
-    X, X_kv, W, b, h, mask = _check_multi_head(X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
-    return _multi_head(X, X_kv, W, b, h, mask)
-
-
-def _multi_head(X, X_kv, W, b, h: int, mask=None, attend=None):
-    """:func:`multi_head_attention` on checked arguments, W = (W_Q, W_K, W_V, W_O) and
-    b = (b_Q, b_K, b_V, b_O) (a bias may be 0.0).
-
-    attend: None for softmax attention (returns its weights), or a function
-    attend(Q, K, V) -> (n_q, d_k) run on each head (and batch item) alone (weights None).
-    """
-    W_Q, W_K, W_V, W_O = W
-    b_Q, b_K, b_V, b_O = b
-    Q = _split(X @ W_Q + b_Q, h)  # (..., h, n_q, d_k)
-    K = _split(X_kv @ W_K + b_K, h)  # (..., h, n_k, d_k)
-    V = _split(X_kv @ W_V + b_V, h)  # (..., h, n_k, d_k)
-    if attend is None:
-        heads, weights = _attend(Q, K, V, mask)
-    else:
-        heads, weights = _each_head(attend, Q, K, V), None
-    return _merge(heads) @ W_O + b_O, weights
-
-
-def _each_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """attend(q, k, v) on every head (and batch item) alone, stacked: (..., h, n_q, d_v)."""
-    lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
-    flat = [np.broadcast_to(x, lead + x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (Q, K, V)]
-    heads = np.stack([np.asarray(attend(q, k, v), dtype=Q.dtype)
-                      for q, k, v in zip(*flat, strict=True)])
-    one_head = (Q.shape[-2], V.shape[-1])
-    if heads.shape[1:] != one_head:
-        raise ValueError(f"attend must return one head's output of shape {one_head} "
-                         f"(n_q, d_k), got {heads.shape[1:]}")
-    return heads.reshape(lead + one_head)
+    return X, heads_dividing(h, X.shape[-1])
 
 
 def _check_multi_head(X, X_kv, W, biases, h, mask):

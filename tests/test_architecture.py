@@ -181,3 +181,49 @@ def test_no_test_module_imports_another():
             wrong += [f"{path.relative_to(ROOT)} imports {name}" for name in names
                       if name.split(".")[0] in test_modules or name.startswith("tests.")]
     assert not wrong, "share test helpers through tests/conftest.py instead:\n" + "\n".join(wrong)
+
+
+# ---------------------------------------------------------------- equation first
+
+EQUATIONS = {  # (module, public function): a piece of its first equation line
+    ("attention", "softmax"): "np.exp(",
+    ("attention", "scaled_dot_product_attention"): "Q @ np.swapaxes(K, -1, -2)",
+    ("attention", "split_heads"): ".reshape(",
+    ("attention", "merge_heads"): ".reshape(",
+    ("attention", "multi_head_attention"): "split_heads(X @ W_Q + b_Q, h)",
+    ("bert", "bert_forward"): "embed(params, input_ids",
+    ("bert", "encoder_layer"): "split_heads(X @ W + b, h)",
+    ("bert", "embed"): "params.word[t]",
+    ("bert", "layer_norm"): "x.mean(",
+    ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",
+}
+LANDING = 10  # lines from the `def` a reader lands on to the first line of the equation
+
+
+def test_a_reader_lands_within_ten_lines_of_the_equation():
+    far = []
+    for (module, name), piece in EQUATIONS.items():
+        lines = (ROOT / "bertlib" / f"{module}.py").read_text(encoding="utf-8").splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"def {name}("))
+        found = next(i for i in range(start, len(lines)) if piece in lines[i])
+        if found - start > LANDING:
+            far.append(f"bertlib/{module}.py {name}: the equation is {found - start} lines "
+                       f"below the def (at most {LANDING}); shorten the docstring or the checks")
+    assert not far, "\n".join(far)
+
+
+def _calls(tree, dotted: str, arg: str | None = None) -> int:
+    """How many calls to ``dotted`` (e.g. "np.exp") there are, with first argument ``arg`` if
+    given (a name such as "d_k")."""
+    return sum(isinstance(node, ast.Call) and ast.unparse(node.func) == dotted and (
+        arg is None or (node.args and ast.unparse(node.args[0]) == arg))
+        for node in ast.walk(tree))
+
+
+def test_attention_and_bert_write_softmax_and_the_scale_once():
+    trees = [ast.parse((ROOT / "bertlib" / f"{m}.py").read_text(encoding="utf-8"))
+             for m in ("attention", "bert")]
+    assert sum(_calls(t, "np.exp") for t in trees) == 1, "one numpy softmax: attention.softmax"
+    assert sum(_calls(t, "np.sqrt", "d_k") for t in trees) == 1, (
+        "one 1/√d_k: attention.scaled_dot_product_attention")
+    assert _calls(ast.parse("np.exp(x)\nnp.sqrt(d_k)\nnp.sqrt(2)"), "np.sqrt", "d_k") == 1

@@ -187,3 +187,19 @@ def test_check_qkv_shapes_accepts_torch_sizes_and_names_both_shapes():
         check_qkv_shapes(torch.Size([2, 5, 4]), (2, 7, 5), (2, 7, 3))
     with pytest.raises(ValueError, match=r"n_k.*\(7, 4\).*\(6, 3\)"):
         check_qkv_shapes((5, 4), (7, 4), (6, 3))
+
+
+def test_zero_width_queries_and_keys_are_rejected_by_name():
+    with pytest.raises(ValueError, match=r"d_k, the last axis of Q and K, must be a whole number >= 1, got 0"):
+        scaled_dot_product_attention(np.ones((2, 0)), np.ones((3, 0)), np.ones((3, 2)))
+
+
+def test_softmax_where_excludes_entries_and_must_fit_x():
+    x = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    where = np.array([True, False, True])  # broadcasts over the rows
+    s = softmax(x, where=where)
+    np.testing.assert_allclose(s[:, 1], 0.0)
+    np.testing.assert_allclose(s[0, [0, 2]], softmax(np.array([1.0, 3.0])), rtol=1e-15)
+    np.testing.assert_array_equal(softmax(x, where=np.zeros(3, bool)), 0.0)
+    with pytest.raises(ValueError):
+        softmax(x, where=np.ones((3, 3), bool))

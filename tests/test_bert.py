@@ -222,3 +222,11 @@ def test_encoder_layer_checks_its_arguments_once():
     bad[0, 3] = np.nan
     with pytest.raises(ValueError, match="X contains 1 NaN"):
         encoder_layer(bad, p, 2)
+
+
+def test_layer_functions_name_bad_arguments():
+    with pytest.raises(TypeError, match=r"params must be a LayerParams .*, got dict"):
+        encoder_layer(np.ones((5, 8)), {"W_Q": np.ones((8, 8))}, 2)
+    with pytest.raises(TypeError, match="x must hold real numbers"):
+        layer_norm(np.array(["a", "b"]), np.ones(2), np.zeros(2))
+    assert layer_norm(np.ones((2, 4), np.float32), np.ones(4), np.zeros(4)).dtype == np.float64

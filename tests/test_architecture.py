@@ -1,15 +1,18 @@
-"""docs/ARCHITECTURE.md is the project's map: every bertlib module is in it, and imports go down."""
+"""docs/ARCHITECTURE.md is the project's map: every bertlib module is in it, its level is computed
+from its imports (not typed), the table is sorted by level, and imports go down."""
 
 import ast
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAP = ROOT / "docs" / "ARCHITECTURE.md"
 
 
 def _levels() -> dict[str, int]:
-    rows = re.findall(r"^\| `([a-z_0-9]+)` \| (\d) \|", MAP.read_text(encoding="utf-8"), re.M)
+    rows = re.findall(r"^\| `([a-z_0-9]+)` \| (\d+) \|", MAP.read_text(encoding="utf-8"), re.M)
     return {name: int(level) for name, level in rows}
 
 
@@ -42,9 +45,99 @@ def _bertlib_imports(path: Path) -> set[str]:
     return names
 
 
+def _module_level_imports(path: Path) -> set[str]:
+    """The bertlib modules ``path`` imports outside any function (an import inside a function
+    breaks a named cycle and does not count towards a level)."""
+    names, todo = set(), [ast.parse(path.read_text(encoding="utf-8"))]
+    while todo:
+        for node in ast.iter_child_nodes(todo.pop()):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names |= _bertlib_imports_of(node)
+            todo.append(node)
+    return names
+
+
+def _bertlib_imports_of(node) -> set[str]:
+    if isinstance(node, ast.ImportFrom):
+        parts = (node.module or "").split(".")
+        if node.level or parts[0] != "bertlib":
+            return set()
+        return {parts[1]} if len(parts) > 1 else {alias.name for alias in node.names}
+    return {parts[1] for alias in node.names
+            if (parts := alias.name.split("."))[0] == "bertlib" and len(parts) > 1}
+
+
+def computed_levels(modules: dict[str, list[Path]]) -> tuple[dict[str, int], dict[str, set]]:
+    """(module -> level, module -> the bertlib modules it imports): level 0 for a module that
+    imports no other bertlib module, else 1 + the highest level among those it imports.
+    Raises AssertionError naming the cycle if modules import each other in a circle."""
+    deps = {name: set().union(*map(_module_level_imports, files)) & set(modules) - {name}
+            for name, files in modules.items()}
+    levels: dict[str, int] = {}
+
+    def level(name: str, path: tuple[str, ...]) -> int:
+        if name in path:
+            cycle = " -> ".join(path[path.index(name):] + (name,))
+            raise AssertionError(f"bertlib modules import each other in a circle: {cycle}")
+        if name not in levels:
+            levels[name] = 1 + max((level(d, path + (name,)) for d in deps[name]), default=-1)
+        return levels[name]
+
+    for name in modules:
+        level(name, ())
+    return levels, deps
+
+
+def _why(name: str, levels: dict[str, int], deps: dict[str, set]) -> str:
+    if not deps[name]:
+        return "it imports no other bertlib module"
+    top = max(deps[name], key=lambda d: (levels[d], d))
+    return f"it imports {top} (level {levels[top]}); 1 + {levels[top]} = {levels[name]}"
+
+
+def test_each_level_on_the_map_is_computed_from_the_imports():
+    levels, deps = computed_levels(_modules())
+    typed = _levels()
+    wrong = [f"row `{name}`: level {typed[name]} -> {levels[name]} ({_why(name, levels, deps)})"
+             for name in sorted(levels, key=lambda n: (levels[n], n))
+             if name in typed and typed[name] != levels[name]]
+    assert not wrong, ("docs/ARCHITECTURE.md's module table disagrees with the imports; change "
+                       "these rows (and keep the table sorted by level):\n" + "\n".join(wrong))
+
+
+def test_the_map_is_sorted_by_level():
+    rows = list(_levels().items())
+    wrong = [f"row `{name}` (level {level}) comes after row `{before}` (level {above}): move it "
+             f"up among the level-{level} rows"
+             for (before, above), (name, level) in zip(rows, rows[1:], strict=False)
+             if level < above]
+    assert not wrong, "sort docs/ARCHITECTURE.md's module table by level:\n" + "\n".join(wrong)
+
+
+def test_levels_count_imports_at_module_level_and_find_cycles(tmp_path):
+    files = {}
+    for name, source in {"a": "", "b": "from bertlib import a\n",
+                         "c": "import bertlib.b\ndef f():\n    from bertlib import d\n",
+                         "d": "from bertlib.c import f\n"}.items():
+        files[name] = [tmp_path / f"{name}.py"]
+        files[name][0].write_text(source)
+    levels, deps = computed_levels(files)
+    assert levels == {"a": 0, "b": 1, "c": 2, "d": 3} and deps["c"] == {"b"}
+    assert _why("d", levels, deps) == "it imports c (level 2); 1 + 2 = 3"
+    files["a"][0].write_text("from bertlib import d\n")
+    with pytest.raises(AssertionError, match="a -> d -> c -> b -> a"):
+        computed_levels(files)
+
+
 def test_every_bertlib_module_is_on_the_map():
-    missing = sorted(set(_modules()) - set(_levels()))
-    assert not missing, f"add these bertlib modules to docs/ARCHITECTURE.md's table: {missing}"
+    levels, deps = computed_levels(_modules())
+    missing = [f"| `{name}` | {levels[name]} | (what it holds) | (who uses it) |   <- "
+               f"{_why(name, levels, deps)}"
+               for name in sorted(set(levels) - set(_levels()), key=lambda n: (levels[n], n))]
+    assert not missing, ("add these rows to docs/ARCHITECTURE.md's module table, among the rows "
+                         "of their level:\n" + "\n".join(missing))
 
 
 def test_the_map_names_no_module_that_does_not_exist():

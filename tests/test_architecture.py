@@ -28,21 +28,10 @@ def _modules() -> dict[str, Path]:
 
 
 def _bertlib_imports(path: Path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            parts = node.module.split(".")
-            if parts[0] == "bertlib":
-                if len(parts) > 1:
-                    names.add(parts[1])
-                else:  # from bertlib import attention, toy
-                    names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "bertlib" and len(parts) > 1:
-                    names.add(parts[1])
-    return names
+    """Every bertlib module ``path`` imports, inside functions too."""
+    return set().union(*(_bertlib_imports_of(node)
+                         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                         if isinstance(node, ast.Import | ast.ImportFrom)))
 
 
 def _module_level_imports(path: Path) -> set[str]:

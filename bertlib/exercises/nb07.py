@@ -154,9 +154,9 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
         if np.allclose(got, reference, atol=1e-8):
             return Feedback(False, message)
     gap = float(np.abs(got - scores).max())
-    return Feedback(False, f"your scores differ from the formula by up to {gap:.3g}; return one "
-                           "term at a time (c2c alone, then c2p, then p2c) and compare head 0 "
-                           "with section 3's one-head numbers")
+    return Feedback(False, f"your scores differ from the formula by up to {gap:.3g}, and not by "
+                           "a missing term, a wrong scale or a swapped index; check how each head "
+                           "takes its columns, then one term at a time")
 
 
 def check_score_memory(answer, n: int = 512, h: int = 12, d: int = 768, L: int = 12) -> Feedback:

@@ -15,9 +15,9 @@ def test_relative_positions_checker_accepts_the_answer_and_names_mistakes():
     assert nb07.check_relative_positions(right.tolist(), n, k)
     cases = {
         "δ(j, i)": right.T,
-        "add k": offsets,
+        "raw offsets i − j": offsets,
         "not clipped": offsets + k,
-        "clip at 2k − 1": np.clip(offsets + k, 0, 2 * k),
+        "there are 2k buckets": np.clip(offsets + k, 0, 2 * k),
         "should have shape (6, 6)": right[:5],
         "got str": "δ",
         "NaN": np.full((n, n), np.nan),
@@ -139,7 +139,8 @@ def test_albert_design_checker_wants_the_most_distinct_layers_within_budget():
     assert nb07.check_albert_design(128, 2)
     assert nb07.check_albert_design(64, 2)
     cases = {
-        (128, 1): "you can afford 2 distinct layers",
+        (128, 1): "enough for another distinct layer",
+        (384, 1): "a smaller E (still >= 64) would make room",
         (128, 3): "over the budget",
         (256, 2): "over the budget",
         (32, 2): "choose E in 64..768",

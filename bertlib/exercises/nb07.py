@@ -31,17 +31,18 @@ def check_relative_positions(answer, n: int = 6, k: int = 2) -> Feedback:
                               "each diagonal")
     offsets = np.arange(n)[:, None] - np.arange(n)[None, :]
     if np.array_equal(got, want.T):
-        return Feedback(False, "you computed δ(j, i): row i should hold query i, so use i − j "
-                               "(a key to the LEFT of the query gives a bucket above k)")
+        return Feedback(False, "you computed δ(j, i), the transpose: row i is query i and column "
+                               "j is key j, and a key to the LEFT of its query (j < i) gets a "
+                               "bucket above k")
     if np.array_equal(got, offsets):
-        return Feedback(False, "that is i − j itself: add k so the buckets start at 0, then clip "
-                               f"to 0..{2 * k - 1}")
+        return Feedback(False, f"these are the raw offsets i − j, from {1 - n} to {n - 1}; bucket "
+                               f"numbers start at 0 and there are only 2k = {2 * k} of them")
     if np.array_equal(got, offsets + k):
         return Feedback(False, f"right shift by k, but not clipped: distances of {k} or more "
                                f"must all share bucket {2 * k - 1} (and ≤ −{k} bucket 0)")
     if np.array_equal(got, np.clip(offsets + k, 0, 2 * k)):
-        return Feedback(False, f"clip at 2k − 1 = {2 * k - 1}, not 2k: there are 2k buckets "
-                               f"numbered 0..{2 * k - 1}")
+        return Feedback(False, f"your largest bucket is 2k = {2 * k}, one too many: there are 2k "
+                               f"buckets, numbered 0..{2 * k - 1}")
     wrong = np.argwhere(got != want)[0]
     return Feedback(False, f"entry (i={wrong[0]}, j={wrong[1]}) should be "
                            f"{want[wrong[0], wrong[1]]}, got {got[wrong[0], wrong[1]]:g}")
@@ -71,8 +72,9 @@ def check_albert_parameters(answer, V: int = 30000, E: int = 128, H: int = 1024,
     }
     if got in mistakes:
         return Feedback(False, mistakes[got])
-    return Feedback(False, f"off by {got - c.total:+,}: add embeddings (V+P+T)·E + 2E, the map "
-                           "E·H + H, one layer 4H² + 2HI + 9H + I, and the pooler H² + H")
+    return Feedback(False, f"off by {got - c.total:+,}, which is none of the usual slips; count "
+                           "each part of AlbertModel on its own: the embedding tables and their "
+                           "LayerNorm, the E→H map, the encoder layers, the pooler")
 
 
 def _split(W, h: int) -> list:
@@ -152,9 +154,9 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
         if np.allclose(got, reference, atol=1e-8):
             return Feedback(False, message)
     gap = float(np.abs(got - scores).max())
-    return Feedback(False, f"your scores differ from the formula by up to {gap:.3g}; compare "
-                           "each head's terms with bertlib.family.disentangled_attention on that "
-                           "head's columns")
+    return Feedback(False, f"your scores differ from the formula by up to {gap:.3g}, and not by "
+                           "a missing term, a wrong scale or a swapped index; check how each head "
+                           "takes its columns, then one term at a time")
 
 
 def check_score_memory(answer, n: int = 512, h: int = 12, d: int = 768, L: int = 12) -> Feedback:
@@ -209,10 +211,12 @@ def check_albert_design(E, groups, budget: int = 20_000_000, V: int = 30000, H: 
     if count > budget:
         return Feedback(False, f"{count:,} parameters, {count - budget:,} over the budget "
                                f"({count / budget:.0%} of it); one distinct layer costs "
-                               f"{layer:,}, one unit of E costs {per_E:,}: cut groups first")
+                               f"{layer:,}, one unit of E costs {per_E:,}")
     if groups < best:
+        room = ("enough for another distinct layer" if count + layer <= budget
+                 else f"and a smaller E (still >= {min_E}) would make room for another distinct "
+                      "layer")
         return Feedback(False, f"{count:,} parameters fit ({count / budget:.0%} of the budget), "
-                               f"but {budget - count:,} are left: with E >= {min_E} you can "
-                               f"afford {best} distinct layers")
+                               f"but {budget - count:,} are left, {room}")
     return Feedback(True, f"{count:,} parameters ({count / budget:.0%} of the budget) with "
                           f"{groups} distinct layers, the most that fit")

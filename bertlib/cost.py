@@ -231,8 +231,8 @@ def _measure_one(fn: Callable, n: int, setup: Callable | None, repeats: int, war
 
 
 def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None,
-            repeats: int = REPEATS, warmup: int = WARMUP, memory: str = "auto", progress: bool = True,
-            statistic: str = "min") -> list[Measurement]:
+            repeats: int = REPEATS, warmup: int = WARMUP, memory: str = "auto",
+            progress: bool = True, statistic: str = "min") -> list[Measurement]:
     """Time ``fn`` and record its peak memory at each size n in ``sizes``.
 
     For each n: ``args = setup(n)`` (not timed; a tuple is the argument list, any other value

@@ -14,6 +14,7 @@ slows a call down).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -141,7 +142,7 @@ def _run_job(job: dict) -> list[int | None]:
         kwargs = {**job.get("kwargs", {}),
                   **{key: n // div for key, div in job.get("per_n", {}).items()}}
         args = (Q, V) if job.get("call", "qkv") == "qv" else (Q, K, V)
-        peaks.append(_peak_here(lambda *a: fn(*a, **kwargs), args))
+        peaks.append(_peak_here(functools.partial(fn, **kwargs), args))
     return peaks
 
 

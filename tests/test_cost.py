@@ -8,9 +8,9 @@ import torch
 
 from bertlib import cost
 from bertlib.cost import (
-    Fit,
     REPEATS,
     WARMUP,
+    Fit,
     Measurement,
     MemoryGuardError,
     attention_bytes,

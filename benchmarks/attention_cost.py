@@ -8,8 +8,8 @@ fastest), the GFLOP/s, and the peak memory two ways: the tensor count of ``measu
 the resident memory one call adds to a fresh process (``resident_bytes``,
 ``bertlib.peak_memory.resident_peaks``), which sees inside SDPA's fused kernel too. A size that
 ``bertlib.cost.check_memory`` refuses is reported, not run. Also the tiled kernel's largest
-difference from naive torch, the fitted exponents and the ratios quoted in the README. Writes ``benchmarks/results/`` (cost.json,
-cost.png, cost.md) and prints the table.
+difference from naive torch, the fitted exponents and the ratios quoted in the README. Writes
+``benchmarks/results/`` (cost.json, cost.png, cost.md) and prints the table.
 
     python benchmarks/attention_cost.py [--min-n 128] [--max-n 8192] [--out benchmarks/results]
 """

@@ -1,11 +1,15 @@
 """The larger cost sweep of notebook 05 (``make bench``): naive numpy, naive torch, torch SDPA and
 tiled attention, one head, float32, Q, K, V: (1, 1, n, d_k), for n = 128, 256, ... 8192.
 
-For each kernel and n: the fastest of ``--repeats`` timed calls after a warm-up, the peak memory
-(``bertlib.cost.measure``) and the GFLOP/s; a size that ``bertlib.cost.check_memory`` refuses is
-reported, not run. Also the tiled kernel's largest difference from naive torch, the fitted
-exponents and the ratios quoted in the README. Writes ``benchmarks/results/`` (cost.json,
-cost.png, cost.md) and prints the table.
+For each kernel and n: the series' one timing procedure (``bertlib.cost.measure``: a warm-up call,
+then ``--repeats`` timed calls, kept with their fastest, median and slowest; ``seconds`` is the
+fastest), the GFLOP/s, and the peak memory two ways: the tensor count of ``measure``
+(``peak_bytes``: deterministic, but for SDPA only its output) and, the same way for every kernel,
+the resident memory one call adds to a fresh process (``resident_bytes``,
+``bertlib.peak_memory.resident_peaks``), which sees inside SDPA's fused kernel too. A size that
+``bertlib.cost.check_memory`` refuses is reported, not run. Also the tiled kernel's largest
+difference from naive torch, the fitted exponents and the ratios quoted in the README. Writes
+``benchmarks/results/`` (cost.json, cost.png, cost.md) and prints the table.
 
     python benchmarks/attention_cost.py [--min-n 128] [--max-n 8192] [--out benchmarks/results]
 """
@@ -27,6 +31,7 @@ import torch.nn.functional as F
 
 from bertlib.attention import scaled_dot_product_attention
 from bertlib.cost import (
+    REPEATS,
     MemoryGuardError,
     attention_bytes,
     attention_flops,
@@ -38,6 +43,7 @@ from bertlib.cost import (
     random_qkv,
 )
 from bertlib.kernels import naive_attention, tiled_attention
+from bertlib.peak_memory import resident_peaks
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -67,8 +73,27 @@ def _sweep(fn, numpy_input, estimate, sizes, d_k, fraction, repeats, progress, d
 
     rows = measure(fn, sizes, setup=setup, repeats=repeats, progress=progress)
     return [{**m._asdict(), "seconds": None if m.error else m.seconds,
+             "median": None if m.error else m.median, "slowest": None if m.error else m.slowest,
              "gflops": None if m.error else attention_flops(m.n, d_k) / m.seconds / 1e9}
             for m in rows]
+
+
+def _resident(methods: dict, d_k: int, block: int) -> None:
+    """Add each row's ``resident_bytes``: the resident memory of one call, in one fresh process
+    (only the sizes that ran; the targets are the same kernels, named by where they live)."""
+    targets = {"naive numpy": ("bertlib.attention:scaled_dot_product_attention", {}),
+               "naive torch": ("bertlib.kernels:naive_attention", {}),
+               "torch SDPA": ("torch.nn.functional:scaled_dot_product_attention", {}),
+               f"tiled (block {block})": ("bertlib.kernels:tiled_attention", {"block": block})}
+    jobs = {name: {"target": target, "kwargs": kwargs, "d_k": d_k,
+                   "inputs": "numpy" if name == "naive numpy" else "torch",
+                   "sizes": [r["n"] for r in methods[name] if r["error"] is None]}
+            for name, (target, kwargs) in targets.items()}
+    peaks = resident_peaks({name: job for name, job in jobs.items() if job["sizes"]})
+    for name, rows in methods.items():
+        found = dict(zip(jobs[name]["sizes"], peaks.get(name, []), strict=False))
+        for r in rows:
+            r["resident_bytes"] = found.get(r["n"])
 
 
 def _tiled_errors(sizes, d_k, block, fraction, estimate, device) -> dict:
@@ -124,7 +149,7 @@ def _figures(methods: dict, fits: dict, errors: dict, tiled_name: str, sizes) ->
     }
 
 
-def run_benchmark(sizes: Sequence[int], d_k: int = 64, block: int = 256, repeats: int = 3,
+def run_benchmark(sizes: Sequence[int], d_k: int = 64, block: int = 256, repeats: int = REPEATS,
                   fraction: float = 0.5, progress: bool = True) -> dict:
     """Time and peak memory of every kernel in :func:`kernels` at every n in ``sizes``; a size
     that ``check_memory`` refuses (over ``fraction`` of free memory) is reported as an error.
@@ -138,6 +163,7 @@ def run_benchmark(sizes: Sequence[int], d_k: int = 64, block: int = 256, repeats
     methods = {name: _sweep(fn, numpy_input, estimate, sizes, d_k, fraction, repeats, progress,
                             device)
                for name, (fn, numpy_input, estimate) in chosen.items()}
+    _resident(methods, d_k, block)
     errors = _tiled_errors(sizes, d_k, block, fraction, chosen["naive torch"][2], device)
     fits = {name: _fits(rows) for name, rows in methods.items()}
     return {
@@ -163,14 +189,18 @@ def _size_rows(result: dict) -> list[str]:
     """The markdown table: per n, the time (ms) then the peak memory (MiB) of every kernel."""
     names = list(result["methods"])
     head = "| n | " + " | ".join(f"{m} ms" for m in names) + " | " + \
-        " | ".join(f"{m} MiB" for m in names) + " |"
-    lines = [head, "|" + "---:|" * (1 + 2 * len(names))]
+        " | ".join(f"{m} MiB" for m in names) + " | " + \
+        " | ".join(f"{m} MiB resident" for m in names) + " |"
+    lines = [head, "|" + "---:|" * (1 + 3 * len(names))]
     for i, n in enumerate(result["config"]["sizes"]):
         rows = [result["methods"][m][i] for m in names]
         ms = [_cell(None if r["error"] else r["seconds"] * 1e3, ".1f") for r in rows]
         mib = [_cell(None if r["peak_bytes"] is None else r["peak_bytes"] / 2**20, ".2f")
                for r in rows]
-        lines.append(f"| {n} | " + " | ".join(ms) + " | " + " | ".join(mib) + " |")
+        resident = [_cell(None if r.get("resident_bytes") is None else r["resident_bytes"] / 2**20,
+                          ".2f") for r in rows]
+        lines.append(f"| {n} | " + " | ".join(ms) + " | " + " | ".join(mib) + " | "
+                     + " | ".join(resident) + " |")
     errors = [f"- {m} at n = {r['n']}: {r['error']}" for m in names
               for r in result["methods"][m] if r["error"]]
     return lines + (["", "Refused or failed:"] + errors if errors else [])
@@ -236,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-n", type=int, default=8192)
     parser.add_argument("--d-k", type=int, default=64)
     parser.add_argument("--block", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     if args.min_n < 1 or args.max_n < args.min_n:

@@ -4,8 +4,9 @@
   :func:`ffn_flops`, :func:`ffn_bytes` (attention against the rest of a BERT layer), and
   :func:`hbm_accesses_standard`, :func:`hbm_accesses_flash` (the GPU memory traffic of
   standard attention and FlashAttention).
-- Measuring: :func:`measure` times a function over sizes n (the fastest run after a warm-up)
-  and records its peak memory (counted by ``bertlib.peak_memory``); :func:`fit_exponent` fits
+- Measuring: :func:`measure` times a function over sizes n with one procedure everywhere
+  (``WARMUP`` untimed calls, then ``REPEATS`` timed ones, kept with their fastest, median and
+  slowest) and records its peak memory (``bertlib.peak_memory``); :func:`fit_exponent` fits
   ``value ∝ n^slope`` on log-log axes.
 - Guarding: :func:`check_memory` refuses a size whose memory would not fit, before it runs.
 - Inputs and the machine: :func:`random_qkv`, :func:`pick_device`, :func:`matmul_peak_gflops`.
@@ -41,6 +42,8 @@ __all__ = [
     "hbm_accesses_standard",
     "hbm_accesses_flash",
     "measure",
+    "WARMUP",
+    "REPEATS",
     "fit_exponent",
     "available_memory",
     "check_memory",
@@ -51,6 +54,7 @@ __all__ = [
 
 MEMORY_MODES = ("auto", "torch", "tracemalloc", "none")
 STATISTICS = {"min": min, "median": statistics.median}
+WARMUP, REPEATS = 1, 5  # the one timing procedure of the notebooks and of `make bench`
 
 
 class Measurement(NamedTuple):
@@ -60,12 +64,32 @@ class Measurement(NamedTuple):
     (NaN if it failed).
     peak_bytes: peak memory the call allocated (None if not measured or it failed).
     error: ``"ExceptionType: message"`` if the setup or the call raised, else None.
+    times: every timed run, in seconds, in order (empty if it failed); ``fastest``, ``median``
+    and ``slowest`` read them.
     """
 
     n: int
     seconds: float
     peak_bytes: int | None
     error: str | None
+    times: tuple[float, ...] = ()
+
+    @property
+    def fastest(self) -> float:
+        return min(self.times, default=math.nan)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times) if self.times else math.nan
+
+    @property
+    def slowest(self) -> float:
+        return max(self.times, default=math.nan)
+
+    def beyond_spread(self, other: Measurement) -> bool:
+        """True when the two differ by more than their runs' spread: every run of one was
+        faster than every run of the other (their [fastest, slowest] ranges do not overlap)."""
+        return self.slowest < other.fastest or other.slowest < self.fastest
 
 
 class Fit(NamedTuple):
@@ -147,13 +171,15 @@ def hbm_accesses_standard(n: int, d: int) -> int:
 def hbm_accesses_flash(n: int, d: int, sram: int) -> int:
     """Numbers FlashAttention (Dao et al. 2022, Algorithm 1) reads from and writes to HBM, forward.
 
-    n: sequence length; d: head width; sram: on-chip memory (SRAM) in numbers, M.
+    n: sequence length; d: head width; sram: on-chip memory (SRAM) in numbers, M: its bytes over
+    the element size (192 KB holds 98,304 fp16/bf16 numbers of 2 bytes, 49,152 fp32 ones).
     Key/value blocks of B_c = ⌈M/(4d)⌉ rows, query blocks of B_r = min(B_c, d) rows, so one
     block of each, and their scores, fit in SRAM. O, ℓ, m start in HBM (nd + 2n written); the
     outer loop reads each key and value block once (2nd in all); for each of the
     T_c = ⌈n/B_c⌉ key blocks, the inner loop reads every query block with its O, ℓ, m and writes
     O, ℓ, m back (3nd + 4n). Total 2nd + nd + 2n + T_c·(3nd + 4n) ≈ 12·n²d²/M for large n:
-    no n² matrix ever goes to HBM.
+    no n² matrix ever goes to HBM. Against standard attention's ≈ 4n², the saving levels off at
+    M/(3d²) and vanishes when d reaches √(M/3) (d = 128 in fp32 on 192 KB).
     """
     n, d = whole(n, "n", low=1), whole(d, "d", low=1)
     sram = whole(sram, "sram", low=4 * d, why="(4·d numbers: one row of each block)")
@@ -198,22 +224,25 @@ def _measure_one(fn: Callable, n: int, setup: Callable | None, repeats: int, war
         if memory == "auto":
             memory = "torch" if tensors_in(args) else "tracemalloc"
         peak = {"torch": tensor_peak_bytes, "tracemalloc": traced_peak_bytes}.get(memory)
-        return Measurement(n, STATISTICS[statistic](times), peak(fn, args) if peak else None, None)
+        return Measurement(n, STATISTICS[statistic](times), peak(fn, args) if peak else None, None,
+                           tuple(times))
     except Exception as exc:  # reported for this size; the sweep goes on
         return Measurement(n, math.nan, None, f"{type(exc).__name__}: {exc}")
 
 
-def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None, repeats: int = 3,
-            warmup: int = 1, memory: str = "auto", progress: bool = True,
-            statistic: str = "min") -> list[Measurement]:
+def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None,
+            repeats: int = REPEATS, warmup: int = WARMUP, memory: str = "auto",
+            progress: bool = True, statistic: str = "min") -> list[Measurement]:
     """Time ``fn`` and record its peak memory at each size n in ``sizes``.
 
     For each n: ``args = setup(n)`` (not timed; a tuple is the argument list, any other value
     the single argument) or ``(n,)`` without a setup; ``fn(*args)`` runs ``warmup`` times
-    untimed, then ``repeats`` times timed with ``time.perf_counter``; ``seconds`` is the minimum
-    (``statistic="min"``, the default: other programs and the machine's noise only ever add time,
-    so the fastest run is the closest to the kernel's own cost) or the median
-    (``statistic="median"``).
+    untimed, then ``repeats`` times timed with ``time.perf_counter``, all kept in ``times``
+    (``fastest``, ``median``, ``slowest``); ``seconds`` is the minimum (``statistic="min"``, the
+    default: other programs and the machine's noise only ever add time, so the fastest run is
+    the closest to the kernel's own cost) or the median (``statistic="median"``). The defaults
+    ``WARMUP`` = 1 and ``REPEATS`` = 5 are the series' one timing procedure: the notebooks and
+    ``make bench`` use them.
     GPU work is waited for (``torch.cuda.synchronize``) before the clock stops.
 
     Peak memory comes from one more call, made apart from the timed ones so that the counting
@@ -228,6 +257,8 @@ def measure(fn: Callable, sizes: Sequence[int], setup: Callable | None = None, r
       a tensor.
     - ``memory="tracemalloc"``: Python's ``tracemalloc``, which numpy reports its array buffers
       to; the peak above the level at the call's start. It does not see torch tensors.
+    To see inside fused kernels, with one accounting for torch and numpy alike, use
+    :func:`bertlib.peak_memory.resident_peaks` (the resident memory of a fresh process).
     - ``memory="auto"``: "torch" if any argument holds a torch.Tensor, else "tracemalloc".
     - ``memory="none"``: no memory run; ``peak_bytes`` is None.
 
@@ -266,9 +297,8 @@ def fit_exponent(sizes: Sequence[float], values: Sequence[float]) -> Fit:
         if bad.any():
             raise ValueError(f"{label} must be finite and > 0 for a log-log fit, got {a[bad][0]!r}"
                              f" at index {int(np.argmax(bad))} (drop failed sizes first)")
-    if len(np.unique(x)) < 2:
-        raise ValueError(f"need at least 2 points with different sizes n to fit a slope, got "
-                         f"sizes {x.tolist()}")
+    whole(len(np.unique(x)), "the number of different sizes n", low=2,
+          why=f"(at least 2 points with different sizes n to fit a slope; sizes {x.tolist()})")
     x, y = np.log(x), np.log(y)
     dx = x - x.mean()
     sxx = float(dx @ dx)

@@ -8,6 +8,8 @@ import torch
 
 from bertlib import cost
 from bertlib.cost import (
+    REPEATS,
+    WARMUP,
     Fit,
     Measurement,
     MemoryGuardError,
@@ -357,3 +359,31 @@ def test_measure_reports_minimum_by_default_and_median_on_request(monkeypatch):
         assert m.seconds == expected
     with pytest.raises(ValueError, match="statistic"):
         measure(lambda n: None, [1], statistic="mean", progress=False)
+
+
+def test_measure_keeps_every_timed_run_and_tells_a_difference_beyond_the_spread():
+    (m,) = measure(lambda n: sum(range(n)), [1000], repeats=4, memory="none", progress=False)
+    assert len(m.times) == 4 and m.seconds == m.fastest == min(m.times)
+    assert m.fastest <= m.median <= m.slowest == max(m.times)
+    fast = Measurement(1, 1.0, None, None, (1.0, 1.2, 1.1))
+    slow = Measurement(1, 2.0, None, None, (2.0, 2.5))
+    overlapping = Measurement(1, 1.1, None, None, (1.1, 3.0))
+    assert fast.beyond_spread(slow) and slow.beyond_spread(fast)
+    assert not fast.beyond_spread(overlapping) and not overlapping.beyond_spread(slow)
+
+
+def test_one_timing_procedure_is_the_default():
+    calls = []
+    measure(calls.append, [7], memory="none", progress=False)
+    assert len(calls) == WARMUP + REPEATS and (WARMUP, REPEATS) == (1, 5)
+
+
+@pytest.mark.parametrize("element_bytes, d", [(2, 64), (2, 128), (4, 64), (4, 128)])
+def test_flash_traffic_is_theta_n2_d2_over_m_and_its_saving_levels_off_at_m_over_3d2(element_bytes, d):
+    M = 192 * 1024 // element_bytes  # 192 KB of SRAM, in numbers of this size
+    for n in (4096, 65536):
+        assert 12 <= hbm_accesses_flash(n, d, M) / (n * n * d * d / M) <= 14
+    saving = hbm_accesses_standard(65536, d) / hbm_accesses_flash(65536, d, M)
+    assert saving == pytest.approx(M / (3 * d * d), rel=0.05)
+    if (element_bytes, d) == (4, 128):  # d = √(M/3): no saving at all
+        assert saving < 1

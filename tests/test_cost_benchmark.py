@@ -29,6 +29,8 @@ def test_benchmark_measures_every_kernel_and_the_figures(small_benchmark):
     for rows in result["methods"].values():
         assert [r["n"] for r in rows] == [64, 128, 256]
         assert all(r["error"] is None for r in rows)
+        assert all(r["resident_bytes"] >= 0 for r in rows)  # seen by the OS, in one fresh process
+        assert all(r["seconds"] <= r["median"] <= r["slowest"] for r in rows)
         # GFLOP/s = the counted FLOPs over the measured time
         assert [r["gflops"] for r in rows] == [attention_flops(r["n"], 16) / r["seconds"] / 1e9
                                                 for r in rows]

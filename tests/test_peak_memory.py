@@ -1,9 +1,10 @@
 """bertlib.peak_memory: the most bytes a call holds alive at once, for torch tensors and numpy."""
 
 import numpy as np
+import pytest
 import torch
 
-from bertlib.peak_memory import tensor_peak_bytes, tensors_in, traced_peak_bytes
+from bertlib.peak_memory import resident_peaks, tensor_peak_bytes, tensors_in, traced_peak_bytes
 
 
 def test_tensors_in_finds_tensors_in_nested_containers():
@@ -42,3 +43,27 @@ def test_traced_peak_sees_numpy_arrays_above_the_starting_level():
     peak = traced_peak_bytes(lambda n: np.ones((n, n)), (300,))
     assert 8 * 300**2 <= peak < 8 * 300**2 + 10_000
     assert before.sum() == 10**6
+
+
+def test_resident_peaks_sees_inside_a_fused_kernel_with_one_accounting():
+    # one fresh process: naive torch holds two n×n matrices, numpy's reference more; SDPA's
+    # fused kernel (invisible to the tensor count beyond its output) stays far below one matrix
+    n = 1024
+    peaks = resident_peaks({
+        "naive torch": {"target": "bertlib.kernels:naive_attention", "sizes": [n]},
+        "naive numpy": {"target": "bertlib.attention:scaled_dot_product_attention", "sizes": [n],
+                        "inputs": "numpy"},
+        "sdpa": {"target": "torch.nn.functional:scaled_dot_product_attention", "sizes": [n]},
+        "lsh": {"target": "bertlib.approximations:lsh_attention", "sizes": [n], "inputs": "numpy",
+                "call": "qv", "per_n": {"n_buckets": 64}, "kwargs": {"seed": 0}},
+    })
+    matrix = n * n * 4
+    assert abs(peaks["naive torch"][0] - 2 * matrix) <= 0.05 * 2 * matrix
+    assert peaks["naive numpy"][0] > 2 * matrix
+    assert 0 < peaks["sdpa"][0] < matrix / 4
+    assert peaks["lsh"][0] > 0  # called as lsh_attention(Q, V, n_buckets=n // 64, seed=0)
+
+
+def test_resident_peaks_names_the_failure():
+    with pytest.raises(OSError, match="could not measure"):
+        resident_peaks({"broken": {"target": "bertlib.kernels:no_such_kernel", "sizes": [8]}})

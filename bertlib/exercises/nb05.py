@@ -1,16 +1,16 @@
 """Checkers for notebook 05's "Try it" exercises: predicting what attention costs.
 
-- :func:`check_memory_prediction`: the peak memory of ``bertlib.kernels.naive_attention`` at
-  n = 8192 (one head, float32), predicted before measuring. The notebook shows that the peak is
-  two n × n matrices (the scores and the weights) alive together.
+- :func:`check_memory_prediction`: the peak memory of ``bertlib.kernels.naive_attention`` over
+  BERT-base's 12 heads in one call at n = 2048 (float32), predicted before measuring. The
+  notebook shows one head's peak: two n × n matrices (the scores and the weights) alive together.
 - :func:`check_qkv_crossover`: the first sequence length at which a layer's h attention
   matrices hold more numbers than its queries, keys and values.
 - :func:`check_block_for_budget` (design): the largest block that keeps tiled attention within
   a memory budget.
 
-Each names the mistake it recognises: linear instead of quadratic growth, one matrix instead of
-two, float64 instead of float32, numbers instead of bytes, MiB instead of bytes, heads forgotten,
-a block that overshoots the budget or wastes it.
+Each names the mistake it recognises: one matrix instead of two, one head instead of all,
+float64 instead of float32, numbers instead of bytes, MiB instead of bytes, heads forgotten in
+the crossover, a block that overshoots the budget or wastes it.
 """
 
 from __future__ import annotations
@@ -38,36 +38,39 @@ def _near(a: float, b: float) -> bool:
     return abs(a - b) <= RTOL * b
 
 
-def check_memory_prediction(predicted_bytes, n: int = 8192) -> Feedback:
-    """Is ``predicted_bytes`` the peak memory of naive attention at ``n`` (one head, float32)?
+def check_memory_prediction(predicted_bytes, n: int = 2048, h: int = 12) -> Feedback:
+    """Is ``predicted_bytes`` the peak memory of naive attention over h heads at once, at ``n``?
 
-    The answer is 2 · n² · 4 bytes: the scores Q Kᵀ·s and the weights softmax(·), each n × n
-    float32, alive together (512 MiB at n = 8192). Within :data:`RTOL` counts as right.
+    Q, K, V: (1, h, n, 64) float32, BERT-base's 12 heads in one call. The answer is
+    2 · h · n² · 4 bytes: each head's scores and weights, n × n float32, all alive together
+    (384 MiB at n = 2048, h = 12). Within :data:`RTOL` counts as right.
     """
     value = _as_number(predicted_bytes, "the peak memory in bytes")
     if isinstance(value, Feedback):
         return value
-    one = attention_bytes(n)  # n² · 4
-    answer = 2 * one
+    answer = 2 * h * attention_bytes(n)  # 2 · h · n² · 4
     if _near(value, answer):
-        return Feedback(True, f"right: two {n} × {n} float32 matrices, 2 · {n}² · 4 = "
-                              f"{answer:,} bytes ({answer / 2**20:,.0f} MiB)")
-    if _near(value, one):
-        return Feedback(False, f"{value:,.0f} bytes is ONE {n} × {n} float32 matrix (or twice "
-                               f"the n = {n // 2} peak, as if memory grew linearly). Naive "
-                               "attention holds two at its peak (scores and weights), and "
-                               "doubling n multiplies each by four")
-    if _near(value, 2 * answer):
-        return Feedback(False, "that is twice the answer: 8 bytes per number is float64; torch "
-                               "computes in float32 here, 4 bytes per number")
-    if _near(value, answer / 4) or _near(value, one / 4):
-        return Feedback(False, "you counted numbers, not bytes: each float32 number takes 4 bytes")
-    if _near(value, answer / 2**20):
-        return Feedback(False, f"that looks like MiB; give bytes ({value:,.0f} MiB = "
-                               f"{value * 2**20:,.0f} bytes)")
-    factor = value / answer
-    return Feedback(False, f"off by a factor of {factor:.3g}: count the n × n matrices alive at "
-                           f"once and the bytes of each (n² numbers of 4 bytes)")
+        return Feedback(True, f"right: two {n} × {n} float32 matrices per head, {h} heads alive "
+                              f"together: 2 · {h} · {n}² · 4 = {answer:,} bytes "
+                              f"({answer / 2**20:,.0f} MiB)")
+    hints = [
+        (answer / 2, f"that is ONE {n} × {n} matrix per head; at its peak naive attention still "
+                     "holds the scores while it writes the weights"),
+        (answer / h, f"that is one head; the {h} heads are computed in one call, so all their "
+                     "matrices are alive at once"),
+        (answer / h / 2, "that is one matrix of one head: count the matrices alive together, "
+                         "for every head"),
+        (answer * 2, "that is twice the answer: 8 bytes per number is float64; torch computes "
+                     "in float32 here, 4 bytes per number"),
+        (answer / 4, "you counted numbers, not bytes: each float32 number takes 4 bytes"),
+        (answer / 2**20, f"that looks like MiB; give bytes ({value:,.0f} MiB = "
+                         f"{value * 2**20:,.0f} bytes)"),
+    ]
+    for wrong, hint in hints:
+        if _near(value, wrong):
+            return Feedback(False, hint)
+    return Feedback(False, f"off by a factor of {value / answer:.3g}: count the n × n matrices "
+                           "alive at once, for every head, and the bytes of each")
 
 
 def check_qkv_crossover(predicted_n, h: int = 12, d: int = 768) -> Feedback:

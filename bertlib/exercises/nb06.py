@@ -25,8 +25,8 @@ def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
     if isinstance(mask, Feedback):
         return mask
     if mask.dtype != bool:
-        return Feedback(False, f"use a boolean mask (True = may attend), got dtype {mask.dtype}; "
-                               "a comparison such as np.abs(i - j) <= w // 2 gives one")
+        return Feedback(False, f"use a boolean mask (True = may attend), got dtype {mask.dtype}: "
+                               "the mask answers a yes-or-no question for each pair (i, j)")
     expected = sliding_window_pattern(n, w)
     if np.array_equal(mask, expected):
         return Feedback(True, f"each token sees itself and {w // 2} neighbours on each side: "
@@ -43,7 +43,7 @@ def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
                            f"(itself and {w // 2} on each side)")
 
 
-def check_band_bytes(n_bytes, n: int = 4096, w: int = 256, dtype_bytes: int = 4) -> Feedback:
+def check_band_bytes(n_bytes, n: int = 8192, w: int = 128, dtype_bytes: int = 4) -> Feedback:
     """Exercise: bytes of the (n, w + 1) band of scores, vs the n² of full attention."""
     value = as_answer_number(n_bytes, "the number of bytes", 0,
                              todo="replace None with your number of bytes")

@@ -122,9 +122,9 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
     no gradient is computed for them, which keeps the "embedding" prior fixed; switched back on
     afterwards); a learned gate is trained too. prior_options: passed to :func:`pair_batch`.
     Dropout on; the pairs shuffled each epoch by a generator seeded with ``seed``; torch's seed
-    and deterministic algorithms are set for the run (torch's random state and the previous setting are restored afterwards, so
-    the caller's random numbers go on as if the call had not happened). Leaves the model in
-    eval mode.
+    and deterministic algorithms are set for the run (torch's random state and the previous
+    setting are restored afterwards, so the caller's random numbers go on as if the call had not
+    happened). Leaves the model in eval mode.
     """
     pairs = items(pairs, "pairs", "labelled pairs")
     whole(epochs, "epochs", 1)
@@ -166,12 +166,14 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 0..n-1 with ties given their average rank."""
+    """Ranks 0..n-1 with ties given their average rank (one sort: a tie is a run of the sort)."""
     order = np.argsort(x, kind="stable")
+    ordered = x[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # where each run begins
+    ends = np.r_[starts[1:], len(x)]
     ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x))
-    _, tie, counts = np.unique(x, return_inverse=True, return_counts=True)
-    return (np.bincount(tie, weights=ranks) / counts)[tie]
+    ranks[order] = np.repeat((starts + ends - 1) / 2, ends - starts)
+    return ranks
 
 
 def spearman(x, y) -> float:

@@ -134,3 +134,15 @@ def test_link_effects_bad_inputs(bert):
         F.link_effects(bert.model, [(A, B)])
     with pytest.raises(ValueError, match="non-empty"):
         F.link_effects(bert, [])
+
+
+def test_fine_tune_passes_prior_options_to_its_batches(bert):
+    # the "." kept in BERT's input changes what is trained on, so the first loss differs
+    pairs = F.load_pairs("train")[:4]
+    losses = {}
+    for punctuation in ("remove", "keep"):
+        model = copy.deepcopy(bert.model)
+        losses[punctuation] = F.fine_tune(model, pairs, epochs=1, batch_size=4, seed=0,
+                                          prior_options={"punctuation": punctuation})
+    assert len(losses["keep"]) == len(losses["remove"]) == 1
+    assert losses["keep"][0] != losses["remove"][0]

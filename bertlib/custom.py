@@ -12,8 +12,12 @@ with the same S for every head. It plugs into a pretrained ``transformers`` BERT
 switches a model to the registered function, which runs standard eager attention in every layer
 except the chosen ones, and :meth:`PriorAttention.undo` switches it back.
 
-The rule for S, across sentences (within a sentence S = 1, as in the paper):
-- [CLS], [SEP], punctuation and the stop words in :data:`STOP_WORDS` get 0;
+The rule for S follows the authors' released code (github.com/xiatingyu/Bert_sim,
+``UER/get_similarity.py`` and ``UER/run_sim.py`` ``read_dataset``): punctuation is removed from
+both sentences before BERT reads them (``punctuation="remove"``); within a sentence S = 1, except
+that the first [SEP] gets 0 with every piece (``first_sep="zero"``: their matrix puts that [SEP] on
+both sides of the cross block, where it counts as a special token); across the sentences:
+- [CLS], [SEP], punctuation and the authors' 34 stop words (:data:`STOP_WORDS`) get 0;
 - two content words get their similarity: 1 for the same word; otherwise the lexicon's score
   (:data:`RELATION_SCORES`), the cosine of the model's own input word embeddings clipped at 0,
   or WordNet as Xia et al. computed it (1 for synonyms and antonyms, else the Wu-Palmer
@@ -27,6 +31,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import string
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,7 +48,11 @@ __all__ = [
     "MODES",
     "SOURCES",
     "STOP_WORDS",
+    "SERIES_STOP_WORDS",
+    "PUNCTUATION",
+    "FIRST_SEP",
     "RELATION_SCORES",
+    "strip_punctuation",
     "PriorGate",
     "PriorAttention",
     "load_lexicon",
@@ -57,13 +66,20 @@ PRIOR_ATTENTION = "bertlib_prior"
 MODES = ("multiply", "parallel")
 SOURCES = ("lexicon", "embedding", "wordnet")
 
-#: Words that carry little meaning of their own: 0 across sentences (as the paper does).
+#: The authors' stop words (the set in UER/get_similarity.py of their code): 0 across sentences.
 STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with am".split()
+)
+#: The series' earlier, longer list (about 80 words), kept to measure what the difference does.
+SERIES_STOP_WORDS = frozenset(
     "a an the this that these those is are was were be been being am do does did has have had "
     "will would can could to of in on at by for from with into onto along across through up "
     "down out over under about after before until than and or but not no so too very it its "
     "he she they we you i me him her them us my your his our their some any there here".split()
 )
+PUNCTUATION = ("remove", "keep")
+FIRST_SEP = ("zero", "sentence_a")
 
 #: Lexicon relation -> similarity, mimicking Wu-Palmer's fall with path length in a taxonomy.
 #: Synonyms and antonyms both get 1, as in the paper: the prior says "compare these two words".
@@ -152,8 +168,9 @@ def _wordnet_similarity(words_a: list[str], words_b: list[str]) -> np.ndarray:
 
     1 for the same word, for words that share a synset (synonyms) or are antonyms; otherwise the
     Wu-Palmer similarity 2·depth(LCS) / (depth(s1) + depth(s2)) averaged over all pairs of
-    synsets (s1 of word a, s2 of word b; pairs with no common ancestor count 0); 0 when either
-    word has no synset. Needs nltk and its WordNet data (ValueError saying how to add them).
+    synsets (s1 of word a, s2 of word b, both ways), leaving out the pairs with no common
+    ancestor (None), as the authors' code does (0 when no pair has one); 0 when either word has
+    no synset. Needs nltk and its WordNet data (ValueError saying how to add them).
     """
     try:
         from nltk.corpus import wordnet as wn
@@ -177,42 +194,64 @@ def _wordnet_similarity(words_a: list[str], words_b: list[str]) -> np.ndarray:
             elif set(sa) & set(sb) or antonyms(sa) & set(sb):
                 sim[i, j] = 1.0
             else:
-                sim[i, j] = float(np.mean([x.wup_similarity(y) or 0.0 for x in sa for y in sb]))
+                sim[i, j] = _wup_mean(sa, sb)
     return sim
+
+
+def _wup_mean(sa, sb) -> float:
+    """Mean Wu-Palmer over sense pairs both ways, pairs with no common ancestor left out."""
+    scores = [w for x in sa for y in sb for w in (x.wup_similarity(y), y.wup_similarity(x))
+              if w is not None]
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def strip_punctuation(text: str) -> str:
+    """``text`` without ASCII punctuation (``string.punctuation``), as the authors' code prepares
+    each sentence before BERT reads it and before the prior is built ("mat." -> "mat")."""
+    return text.translate(str.maketrans("", "", string.punctuation))
 
 
 def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str],
                      source: str = "lexicon", model: LoadedBert | None = None,
-                     lexicon: dict[tuple[str, str], float] | None = None) -> np.ndarray:
+                     lexicon: dict[tuple[str, str], float] | None = None,
+                     stop_words=STOP_WORDS, punctuation: str = "remove",
+                     first_sep: str = "zero") -> np.ndarray:
     """The prior S (n, n) over the word pieces of ``[CLS] a [SEP] b [SEP]``, as BERT sees them.
 
     tokens_a, tokens_b: the two sentences (a string, or a list of words joined by spaces).
     source: "lexicon" (``lexicon`` or bertlib/data/lexicon.tsv), "embedding" (cosine of the
     model's input word embeddings, clipped at 0) or "wordnet" (needs nltk and its data).
-    S[i, j] = 1 when pieces i and j are in the same sentence ([CLS] and the first [SEP] belong
-    to a, the last [SEP] to b); across sentences S[i, j] = similarity of their words, and 0 when
-    either is [CLS]/[SEP], punctuation or a stop word. Pieces of one word share its value.
-    Returns a symmetric float32 array with values in [0, 1]; n = len(encode(a, b)).
+    punctuation: "remove" (the authors' rule: :func:`strip_punctuation` before tokenising, so n
+    counts the pieces of the stripped pair) or "keep" (punctuation pieces get 0 across).
+    S[i, j] = 1 when pieces i and j are in the same sentence ([CLS] belongs to a, the last [SEP]
+    to b); the first [SEP] is 0 with every piece (``first_sep="zero"``, the authors' matrix) or
+    belongs to a (``"sentence_a"``); across sentences S[i, j] = similarity of their words, and 0
+    when either is [CLS]/[SEP], punctuation or in ``stop_words``. Pieces of one word share its
+    value. Returns a symmetric float32 array with values in [0, 1]; n = len(encode(a, b)).
     Raises ValueError for an empty sentence, a pair longer than the model's positions, an
     unknown source, or source="wordnet" without nltk's WordNet (the message says how to add it).
     """
     one_of(source, "source", SOURCES)
+    one_of(punctuation, "punctuation", PUNCTUATION)
+    one_of(first_sep, "first_sep", FIRST_SEP)
+    kind(stop_words, "stop_words", (set, frozenset, list, tuple), "a set of words")
+    stop_words = frozenset(str(w).lower() for w in stop_words)
     for words, value in (lexicon or {}).items():
         number(value, f"the lexicon similarity of {words}", 0.0, 1.0)
     model = model or load_bert()
-    enc = encode(_as_sentence(tokens_a, "tokens_a"), _as_sentence(tokens_b, "tokens_b"), model)
+    a, b = _as_sentence(tokens_a, "tokens_a"), _as_sentence(tokens_b, "tokens_b")
+    if punctuation == "remove":
+        a, b = strip_punctuation(a), strip_punctuation(b)
+    enc = encode(a, b, model)
     ids = enc["input_ids"][0].tolist()
+    words, text = _words(enc, model.tokenizer.convert_ids_to_tokens(ids))
+    content = [[k for k in words if k[0] == s and text[k].isalnum() and text[k] not in stop_words]
+               for s in (0, 1)]
     segment = np.asarray(enc["token_type_ids"][0])
-    pieces = model.tokenizer.convert_ids_to_tokens(ids)
-    words: dict[tuple[int, int], list[int]] = {}  # (sentence, word index) -> piece positions
-    for pos, (s, w) in enumerate(zip(enc.sequence_ids(0), enc.word_ids(0), strict=True)):
-        if s is not None:
-            words.setdefault((s, w), []).append(pos)
-    text = {k: "".join(pieces[p].removeprefix("##") for p in v) for k, v in words.items()}
-    keys = [[k for k in words if k[0] == s] for s in (0, 1)]
-    content = [[k for k in ks if text[k].isalnum() and text[k] not in STOP_WORDS] for ks in keys]
-
     S = (segment[:, None] == segment[None, :]).astype(np.float64)
+    if first_sep == "zero":
+        sep = ids.index(model.tokenizer.sep_token_id)
+        S[sep, :] = S[:, sep] = 0.0
     wa, wb = [text[k] for k in content[0]], [text[k] for k in content[1]]
     if wa and wb:
         if source == "lexicon":
@@ -226,9 +265,18 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
         for i, ka in enumerate(content[0]):
             for j, kb in enumerate(content[1]):
                 rows, cols = np.ix_(words[ka], words[kb])
-                S[rows, cols] = sim[i, j]
-                S[cols.T, rows.T] = sim[i, j]
+                S[rows, cols] = S[cols.T, rows.T] = sim[i, j]
     return S.astype(np.float32)
+
+
+def _words(enc, pieces: list[str]):
+    """({(sentence, word index): piece positions}, {(sentence, word index): the word's text})."""
+    words: dict[tuple[int, int], list[int]] = {}
+    for pos, (s, w) in enumerate(zip(enc.sequence_ids(0), enc.word_ids(0), strict=True)):
+        if s is not None:
+            words.setdefault((s, w), []).append(pos)
+    text = {k: "".join(pieces[p].removeprefix("##") for p in v) for k, v in words.items()}
+    return words, text
 
 
 class PriorGate(torch.nn.Module):

@@ -19,12 +19,12 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import as_array, items, one_of, same_shape, whole
-from bertlib.custom import PRIOR_ATTENTION, similarity_prior
+from bertlib.checks import as_array, items, kind, one_of, same_shape, whole
+from bertlib.custom import PRIOR_ATTENTION, similarity_prior, strip_punctuation
 from bertlib.loading import LoadedBert, bert_module, load_bert
 
 __all__ = ["StsPair", "PairBatch", "load_pairs", "pair_batch", "pair_cosines", "fine_tune",
-           "spearman"]
+           "spearman", "LinkEffects", "link_effects", "batch_word_ids"]
 
 _DATA = Path(__file__).parent / "data"
 
@@ -67,17 +67,23 @@ def load_pairs(split: str | None = None) -> list[StsPair]:
 
 
 def pair_batch(pairs: Sequence[tuple[str, str]] | Sequence[StsPair], source: str = "lexicon",
-               model: LoadedBert | None = None) -> PairBatch:
+               model: LoadedBert | None = None, **prior_options) -> PairBatch:
     """Tokenize sentence pairs into one padded batch with their priors (see :class:`PairBatch`).
 
     pairs: a non-empty list of (sentence_a, sentence_b) (StsPair works too).
+    prior_options: passed to :func:`similarity_prior` (``punctuation``, ``stop_words``,
+    ``first_sep``, ``lexicon``); with punctuation="remove" (the default) BERT reads the pairs
+    without punctuation too, as in the authors' code.
     Shapes: inputs (batch, n) with n the longest pair; prior (batch, n, n), 0 on padding rows
     and columns; mask_a / mask_b (batch, n). Errors as in :func:`similarity_prior`.
     """
     pairs = items(pairs, "pairs", "(sentence_a, sentence_b)")
     model = model or load_bert()
-    priors = [similarity_prior(p[0], p[1], source, model) for p in pairs]
-    inputs = model.tokenizer([p[0] for p in pairs], [p[1] for p in pairs], padding=True,
+    priors = [similarity_prior(p[0], p[1], source, model, **prior_options) for p in pairs]
+    keep = prior_options.get("punctuation", "remove") == "keep"
+    texts = [(p[0], p[1]) if keep else (strip_punctuation(p[0]), strip_punctuation(p[1]))
+             for p in pairs]
+    inputs = model.tokenizer([a for a, _ in texts], [b for _, b in texts], padding=True,
                              return_tensors="pt", return_special_tokens_mask=True)
     special = inputs.pop("special_tokens_mask").bool()
     n = inputs["input_ids"].shape[1]
@@ -106,25 +112,27 @@ def pair_cosines(model, batch: PairBatch):
 
 
 def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int = 16,
-              lr: float = 5e-5, seed: int = 0, train_embeddings: bool = False) -> list[float]:
+              lr: float = 5e-5, seed: int = 0, train_embeddings: bool = False,
+              prior_options: dict | None = None) -> list[float]:
     """Train ``model`` (in place) so cos(u, v) matches score / 5; returns the loss of each step.
 
     Loss: mean squared error between :func:`pair_cosines` and the gold score / 5 (the cosine
     similarity loss of sentence-BERT). AdamW over every parameter except, by default, the
     embeddings (12 of the 23 million weights: frozen for the run, with ``requires_grad`` off so
     no gradient is computed for them, which keeps the "embedding" prior fixed; switched back on
-    afterwards); a learned gate is trained too. Dropout on; the pairs shuffled each
-    epoch by a generator seeded with ``seed``; torch's seed and deterministic algorithms are set
-    for the run (torch's random state and the previous setting are restored afterwards, so
-    the caller's random numbers go on as if the call had not happened). Leaves the model in
-    eval mode.
+    afterwards); a learned gate is trained too. prior_options: passed to :func:`pair_batch`.
+    Dropout on; the pairs shuffled each epoch by a generator seeded with ``seed``; torch's seed
+    and deterministic algorithms are set for the run (torch's random state and the previous
+    setting are restored afterwards, so the caller's random numbers go on as if the call had not
+    happened). Leaves the model in eval mode.
     """
     pairs = items(pairs, "pairs", "labelled pairs")
     whole(epochs, "epochs", 1)
     bert = bert_module(model)
     rng = np.random.default_rng(seed)
     batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
-    encoded = [(pair_batch(b), torch.tensor([p.score / 5 for p in b])) for b in batches]
+    encoded = [(pair_batch(b, **(prior_options or {})), torch.tensor([p.score / 5 for p in b]))
+               for b in batches]
     frozen = [] if train_embeddings else [p for p in bert.embeddings.parameters()
                                           if p.requires_grad]
     for p in frozen:  # no gradient is computed for them at all (saves time and memory)
@@ -158,12 +166,14 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 0..n-1 with ties given their average rank."""
+    """Ranks 0..n-1 with ties given their average rank (one sort: a tie is a run of the sort)."""
     order = np.argsort(x, kind="stable")
+    ordered = x[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # where each run begins
+    ends = np.r_[starts[1:], len(x)]
     ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x))
-    _, tie, counts = np.unique(x, return_inverse=True, return_counts=True)
-    return (np.bincount(tie, weights=ranks) / counts)[tie]
+    ranks[order] = np.repeat((starts + ends - 1) / 2, ends - starts)
+    return ranks
 
 
 def spearman(x, y) -> float:
@@ -179,3 +189,82 @@ def spearman(x, y) -> float:
     if denom == 0:
         raise ValueError("Spearman's correlation is undefined when x or y is constant")
     return float(rx @ ry) / denom
+
+
+class LinkEffects(NamedTuple):
+    """Layer 0 of BERT with the prior, measured at every lexicon link of a set of pairs.
+
+    A link is a word of sentence a and a word of b with a prior S > 0 across (read from the
+    word's first piece as query, to all pieces of the linked word as keys). All arrays are (m,),
+    one entry per link, weights summed over the linked word's pieces and averaged over the heads:
+    standard (no prior), prior (the prior in layer 0), control (the prior with this one link set
+    to 0); negative_heads: the share of heads whose scores to the linked word are all < 0;
+    zeroed_positive: the share of the query's scores to keys of b that S sets to 0 which are > 0
+    (all heads). zero_negative: over all pairs, the share of scores at S = 0 that are < 0.
+    """
+
+    words: list
+    standard: np.ndarray
+    prior: np.ndarray
+    control: np.ndarray
+    negative_heads: np.ndarray
+    zeroed_positive: np.ndarray
+    zero_negative: float
+
+
+def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
+                 **prior_options) -> LinkEffects:
+    """Measure what the prior does in layer 0 at every link of ``pairs`` (see LinkEffects).
+
+    model: LoadedBert (its layer 0 read directly: embeddings, then Q and K; no forward hooks).
+    pairs: a non-empty list of (sentence_a, sentence_b); prior_options as in :func:`pair_batch`.
+    """
+    kind(model, "model", LoadedBert, "the LoadedBert that load_bert() returns")
+    pairs = items(pairs, "pairs", "(sentence_a, sentence_b)")
+    bert, rows, negatives, total = bert_module(model), [], 0, 0
+    layer = bert.encoder.layer[0].attention.self
+    h = bert.config.num_attention_heads
+    for a, b in [(p[0], p[1]) for p in pairs]:
+        batch = pair_batch([(a, b)], model=model, **prior_options)
+        words = batch_word_ids(model, a, b, prior_options)
+        with torch.no_grad():
+            X = bert.embeddings(input_ids=batch.inputs["input_ids"],
+                                token_type_ids=batch.inputs["token_type_ids"])[0]
+            Q, K = (f(X).view(len(X), h, -1).transpose(0, 1) for f in (layer.query, layer.key))
+            scores = Q @ K.transpose(-1, -2) * layer.scaling  # (h, n, n)
+        S = batch.prior[0]
+        negatives += int((scores[:, S == 0] < 0).sum())
+        total += int((S == 0).sum()) * h
+        pieces = model.tokenizer.convert_ids_to_tokens(batch.inputs["input_ids"][0])
+        rows += _links_of(scores, S, words, batch.mask_b[0].bool(), pieces)
+    return LinkEffects([r[0] for r in rows], *(np.array([r[k] for r in rows]) for k in range(1, 6)),
+                       negatives / total)
+
+
+def batch_word_ids(model, a: str, b: str, prior_options: dict) -> list:
+    """(sentence, word) of each piece of the pair as :func:`pair_batch` reads it (None: special)."""
+    if prior_options.get("punctuation", "remove") == "remove":
+        a, b = strip_punctuation(a), strip_punctuation(b)
+    enc = (model or load_bert()).tokenizer(a, b)
+    return [None if s is None else (s, w) for s, w in zip(enc.sequence_ids(0), enc.word_ids(0),
+                                                          strict=True)]
+
+
+def _links_of(scores, S, words, in_b, pieces) -> list:
+    """One row (words, standard, prior, control, negative_heads, zeroed_positive) per link."""
+    rows = []
+    firsts = {w: p for p, w in reversed(list(enumerate(words))) if w is not None and w[0] == 0}
+    for wa, q in sorted(firsts.items()):
+        for wb in sorted({words[k] for k in range(len(words)) if in_b[k] and S[q, k] > 0}):
+            keys = [k for k in range(len(words)) if words[k] == wb]
+            control = S[q].clone()
+            control[keys] = 0
+            weights = [torch.softmax(scores[:, q] * row, -1)[:, keys].sum(-1).mean().item()
+                       for row in (torch.ones_like(S[q]), S[q], control)]
+            zeroed = in_b & (S[q] == 0)
+            text = ["".join(pieces[k].removeprefix("##") for k in range(len(words))
+                            if words[k] == w) for w in (wa, wb)]
+            negative = (scores[:, q, keys] < 0).all(-1).float().mean().item()
+            rows.append((tuple(text), *weights, negative,
+                         (scores[:, q, zeroed] > 0).float().mean().item()))
+    return rows

@@ -15,7 +15,7 @@ from bertlib.models import encode
 A, B = "The cat sat on the mat", "A feline rested on the rug"
 TOKENS = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]",
           "a", "fe", "##line", "rested", "on", "the", "rug", "[SEP]"]
-PAIRS = [(A, B), ("A dog ran.", "The puppy is running across the big green field.")]
+PAIRS = [(A, B), ("A dog ran.", "The small brown puppy is running across the big green field.")]
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.2e-7: one float32 rounding
 # Two float32 passes through the 6 layers that round differently (another order of the same
 # sums) drift apart like float32 rounding of d-term sums, which grows as sqrt(d) and adds up
@@ -42,7 +42,8 @@ def test_prior_on_hand_checked_pair(bert):
     assert tokens == TOKENS and S.shape == (16, 16) and S.dtype == np.float32
     i = {t: k for k, t in enumerate(tokens[:8])}
     j = {t: k for k, t in enumerate(tokens[8:], start=8)}
-    assert (S[:8, :8] == 1).all() and (S[8:, 8:] == 1).all()  # within each sentence
+    assert (S[:7, :7] == 1).all() and (S[8:, 8:] == 1).all()  # within each sentence
+    assert (S[7] == 0).all() and (S[:, 7] == 0).all()  # the first [SEP]: 0 with every piece
     # hypernym; S is float32, so 0.8 is off by its rounding (3e-8), inside approx's 1e-6
     assert S[i["cat"], j["fe"]] == S[i["cat"], j["##line"]] == pytest.approx(0.8)
     assert S[i["sat"], j["rested"]] == 1.0 and S[i["mat"], j["rug"]] == 1.0  # synonyms
@@ -60,11 +61,41 @@ def test_prior_accepts_word_lists_and_a_custom_lexicon(bert):
 
 
 def test_identical_words_get_one_and_plural_s_is_looked_up(bert):
-    S = C.similarity_prior("Cats sleep.", "The cat sleeps on a rug.", model=bert)
-    t = bert.tokenizer.convert_ids_to_tokens(encode("Cats sleep.", "The cat sleeps on a rug.",
-                                                     bert)["input_ids"][0])
+    a, b = "Cats sleep.", "The cat sleeps on a rug."
+    S = C.similarity_prior(a, b, model=bert, punctuation="keep", first_sep="sentence_a")
+    t = bert.tokenizer.convert_ids_to_tokens(encode(a, b, bert)["input_ids"][0])
     assert S[t.index("cats"), t.index("cat")] == 1.0  # "cats" found as "cat"
     assert S[t.index("."), len(t) - 2] == 0.0  # punctuation is 0 across
+    assert (S[:t.index("[SEP]") + 1, :t.index("[SEP]") + 1] == 1).all()  # [SEP] with sentence a
+
+
+def test_punctuation_is_removed_before_bert_reads_the_pair_as_in_the_authors_code(bert):
+    a, b = "Cats sleep, mostly.", "The cat's sleeping!"
+    assert C.strip_punctuation(a) == "Cats sleep mostly" and C.strip_punctuation(b) == "The cats sleeping"
+    S = C.similarity_prior(a, b, model=bert)
+    t = bert.tokenizer.convert_ids_to_tokens(encode(C.strip_punctuation(a), C.strip_punctuation(b),
+                                                     bert)["input_ids"][0])
+    assert S.shape == (len(t), len(t)) and "." not in t and "," not in t
+    assert S[t.index("cats"), len(t) - 3] == 1.0  # the apostrophe is gone: "cats" meets "cats"
+    batch = F.pair_batch([(a, b)], model=bert)
+    assert batch.inputs["input_ids"].shape[1] == len(t)  # BERT reads the stripped pair too
+    kept = F.pair_batch([(a, b)], model=bert, punctuation="keep")
+    assert kept.inputs["input_ids"].shape[1] > len(t)
+
+
+def test_stop_words_are_the_authors_34_and_can_be_replaced(bert):
+    assert len(C.STOP_WORDS) == 34 and {"the", "on", "a", "am", "such"} <= C.STOP_WORDS
+    assert "he" not in C.STOP_WORDS and "he" in C.SERIES_STOP_WORDS
+    a, b = "He ran home", "He walked home"  # [CLS] he ran home [SEP] he walked home [SEP]
+    assert C.similarity_prior(a, b, model=bert)[1, 5] == 1.0  # "he" is no stop word: same word
+    assert C.similarity_prior(a, b, model=bert, stop_words=C.SERIES_STOP_WORDS)[1, 5] == 0.0
+    assert C.similarity_prior(a, b, model=bert, stop_words=["HOME"])[3, 7] == 0.0  # lowercased
+    with pytest.raises(TypeError, match="stop_words must be a set of words"):
+        C.similarity_prior(a, b, model=bert, stop_words="the")
+    with pytest.raises(ValueError, match="first_sep"):
+        C.similarity_prior(a, b, model=bert, first_sep="b")
+    with pytest.raises(ValueError, match="punctuation"):
+        C.similarity_prior(a, b, model=bert, punctuation="drop")
 
 
 def test_embedding_prior_is_clipped_cosine_of_input_embeddings(bert):
@@ -77,7 +108,7 @@ def test_embedding_prior_is_clipped_cosine_of_input_embeddings(bert):
     assert S[2, 9] == S[2, 10] == pytest.approx(expected, abs=1e-5)
     assert (S >= 0).all() and (S <= 1).all() and S[4, 12] == 0.0  # "on" is a stop word
     same = C.similarity_prior("The cat sat.", "A cat ran.", source="embedding", model=bert)
-    assert same[2, 7] == 1.0  # [CLS] the cat sat . [SEP] a cat ran . [SEP]
+    assert same[2, 6] == 1.0  # [CLS] the cat sat [SEP] a cat ran [SEP] ("." removed)
 
 
 def test_wordnet_without_nltk_says_how_to_enable_it(bert, monkeypatch):

@@ -39,17 +39,22 @@ def fake_wordnet(monkeypatch, senses, wup):
     monkeypatch.setitem(sys.modules, "nltk.corpus", corpus)
 
 
-def test_wordnet_prior_averages_wu_palmer_over_all_synset_pairs(bert, monkeypatch):
-    # "cat" has two senses, "dog" one: the value is the mean of the two Wu-Palmer scores,
-    # not the best one; a pair with no common ancestor (None) counts 0
+def test_wordnet_prior_averages_wu_palmer_over_synset_pairs_with_a_common_ancestor(bert,
+                                                                                  monkeypatch):
+    # "cat" has two senses, "dog" one: the value is the mean of the Wu-Palmer scores, both ways,
+    # not the best one; a pair with no common ancestor (None) is left out, as in the authors'
+    # code (counting it 0 would give 0.2 for cat-car)
+    wup = {("cat.animal", "dog.animal"): 0.8, ("cat.tractor", "dog.animal"): 0.2,
+           ("cat.animal", "car.vehicle"): 0.4, ("cat.tractor", "car.vehicle"): None,
+           ("cat.tractor", "run.verb"): None, ("cat.animal", "run.verb"): None}
+    wup.update({(b, a): v for (a, b), v in list(wup.items())})  # the same both ways
     fake_wordnet(monkeypatch, {"cat": ["cat.animal", "cat.tractor"], "dog": ["dog.animal"],
-                               "car": ["car.vehicle"]},
-                 {("cat.animal", "dog.animal"): 0.8, ("cat.tractor", "dog.animal"): 0.2,
-                  ("cat.animal", "car.vehicle"): 0.4, ("cat.tractor", "car.vehicle"): None})
-    S = C.similarity_prior("cat", "dog car", source="wordnet", model=bert)
-    # [CLS] cat [SEP] dog car [SEP]
+                               "car": ["car.vehicle"], "run": ["run.verb"]}, wup)
+    S = C.similarity_prior("cat", "dog car run", source="wordnet", model=bert)
+    # [CLS] cat [SEP] dog car run [SEP]
     assert S[1, 3] == pytest.approx(0.5)  # (0.8 + 0.2) / 2, where the best sense would give 0.8
-    assert S[1, 4] == pytest.approx(0.2)  # (0.4 + 0) / 2
+    assert S[1, 4] == pytest.approx(0.4)  # the None pair left out
+    assert S[1, 5] == 0.0  # no pair has a common ancestor: 0
     assert S[3, 1] == S[1, 3]  # symmetric
 
 

@@ -68,7 +68,7 @@ def test_plugged_in_checker_accepts_the_right_weights_and_explains_mistakes():
     right = nb08.check_plugged_in(layer0(S).mean(0).numpy(), S)
     assert right and "moved layer 0" in right.message
     heads = nb08.check_plugged_in(layer0(S).numpy(), S)
-    assert not heads and "average over the 12 heads" in heads.message
+    assert not heads and "12 matrices, one per head" in heads.message
     standard = nb08.check_plugged_in(layer0().mean(0).numpy(), S)
     assert not standard and "standard weights" in standard.message
     other = nb08.check_plugged_in(layer0(S)[3].numpy(), S)

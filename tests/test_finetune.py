@@ -10,7 +10,7 @@ from bertlib import custom as C
 from bertlib import finetune as F
 
 A, B = "The cat sat on the mat", "A feline rested on the rug"
-PAIRS = [(A, B), ("A dog ran.", "The puppy is running across the big green field.")]
+PAIRS = [(A, B), ("A dog ran.", "The small brown puppy is running across the big green field.")]
 
 
 def test_pairs_data():
@@ -104,3 +104,45 @@ def test_bad_inputs(bert):
         F.spearman([1, np.nan], [1, 2])
     with pytest.raises(ValueError, match="epochs must be"):
         F.fine_tune(bert.model, F.load_pairs("train")[:2], epochs=0)
+
+
+def test_link_effects_match_the_models_own_layer_0(bert):
+    effects = F.link_effects(bert, [(A, B)])
+    # [CLS] the cat sat on the mat [SEP] a fe ##line rested on the rug [SEP]
+    assert effects.words == [("cat", "feline"), ("sat", "rested"), ("mat", "rug")]
+    k, cat, feline = 0, 2, [9, 10]
+    batch = F.pair_batch([(A, B)], model=bert)
+    with torch.no_grad():
+        standard = bert.model(**batch.inputs, output_attentions=True).attentions[0][0]
+        with C.use_prior_attention(bert, layers=[0]):
+            guided = bert.model(**batch.inputs, prior=batch.prior,
+                                output_attentions=True).attentions[0][0]
+    # two float32 routes through one layer (weights <= 1): a few roundings apart
+    assert effects.standard[k] == pytest.approx(standard[:, cat, feline].sum(-1).mean().item(),
+                                                abs=1e-6)
+    assert effects.prior[k] == pytest.approx(guided[:, cat, feline].sum(-1).mean().item(), abs=1e-6)
+    for values in effects[1:6]:
+        assert values.shape == (3,)
+    assert ((effects.negative_heads >= 0) & (effects.negative_heads <= 1)).all()
+    assert 0 < effects.zero_negative < 1
+    # the control removes the link: cat's row then has 0 at feline, like every other key of b
+    assert effects.control[k] != effects.prior[k]
+
+
+def test_link_effects_bad_inputs(bert):
+    with pytest.raises(TypeError, match="LoadedBert"):
+        F.link_effects(bert.model, [(A, B)])
+    with pytest.raises(ValueError, match="non-empty"):
+        F.link_effects(bert, [])
+
+
+def test_fine_tune_passes_prior_options_to_its_batches(bert):
+    # the "." kept in BERT's input changes what is trained on, so the first loss differs
+    pairs = F.load_pairs("train")[:4]
+    losses = {}
+    for punctuation in ("remove", "keep"):
+        model = copy.deepcopy(bert.model)
+        losses[punctuation] = F.fine_tune(model, pairs, epochs=1, batch_size=4, seed=0,
+                                          prior_options={"punctuation": punctuation})
+    assert len(losses["keep"]) == len(losses["remove"]) == 1
+    assert losses["keep"][0] != losses["remove"][0]

@@ -102,7 +102,8 @@ def check_plugged_in(weights, prior) -> Feedback:
     n = len(_tokens(a, b))
     h = model.model.config.num_attention_heads
     if W.shape == (h, n, n):
-        return Feedback(False, f"average over the {h} heads: weights.mean(0)")
+        return Feedback(False, f"these are {h} matrices, one per head, shape {W.shape}; the "
+                               f"exercise asks for one (n, n) matrix, the average over the heads")
     W, prior = (as_answer_array(x, name, (n, n), why=" for this pair")
                 for x, name in ((W, "the weights"), (prior, "the prior")))
     for x in (W, prior):
@@ -124,10 +125,11 @@ def check_plugged_in(weights, prior) -> Feedback:
         return Feedback(True, f"right: your prior moved layer 0's attention by up to "
                               f"{np.abs(guided - standard).max():.3f}")
     if np.allclose(W, standard, atol=1e-5):
-        return Feedback(False, "these are the standard weights: turn prior attention on "
-                               "(use_prior_attention) and pass prior= to the forward")
+        return Feedback(False, "these are the standard weights, as if no prior were there: "
+                               "your prior was not in play during that forward pass")
     return Feedback(False, f"not the layer-0 weights under your prior (max difference "
-                           f"{np.abs(W - guided).max():.3f}): layer 0, head mean, this pair")
+                           f"{np.abs(W - guided).max():.3f}): they differ from both the standard "
+                           "and the guided head average of layer 0 for this pair")
 
 
 #: The predict-then-check question: one query's scores for three keys, and its prior row.

@@ -77,17 +77,19 @@ def check_share_to(fn: Callable) -> Feedback:
         return Feedback(True, "right: summed over both [SEP] columns, averaged over the queries")
     n = len(TOKENS)
     if np.allclose(got, n * want, atol=1e-6):
-        return Feedback(False, "you summed over the queries too: average over them (divide by "
-                               f"n = {n}), so a head that looks only at [SEP] scores 1")
+        return Feedback(False, f"yours is n = {n} times too large: the queries were summed, so a "
+                               "head that looks only at [SEP] would score n, not 1 (section 2's "
+                               "formula averages over them)")
     if np.allclose(got, want / is_sep.sum(), atol=1e-6):
-        return Feedback(False, "you averaged over the two [SEP] tokens; sum over them instead "
-                               "(attention to a kind of token is summed over its columns)")
+        return Feedback(False, "yours is half the share: the two [SEP] tokens were averaged, but "
+                               "a head that splits its weight between them still gives [SEP] all "
+                               "of it")
     if np.allclose(got, A[..., np.argmax(is_sep)].mean(-1), atol=1e-6):
-        return Feedback(False, "you counted only the first [SEP]; this is a pair, so [SEP] "
-                               "occurs twice: sum the columns of every [SEP]")
+        return Feedback(False, "yours counts only the first [SEP]; this is a pair, so [SEP] "
+                               "occurs twice and the second one's attention is missing")
     if np.allclose(got, A[..., is_sep, :].sum(-1).mean(-1), atol=1e-6):
-        return Feedback(False, "you used the rows of [SEP] (attention *from* it), which always "
-                               "sum to 1; the share *to* [SEP] is in its columns, A[..., :, j]")
+        return Feedback(False, "yours reads the attention *from* [SEP] (its rows, which always "
+                               "sum to 1), not the attention *to* it")
     return Feedback(False, f"for layer 0, head 0 the share to [SEP] is {want[0, 0]:.4f}; yours "
                            f"is {got[0, 0]:.4f}")
 

@@ -128,22 +128,24 @@ def head_importance(texts: Sequence[Text], mode: str = "uniform", model=None,
     return 1.0 - cosines if per_text else 1.0 - cosines.mean(axis=0)
 
 
-def occlusion(texts: Sequence[str], position: int = 0, model=None,
+def occlusion(texts: Sequence[str], position: int | None = 0, model=None,
               batch_size: int = 128) -> list[np.ndarray]:
     """How much each input piece matters to one position's output, by occlusion.
 
     For text s with n pieces and each piece j: replace input piece j by [MASK] (same position and
     token type), run the model, and measure 1 − cos(h_p, h_p^(j)) between the last hidden state
-    at ``position`` p (default 0, [CLS]) before and after. An attribution from the output, with no
-    attention weight in it, to compare rollout and raw attention with. texts: N sentences.
-    Returns a list of N arrays, each (n,) for that text's pieces, [CLS] and [SEP] included.
-    Raises ValueError for a position outside a text's pieces.
+    at ``position`` p (default 0, [CLS]) before and after; with ``position=None``, between the
+    sentence vectors (1/n) Σ_i h_i, the model's own output (:func:`bertlib.corpus.mean_pool`).
+    An attribution from the output, with no attention weight in it, to compare rollout and raw
+    attention with. texts: N sentences. Returns a list of N arrays, each (n,) for that text's
+    pieces, [CLS] and [SEP] included. Raises ValueError for a position outside a text's pieces.
     """
     whole(batch_size, "batch_size", 1)
     model = model or load_bert()
     enc = tokenize_batch(texts, model)
     lengths = enc["attention_mask"].sum(1).tolist()
-    whole(position, "position", 0, min(lengths) - 1, why="(a piece of the shortest text)")
+    if position is not None:
+        whole(position, "position", 0, min(lengths) - 1, why="(a piece of the shortest text)")
     variants = []  # (text, occluded piece or -1 for none)
     for s, n in enumerate(lengths):
         variants += [(s, -1)] + [(s, j) for j in range(n)]
@@ -155,10 +157,12 @@ def occlusion(texts: Sequence[str], position: int = 0, model=None,
         occluded = torch.tensor([j for _, j in chunk])
         hit = occluded >= 0
         ids[hit.nonzero()[:, 0], occluded[hit]] = model.tokenizer.mask_token_id
+        mask = enc["attention_mask"][rows]
         with torch.no_grad():
-            out = bert_module(model)(input_ids=ids, attention_mask=enc["attention_mask"][rows],
+            out = bert_module(model)(input_ids=ids, attention_mask=mask,
                                      token_type_ids=enc["token_type_ids"][rows])
-        outputs.append(out.last_hidden_state[:, position].double().numpy())
+        outputs.append(mean_pool(out.last_hidden_state, mask) if position is None
+                       else out.last_hidden_state[:, position].double().numpy())
     h = np.concatenate(outputs)
     starts = np.cumsum([0] + [n + 1 for n in lengths])
     return [1.0 - _cosine(h[a], h[a + 1:b]) for a, b in zip(starts[:-1], starts[1:], strict=True)]

@@ -128,3 +128,20 @@ def test_occlusion_equals_one_masked_run_per_piece():
     assert (changes[1] > 0).all()  # masking any piece moves [CLS] a little at least
     with pytest.raises(ValueError, match="position"):
         im.occlusion(texts, position=6)  # the first text has 6 pieces: 0..5
+
+
+def test_occlusion_of_the_sentence_vector_equals_one_masked_run():
+    bert = load_bert()
+    texts = ["Snow fell on the quiet village overnight.", "The kettle whistled."]
+    changes = im.occlusion(texts, position=None, batch_size=4)
+    enc = bert.tokenizer(texts[1], return_tensors="pt")
+    with torch.no_grad():
+        base = bert.model(**enc).last_hidden_state[0].mean(0).double().numpy()
+        ids = enc["input_ids"].clone()
+        ids[0, 2] = bert.tokenizer.mask_token_id
+        masked = bert.model(input_ids=ids, attention_mask=enc["attention_mask"],
+                            token_type_ids=enc["token_type_ids"]).last_hidden_state[0].mean(0)
+    masked = masked.double().numpy()
+    cos = base @ masked / np.linalg.norm(base) / np.linalg.norm(masked)
+    assert changes[1][2] == pytest.approx(1 - cos, abs=1e-5)  # padding left out of the mean
+    assert not np.allclose(changes[1], im.occlusion(texts)[1], atol=1e-3)  # not [CLS]'s change

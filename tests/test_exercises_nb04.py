@@ -140,7 +140,11 @@ def test_sep_prediction_right_wrong_and_bad_word():
     assert nb04.check_sep_prediction(truth.upper()).ok
     fb = nb04.check_sep_prediction(wrong)
     assert not fb.ok and f"it is {truth}" in fb.message
+    assert "95 % CI" in fb.message and "n = 16" in fb.message  # stated with its spread
     assert '"higher" or "lower"' in nb04.check_sep_prediction("more").message
+    singles, pairs = nb04.sep_shares(per_text=True)
+    assert (len(singles), len(pairs)) == (16, 16)
+    assert np.mean(singles) == pytest.approx(single) and np.mean(pairs) == pytest.approx(pair)
 
 
 def block_map():

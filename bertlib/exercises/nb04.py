@@ -18,11 +18,11 @@ from bertlib.analysis import (
     PATTERN_THRESHOLDS,
     attention_entropy,
     attention_rollout,
-    corpus_average,
     pattern_features,
     pattern_labels,
     to_token_shares,
 )
+from bertlib.claims import spread
 from bertlib.corpus import load_corpus, run_corpus
 from bertlib.exercises import (
     Feedback,
@@ -170,16 +170,19 @@ def check_rollout(fn: Callable) -> Feedback:
                            "renormalised, then the product with the new layer on the left")
 
 
-def sep_shares(model=None, count: int = 16) -> tuple[float, float]:
+def sep_shares(model=None, count: int = 16, per_text: bool = False):
     """(single sentences, pairs): the share of attention to [SEP], Clark et al.'s measure
-    averaged over every head and over the first ``count`` sentences / pairs of the corpus."""
+    averaged over every head and over the first ``count`` sentences / pairs of the corpus.
+    per_text=True returns two lists instead, one value per text (the mean over its heads)."""
     corpus = load_corpus()
-    means = []
+    values = []
     for texts in (corpus.sentences[:count], corpus.pairs[:count]):
         runs = run_corpus(texts, model=model).runs
-        shares = corpus_average([to_token_shares(r.attentions, r.tokens) for r in runs])
-        means.append(float(shares["[SEP]"].mean()))
-    return means[0], means[1]
+        values.append([float(to_token_shares(r.attentions, r.tokens)["[SEP]"].mean())
+                       for r in runs])
+    if per_text:
+        return values[0], values[1]
+    return float(np.mean(values[0])), float(np.mean(values[1]))
 
 
 def check_sep_prediction(guess, model=None) -> Feedback:
@@ -190,11 +193,13 @@ def check_sep_prediction(guess, model=None) -> Feedback:
                                 "again")
     if isinstance(guess, Feedback):
         return guess
-    single, pair = sep_shares(model)
-    truth = "higher" if pair > single else "lower"
-    numbers = f"[SEP] gets {single:.3f} in single sentences, {pair:.3f} in pairs"
+    single, pair = (spread(v, precision=3) for v in sep_shares(model, per_text=True))
+    truth = "higher" if pair.mean > single.mean else "lower"
+    apart = pair.lo > single.hi or single.lo > pair.hi
+    numbers = (f"[SEP] gets {single} in single sentences, {pair} in pairs (per text, the mean "
+               f"over every head); the two intervals {'do not' if apart else 'do'} overlap")
     if guess == truth:
-        return Feedback(True, f"right, {truth}: {numbers} (mean over every head)")
+        return Feedback(True, f"right, {truth}: {numbers}")
     return Feedback(False, f"it is {truth}: {numbers}. Was your reason the number of [SEP] "
                            "tokens, or what the heads do with them?")
 

@@ -42,6 +42,7 @@ __all__ = [
     "word_level_maps",
     "pattern_features",
     "pattern_labels",
+    "block_score",
     "attention_rollout",
 ]
 
@@ -363,6 +364,21 @@ def pattern_labels(features: dict[str, np.ndarray],
     ]
     names = ["vertical+diagonal", "vertical", "diagonal", "block"]
     return np.select(conditions, names, default="heterogeneous")
+
+
+def block_score(features: dict[str, np.ndarray]) -> np.ndarray:
+    """How block-like each head is, graded: (within − chance) / (1 − chance).
+
+    0 when a head's far attention stays in its own sentence no more than an even spread would
+    (``within_chance``), 1 when all of it stays there, negative when it prefers the other
+    sentence. features: "within_segment" and "within_chance" arrays of equal shape (see
+    :func:`pattern_features`; NaN for single sentences stays NaN). Returns that shape.
+    """
+    w = np.asarray(features["within_segment"], dtype=float)
+    chance = np.asarray(features["within_chance"], dtype=float)
+    same_shape(w, chance, ("within_segment", "within_chance"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(chance < 1, (w - chance) / (1 - chance), np.nan)
 
 
 # --------------------------------------------------------------------------------------------

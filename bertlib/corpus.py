@@ -19,8 +19,8 @@ from bertlib.checks import items, text, whole
 from bertlib.loading import load_bert, max_positions
 from bertlib.models import batch_runs
 
-__all__ = ["Corpus", "CorpusRuns", "load_corpus", "run_corpus", "tokenize_batch", "mean_pool",
-           "sentence_vectors"]
+__all__ = ["Corpus", "CorpusRuns", "load_corpus", "load_paraphrases", "run_corpus",
+           "tokenize_batch", "mean_pool", "sentence_vectors"]
 
 Text = str | tuple[str, str]
 
@@ -43,6 +43,17 @@ def load_corpus() -> Corpus:
             first, second = line.split("\t")
             pairs.append((first.strip(), second.strip()))
     return Corpus(sentences, pairs)
+
+
+def load_paraphrases() -> list[tuple[str, str]]:
+    """24 pairs (sentence, the same said in other words), written for bertlib.
+
+    A yardstick for how much a sentence vector moves when the meaning stays and the wording
+    changes (``bertlib/data/paraphrase_pairs.tsv``; origin in ``corpus.md``).
+    """
+    folder = resources.files("bertlib") / "data"
+    lines = (folder / "paraphrase_pairs.tsv").read_text(encoding="utf-8").splitlines()
+    return [tuple(part.strip() for part in line.split("\t")) for line in lines if line.strip()]
 
 
 class CorpusRuns(NamedTuple):

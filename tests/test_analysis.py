@@ -307,3 +307,13 @@ def test_word_grouping_matches_the_fast_tokenizer_on_a_pair():
     assert ours.words[:4] == ["[CLS]", "sunflowers", "grow", "behind"]
     assert "hedgehogs" in ours.words and ours.words.count("[SEP]") == 2
     np.testing.assert_allclose(ours.attentions, theirs.attentions)
+
+
+def test_block_score_is_zero_at_chance_one_for_a_pure_block_and_keeps_nan():
+    features = {"within_segment": np.array([[0.4, 1.0, 0.2, np.nan]]),
+                "within_chance": np.array([[0.4, 0.4, 0.4, np.nan]])}
+    score = an.block_score(features)
+    np.testing.assert_allclose(score[0, :3], [0.0, 1.0, -1 / 3])
+    assert np.isnan(score[0, 3])
+    with pytest.raises(ValueError):
+        an.block_score({"within_segment": np.zeros((2, 3)), "within_chance": np.zeros((3, 2))})

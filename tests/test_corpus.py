@@ -58,3 +58,10 @@ def test_sentence_vectors_mean_pool_the_last_layer():
         cp.sentence_vectors(["a", ("b", "c")])
     with pytest.raises(ValueError, match="non-empty"):
         cp.sentence_vectors([])
+
+
+def test_load_paraphrases_gives_at_least_twenty_distinct_pairs_of_different_wordings():
+    pairs = cp.load_paraphrases()
+    assert len(pairs) >= 20
+    assert all(len(p) == 2 and p[0] and p[1] and p[0] != p[1] for p in pairs)
+    assert len({p[0] for p in pairs}) == len(pairs)

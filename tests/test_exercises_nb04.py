@@ -20,10 +20,10 @@ def test_share_to_accepts_the_right_answer():
 def test_share_to_names_the_usual_mistakes():
     n = len(nb04.TOKENS)
     cases = {
-        "summed over the queries": lambda A, t, g: n * share_right(A, t, g),
-        "averaged over the two": lambda A, t, g: share_right(A, t, g) / 2,
+        "the queries were summed": lambda A, t, g: n * share_right(A, t, g),
+        "two [SEP] tokens were averaged": lambda A, t, g: share_right(A, t, g) / 2,
         "only the first": lambda A, t, g: A[..., t.index(g)].mean(-1),
-        "rows of [SEP]": lambda A, t, g: A[..., [j for j, x in enumerate(t) if x == g], :].sum(-1).mean(-1),
+        "*from* [SEP]": lambda A, t, g: A[..., [j for j, x in enumerate(t) if x == g], :].sum(-1).mean(-1),
         "shape (layers, heads)": lambda A, t, g: share_right(A, t, g).ravel(),
         "raised ZeroDivisionError": lambda A, t, g: 1 / 0,
         "is 0.0000": lambda A, t, g: np.zeros(A.shape[:2]),
@@ -140,7 +140,11 @@ def test_sep_prediction_right_wrong_and_bad_word():
     assert nb04.check_sep_prediction(truth.upper()).ok
     fb = nb04.check_sep_prediction(wrong)
     assert not fb.ok and f"it is {truth}" in fb.message
+    assert "95 % CI" in fb.message and "n = 16" in fb.message  # stated with its spread
     assert '"higher" or "lower"' in nb04.check_sep_prediction("more").message
+    singles, pairs = nb04.sep_shares(per_text=True)
+    assert (len(singles), len(pairs)) == (16, 16)
+    assert np.mean(singles) == pytest.approx(single) and np.mean(pairs) == pytest.approx(pair)
 
 
 def block_map():

@@ -61,3 +61,87 @@ def test_value_norms_through_the_output_projection_match_torch():
         f = attention.output.dense(only_h) - attention.output.dense.bias
     np.testing.assert_allclose(norms[2, head], f.norm(dim=-1).numpy(), rtol=1e-4)
     assert not np.allclose(norms, im.value_norms(run.hidden_states, output_projection=False))
+
+
+def test_head_importance_per_text_gives_one_row_per_text_whose_mean_is_the_default():
+    texts = ["The kettle whistled.", "Snow fell on the quiet village overnight.",
+             "A heron stood in the reeds."]
+    per_text = im.head_importance(texts, mode="zero", per_text=True)
+    assert per_text.shape == (3, 6, 12) and (per_text >= -1e-6).all()
+    np.testing.assert_allclose(per_text.mean(axis=0), im.head_importance(texts, mode="zero"),
+                               atol=1e-9)
+    base = sentence_vectors(texts[1:2])
+    with ablated_head(5, 3, "zero"):
+        changed = sentence_vectors(texts[1:2])
+    cos = float(base[0] @ changed[0] / np.linalg.norm(base[0]) / np.linalg.norm(changed[0]))
+    assert per_text[1, 5, 3] == pytest.approx(1 - cos, abs=1e-5)
+
+
+def test_norm_weighted_maps_by_hand_for_one_layer():
+    """N[i, j] = ‖Σ_h α^h_ij f_h(x_j)‖, rows normalised, with f_h from value_norms' projection."""
+    bert = load_bert()
+    run = run_bert("Bees carry pollen home.")
+    maps = im.norm_weighted_maps(run.hidden_states, run.attentions)
+    n = len(run.tokens)
+    assert maps.shape == (6, n, n)
+    np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-9)
+    sd = bert.model.state_dict()
+    layer = 4
+    prefix = f"encoder.layer.{layer}.attention"
+    V = run.hidden_states[layer] @ sd[f"{prefix}.self.value.weight"].numpy().T + \
+        sd[f"{prefix}.self.value.bias"].numpy()
+    W_O = sd[f"{prefix}.output.dense.weight"].numpy().T  # (d, d): rows are the heads' slices
+    sent = np.zeros((n, n, 384))
+    for h in range(12):
+        f_h = V[:, h * 32:(h + 1) * 32] @ W_O[h * 32:(h + 1) * 32]  # (n, d)
+        sent += run.attentions[layer, h][:, :, None] * f_h[None]
+    size = np.linalg.norm(sent, axis=-1)
+    np.testing.assert_allclose(maps[layer], size / size.sum(-1, keepdims=True), rtol=1e-4,
+                               atol=1e-7)
+    # weights on a token that sends little count for little: not the plain head average
+    assert not np.allclose(maps[layer], run.attentions[layer].mean(0), atol=1e-2)
+
+
+def test_norm_weighted_maps_rejects_maps_of_another_run():
+    run = run_bert("Bees carry pollen home.")
+    other = run_bert("The kettle whistled loudly on the stove.")
+    with pytest.raises(ValueError, match="run that gave hidden_states"):
+        im.norm_weighted_maps(run.hidden_states, other.attentions)
+
+
+def test_occlusion_equals_one_masked_run_per_piece():
+    bert = load_bert()
+    texts = ["The kettle whistled.", "Snow fell on the quiet village overnight."]
+    changes = im.occlusion(texts, batch_size=5)  # batches cut across the texts
+    lengths = [len(run_bert(t).tokens) for t in texts]
+    assert [c.shape for c in changes] == [(n,) for n in lengths]
+    enc = bert.tokenizer(texts[1], return_tensors="pt")
+    with torch.no_grad():
+        base = bert.model(**enc).last_hidden_state[0, 0].double().numpy()
+        ids = enc["input_ids"].clone()
+        ids[0, 3] = bert.tokenizer.mask_token_id
+        masked = bert.model(input_ids=ids, attention_mask=enc["attention_mask"],
+                            token_type_ids=enc["token_type_ids"]).last_hidden_state[0, 0]
+    masked = masked.double().numpy()
+    cos = base @ masked / np.linalg.norm(base) / np.linalg.norm(masked)
+    assert changes[1][3] == pytest.approx(1 - cos, abs=1e-5)
+    assert (changes[1] > 0).all()  # masking any piece moves [CLS] a little at least
+    with pytest.raises(ValueError, match="position"):
+        im.occlusion(texts, position=6)  # the first text has 6 pieces: 0..5
+
+
+def test_occlusion_of_the_sentence_vector_equals_one_masked_run():
+    bert = load_bert()
+    texts = ["Snow fell on the quiet village overnight.", "The kettle whistled."]
+    changes = im.occlusion(texts, position=None, batch_size=4)
+    enc = bert.tokenizer(texts[1], return_tensors="pt")
+    with torch.no_grad():
+        base = bert.model(**enc).last_hidden_state[0].mean(0).double().numpy()
+        ids = enc["input_ids"].clone()
+        ids[0, 2] = bert.tokenizer.mask_token_id
+        masked = bert.model(input_ids=ids, attention_mask=enc["attention_mask"],
+                            token_type_ids=enc["token_type_ids"]).last_hidden_state[0].mean(0)
+    masked = masked.double().numpy()
+    cos = base @ masked / np.linalg.norm(base) / np.linalg.norm(masked)
+    assert changes[1][2] == pytest.approx(1 - cos, abs=1e-5)  # padding left out of the mean
+    assert not np.allclose(changes[1], im.occlusion(texts)[1], atol=1e-3)  # not [CLS]'s change

@@ -18,11 +18,11 @@ from bertlib.analysis import (
     PATTERN_THRESHOLDS,
     attention_entropy,
     attention_rollout,
-    corpus_average,
     pattern_features,
     pattern_labels,
     to_token_shares,
 )
+from bertlib.claims import spread
 from bertlib.corpus import load_corpus, run_corpus
 from bertlib.exercises import (
     Feedback,
@@ -77,17 +77,19 @@ def check_share_to(fn: Callable) -> Feedback:
         return Feedback(True, "right: summed over both [SEP] columns, averaged over the queries")
     n = len(TOKENS)
     if np.allclose(got, n * want, atol=1e-6):
-        return Feedback(False, "you summed over the queries too: average over them (divide by "
-                               f"n = {n}), so a head that looks only at [SEP] scores 1")
+        return Feedback(False, f"yours is n = {n} times too large: the queries were summed, so a "
+                               "head that looks only at [SEP] would score n, not 1 (section 2's "
+                               "formula averages over them)")
     if np.allclose(got, want / is_sep.sum(), atol=1e-6):
-        return Feedback(False, "you averaged over the two [SEP] tokens; sum over them instead "
-                               "(attention to a kind of token is summed over its columns)")
+        return Feedback(False, "yours is half the share: the two [SEP] tokens were averaged, but "
+                               "a head that splits its weight between them still gives [SEP] all "
+                               "of it")
     if np.allclose(got, A[..., np.argmax(is_sep)].mean(-1), atol=1e-6):
-        return Feedback(False, "you counted only the first [SEP]; this is a pair, so [SEP] "
-                               "occurs twice: sum the columns of every [SEP]")
+        return Feedback(False, "yours counts only the first [SEP]; this is a pair, so [SEP] "
+                               "occurs twice and the second one's attention is missing")
     if np.allclose(got, A[..., is_sep, :].sum(-1).mean(-1), atol=1e-6):
-        return Feedback(False, "you used the rows of [SEP] (attention *from* it), which always "
-                               "sum to 1; the share *to* [SEP] is in its columns, A[..., :, j]")
+        return Feedback(False, "yours reads the attention *from* [SEP] (its rows, which always "
+                               "sum to 1), not the attention *to* it")
     return Feedback(False, f"for layer 0, head 0 the share to [SEP] is {want[0, 0]:.4f}; yours "
                            f"is {got[0, 0]:.4f}")
 
@@ -168,16 +170,19 @@ def check_rollout(fn: Callable) -> Feedback:
                            "renormalised, then the product with the new layer on the left")
 
 
-def sep_shares(model=None, count: int = 16) -> tuple[float, float]:
+def sep_shares(model=None, count: int = 16, per_text: bool = False):
     """(single sentences, pairs): the share of attention to [SEP], Clark et al.'s measure
-    averaged over every head and over the first ``count`` sentences / pairs of the corpus."""
+    averaged over every head and over the first ``count`` sentences / pairs of the corpus.
+    per_text=True returns two lists instead, one value per text (the mean over its heads)."""
     corpus = load_corpus()
-    means = []
+    values = []
     for texts in (corpus.sentences[:count], corpus.pairs[:count]):
         runs = run_corpus(texts, model=model).runs
-        shares = corpus_average([to_token_shares(r.attentions, r.tokens) for r in runs])
-        means.append(float(shares["[SEP]"].mean()))
-    return means[0], means[1]
+        values.append([float(to_token_shares(r.attentions, r.tokens)["[SEP]"].mean())
+                       for r in runs])
+    if per_text:
+        return values[0], values[1]
+    return float(np.mean(values[0])), float(np.mean(values[1]))
 
 
 def check_sep_prediction(guess, model=None) -> Feedback:
@@ -188,11 +193,13 @@ def check_sep_prediction(guess, model=None) -> Feedback:
                                 "again")
     if isinstance(guess, Feedback):
         return guess
-    single, pair = sep_shares(model)
-    truth = "higher" if pair > single else "lower"
-    numbers = f"[SEP] gets {single:.3f} in single sentences, {pair:.3f} in pairs"
+    single, pair = (spread(v, precision=3) for v in sep_shares(model, per_text=True))
+    truth = "higher" if pair.mean > single.mean else "lower"
+    apart = pair.lo > single.hi or single.lo > pair.hi
+    numbers = (f"[SEP] gets {single} in single sentences, {pair} in pairs (per text, the mean "
+               f"over every head); the two intervals {'do not' if apart else 'do'} overlap")
     if guess == truth:
-        return Feedback(True, f"right, {truth}: {numbers} (mean over every head)")
+        return Feedback(True, f"right, {truth}: {numbers}")
     return Feedback(False, f"it is {truth}: {numbers}. Was your reason the number of [SEP] "
                            "tokens, or what the heads do with them?")
 

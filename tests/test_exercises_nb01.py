@@ -95,3 +95,15 @@ def test_window_weights_right_and_mistakes():
     assert "√d_k" in check_window_weights(softmax(Q @ K.T, axis=-1, where=mask)).message
     assert "no mask" in check_window_weights(softmax(S, axis=-1)).message
     assert "(6, 6)" in check_window_weights(np.ones(6)).message
+
+
+def test_design_names_mats_key_as_a_multiple_of_cats():
+    fb = check_design(W_Q)
+    assert not fb and "2 times the key of 'cat'" in fb.message and "W_Q alone" in fb.message
+
+
+def test_design_refuses_an_answer_that_breaks_cat_to_sat():
+    Wq, Wk = W_Q.copy(), W_K.copy()
+    Wq[1], Wk[3] = [0, 1], [0, -1]  # "mat" attends to "cat", but "cat" no longer asks for a verb
+    fb = check_design(Wq, Wk)
+    assert not fb.ok and "lost its verb" in fb.message and "W_Q" in fb.message

@@ -75,8 +75,13 @@ def test_embedding_shape_nan_and_type(parts):
 def test_position_guess_right_wrong_and_one():
     measured = bank_cosine(0)
     assert measured < 0.999  # the positions differ, so the input vectors do
-    assert check_position_guess(measured + GUESS_TOLERANCE / 2).ok
-    assert "too low" in check_position_guess(measured - 0.3).message
+    assert check_position_guess(measured - GUESS_TOLERANCE / 2).ok
+    assert "too low by 0.300" in check_position_guess(measured - 0.3).message
+
+
+def test_position_guess_band_lets_a_reasoned_guess_pass():
+    # "same piece, a nearby position: high, about 0.9" must pass on the bundled model
+    assert GUESS_TOLERANCE >= 0.1 and check_position_guess(0.9).ok
     assert "not 1" in check_position_guess(1.0).message
     assert "between -1 and 1" in check_position_guess(3).message
     assert "a number" in check_position_guess("high").message
@@ -100,6 +105,7 @@ def test_heads_mistakes_are_named():
     right = heads_where_top()
     one_based = [(layer + 1, head + 1) for layer, head in right]
     assert "1-based" in check_heads(one_based).message
+    assert "1-based" in check_heads(one_based[:2]).message  # a part of the list, 1-based
     with_special = heads_where_top(skip_special=False)
     assert "[CLS] and [SEP]" in check_heads(with_special).message
     assert "missing" in check_heads(right[:-1]).message

@@ -8,7 +8,8 @@ where values belong, a mask applied after the softmax, ...). An unanswered stub 
 - :func:`check_causal_guess`: predict, then check: which word "cat" attends to most under a
   causal mask.
 - :func:`check_attention_fn`: a learner's attention written with loops, tried on random inputs.
-- :func:`check_design`: edit W_Q (and W_K if needed) so that "mat" attends most to "cat".
+- :func:`check_design`: edit W_Q (and W_K if needed) so that "mat" attends most to "cat", while
+  "cat" still attends most to "sat".
 - :func:`check_window_weights`: the toy's weights when each word sees only its neighbours.
 """
 
@@ -133,9 +134,11 @@ def check_attention_fn(fn: Callable) -> Feedback:
 
 def check_design(W_Q, W_K=None) -> Feedback:
     """Design task: edit the toy's W_Q (4, 2), and W_K (4, 2) if needed, so that "mat" attends most
-    to "cat": weight on "cat" strictly larger than on any other key. W_K None = the toy's W_K.
+    to "cat" (weight on "cat" strictly larger than on any other key) while "cat" still attends
+    most to "sat", the head's original job. W_K None = the toy's W_K.
 
-    Says how close an answer is: the weight on "cat", the word that beats it and by how much.
+    Says how close an answer is: the weight on "cat", the word that beats it and by how much; and
+    why W_Q alone cannot work (keys that tie with, or are multiples of, the key of "cat").
     """
     if W_Q is None:
         return not_answered()
@@ -146,21 +149,41 @@ def check_design(W_Q, W_K=None) -> Feedback:
             return a
         arrays.append(a)
     Q, K, _ = _toy_qkv(*arrays)
-    i_mat, i_cat, i_on = toy.TOKENS.index("mat"), toy.TOKENS.index("cat"), toy.TOKENS.index("on")
-    w = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)[i_mat]
-    others = [j for j in range(_N) if j != i_cat]
-    rival = max(others, key=lambda j: w[j])
-    if w[i_cat] > w[rival] + ATOL:
-        return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of "
-                              f"{toy.TOKENS[rival]!r} ({w[rival]:.3f}); its query is "
-                              f"{np.round(Q[i_mat], 3).tolist()}")
-    hint = ""
-    if np.allclose(K[i_cat], K[i_on]):
-        hint = (f". Note: 'cat' and 'on' have the same key {K[i_cat].tolist()}, so no query can "
-                "prefer one to the other; change W_K too, so that the keys differ")
-    return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
-                           f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
-                           f"{np.round(Q[i_mat], 3).tolist()}){hint}")
+    i_mat, i_cat, i_sat = (toy.TOKENS.index(w) for w in ("mat", "cat", "sat"))
+    A = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)
+    w = A[i_mat]
+    rival = max((j for j in range(_N) if j != i_cat), key=lambda j: w[j])
+    if w[i_cat] <= w[rival] + ATOL:
+        return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
+                               f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
+                               f"{np.round(Q[i_mat], 3).tolist()}){_key_hint(K, i_cat, i_mat)}")
+    cat_top = toy.TOKENS[int(A[i_cat].argmax())]
+    if cat_top != "sat":
+        return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
+                               f"attends most to {cat_top!r} ({A[i_cat].max():.3f}), 'sat' gets "
+                               f"{A[i_cat, i_sat]:.3f}. The query of 'cat' is "
+                               f"{np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
+                               "use, and which of them did you change?")
+    return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of "
+                          f"{toy.TOKENS[rival]!r} ({w[rival]:.3f}), and 'cat' still attends most "
+                          f"to 'sat'; the query of 'mat' is {np.round(Q[i_mat], 3).tolist()}")
+
+
+def _key_hint(K: np.ndarray, i_cat: int, i_mat: int) -> str:
+    """Why no query can single out "cat": another key equals it, or "mat"'s key is a multiple."""
+    k_cat = K[i_cat]
+    hints = []
+    ties = [toy.TOKENS[j] for j in range(_N) if j != i_cat and np.allclose(K[j], k_cat)]
+    if ties:
+        hints.append(f"{ties[0]!r} has the same key as 'cat' {k_cat.tolist()}, so no query can "
+                     "prefer 'cat' to it")
+    ratio = (K[i_mat] @ k_cat) / (k_cat @ k_cat) if k_cat @ k_cat > 0 else 0.0
+    if ratio > 1 and np.allclose(K[i_mat], ratio * k_cat):
+        hints.append(f"the key of 'mat' {K[i_mat].tolist()} is {ratio:g} times the key of 'cat', "
+                     "so any query that scores 'cat' high scores 'mat' itself higher")
+    if not hints:
+        return ""
+    return ". Note: " + "; and ".join(hints) + ". Changing W_Q alone cannot fix that"
 
 
 def _window_mask(n: int, radius: int = 1) -> np.ndarray:

@@ -41,8 +41,9 @@ BANK_RIVER = "We sat on the bank of the river and watched the water."
 BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
-#: A guess within this distance of the measured cosine counts as right.
-GUESS_TOLERANCE = 0.03
+#: A guess within this distance of the measured cosine counts as right: wide enough for a reasoned
+#: guess ("same word, nearby position: high, about 0.9"), narrow enough to tell it from "about half".
+GUESS_TOLERANCE = 0.1
 #: Exercise 4 must not use these words (they would make the task trivial).
 FORBIDDEN = ("money", "loan", "loans", "account", "accounts", "cash")
 
@@ -139,13 +140,16 @@ def check_position_guess(guess, model=None) -> Feedback:
         return Feedback(False, f"it is {measured:.3f}, not 1: the word embedding is the same, but "
                                "E also adds the position embedding, and the two banks sit at "
                                "positions 1 and 5")
-    if abs(guess - measured) <= GUESS_TOLERANCE:
-        return Feedback(True, f"close: the cosine is {measured:.3f} (you said {guess:.3f}). Same "
-                              "word piece, but a different position embedding: similar, not "
-                              "the same")
-    side = "high" if guess > measured else "low"
-    return Feedback(False, f"too {side}: the cosine is {measured:.3f} (you said {guess:.3f}). "
-                           "Same word embedding, different position embeddings")
+    off = guess - measured
+    if abs(off) <= GUESS_TOLERANCE:
+        return Feedback(True, f"close enough: the cosine is {measured:.3f} (you said {guess:.3f}, "
+                              f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
+                              "piece, but a different position embedding: similar, not the same")
+    side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
+                  else ("low", "the word embedding outweighs the position embedding more than "
+                               "you assumed"))
+    return Feedback(False, f"too {side} by {abs(off):.3f}: the cosine is {measured:.3f} (you said "
+                           f"{guess:.3f}); {hint}")
 
 
 def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,
@@ -177,11 +181,14 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
         return Feedback(False, "give a list of (layer, head) pairs of whole numbers, e.g. "
                                "[(0, 2), (3, 11)]")
     if answer == expected:
-        return Feedback(True, f"correct: {len(expected)} head(s) {sorted(expected)} send "
-                              f"{query!r}'s largest weight (after [CLS]/[SEP]) to {target!r}")
-    if answer and {(layer - 1, head - 1) for layer, head in answer} == expected:
-        return Feedback(False, "your numbers are 1-based; bertlib and numpy count layers and "
-                               "heads from 0")
+        return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
+                              f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
+                              f"{target!r}")
+    shifted = {(layer - 1, head - 1) for layer, head in answer}
+    if answer and len(shifted & expected) > len(answer & expected):
+        return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
+                               "taken off both numbers: they look 1-based, but bertlib and numpy "
+                               "count layers and heads from 0 (the first layer is layer 0)")
     if answer == set(heads_where_top(query, target, skip_special=False, model=model)):
         return Feedback(False, "you kept [CLS] and [SEP] in the comparison: set their weights "
                                "aside (e.g. to -1) before taking the argmax")

@@ -42,7 +42,7 @@ BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
 #: A guess within this distance of the measured cosine counts as right: wide enough for a reasoned
-#: guess ("same word, nearby position: high, about 0.9"), narrow enough to tell it from "about half".
+#: guess ("same word, nearby position: high, about 0.9"), narrow enough to refuse "about half".
 GUESS_TOLERANCE = 0.1
 #: Exercise 4 must not use these words (they would make the task trivial).
 FORBIDDEN = ("money", "loan", "loans", "account", "accounts", "cash")

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from bertlib.checks import heads_dividing, number, whole
+from bertlib.checks import as_array, heads_dividing, number, whole
 
 __all__ = ["COLOURS", "canvas", "box", "arrow"]
 
@@ -142,10 +142,10 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
     """
     n = whole(len(tokens), "the number of tokens", low=1)
     whole(query, "query", 0, n - 1, why="(a token index)")
-    Q, K, V = (np.asarray(M, dtype=float) for M in (Q, K, V))
-    if Q.shape[0] != n or K.shape != Q.shape or V.shape[0] != n:
-        raise ValueError(f"Q, K must be (n, d_k) and V (n, d_v) with n = {n}; got {Q.shape}, "
-                         f"{K.shape}, {V.shape}")
+    why = f"for {n} tokens"
+    Q = as_array(Q, "Q", shape=(n, None), layout="(n, d_k)", why=why)
+    K = as_array(K, "K", shape=Q.shape, layout="(n, d_k)", why=why)
+    V = as_array(V, "V", shape=(n, None), layout="(n, d_v)", why=why)
     d_k = Q.shape[1]
     s = K @ Q[query]
     e = np.exp(s / np.sqrt(d_k) - (s / np.sqrt(d_k)).max())

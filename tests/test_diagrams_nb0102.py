@@ -69,7 +69,7 @@ def test_one_query_flow_works_every_number_through():
     plt.close(fig)
     with pytest.raises(ValueError, match="query"):
         diagrams.one_query_flow(toy.TOKENS, X @ W_Q, X @ W_K, X @ W_V, query=6)
-    with pytest.raises(ValueError, match="n = 6"):
+    with pytest.raises(ValueError, match="for 6 tokens"):
         diagrams.one_query_flow(toy.TOKENS, X @ W_Q, (X @ W_K)[:5], X @ W_V, query=1)
 
 

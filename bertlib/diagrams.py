@@ -321,8 +321,8 @@ def embeddings_and_stack(n: int, d: int, n_layers: int, vocab: int, positions: i
 
     Three lookup tables, W_word (vocab, d), W_pos (positions, d), W_type (types, d), each give
     one row per piece, (n, d); their sum goes through LayerNorm to E = hidden_states[0], which
-    passes through the n_layers encoder layers (each drawn as in ``encoder_layer``); layer ℓ's
-    output is hidden_states[ℓ]. Returns the matplotlib Figure.
+    passes through the n_layers encoder layers (each drawn as in ``encoder_layer``), counted from
+    0 as everywhere in bertlib; layer ℓ's output is hidden_states[ℓ + 1]. Returns the Figure.
     """
     for label, value in (("n", n), ("d", d), ("n_layers", n_layers), ("vocab", vocab),
                          ("positions", positions), ("types", types)):
@@ -340,7 +340,7 @@ def embeddings_and_stack(n: int, d: int, n_layers: int, vocab: int, positions: i
     ax.text(4.4, 2.75, f"each ({n}, {d})", ha="center", va="bottom", fontsize=7)
     box(ax, (5.8, 2.3), "LayerNorm", "op", width=1.5, height=0.8)
     arrow(ax, (4.65, 2.3), (5.05, 2.3))
-    shown = [1, 2, n_layers] if n_layers > 3 else list(range(1, n_layers + 1))
+    shown = [0, 1, n_layers - 1] if n_layers > 3 else list(range(n_layers))
     xs = [8.0 + 1.6 * k for k in range(len(shown))]
     if n_layers > 3:
         xs[-1] += 0.8
@@ -349,7 +349,7 @@ def embeddings_and_stack(n: int, d: int, n_layers: int, vocab: int, positions: i
     ax.text(6.95, 1.85, "hidden_states[0]", ha="center", va="top", fontsize=7)
     for k, (x, layer) in enumerate(zip(xs, shown, strict=True)):
         box(ax, (x, 2.3), f"encoder\nlayer {layer}", "weights", width=1.2, height=1.4, fontsize=8)
-        ax.text(x, 1.45, f"hidden_states[{layer}]", ha="center", va="top", fontsize=7)
+        ax.text(x, 1.45, f"hidden_states[{layer + 1}]", ha="center", va="top", fontsize=7)
         if k and shown[k] == shown[k - 1] + 1:
             arrow(ax, (xs[k - 1] + 0.6, 2.3), (x - 0.6, 2.3))
         elif k:  # into and out of the "…"

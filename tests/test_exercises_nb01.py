@@ -107,3 +107,11 @@ def test_design_refuses_an_answer_that_breaks_cat_to_sat():
     Wq[1], Wk[3] = [0, 1], [0, -1]  # "mat" attends to "cat", but "cat" no longer asks for a verb
     fb = check_design(Wq, Wk)
     assert not fb.ok and "lost its verb" in fb.message and "W_Q" in fb.message
+
+
+def test_window_checker_does_not_print_the_right_row():
+    keep = np.tri(6, 6, 0, dtype=bool) & ~np.tri(6, 6, -2, dtype=bool)  # i-1 and i only
+    fb = check_window_weights(softmax(S, axis=-1, where=keep))
+    assert not fb.ok and "positions [0, 1, 2] only" in fb.message
+    right = softmax(S, axis=-1, where=keep | keep.T)
+    assert f"{right[1, 2]:.3f}" not in fb.message  # the missing weight is not handed over

@@ -226,6 +226,10 @@ def check_window_weights(weights) -> Feedback:
         return Feedback(False, f"query {toy.TOKENS[i]!r} (position {i}) gives {a[i, j]:.3f} to "
                                f"position {j}, more than one word away")
     i = int(np.argmax(np.abs(a - right).max(axis=1)))
-    return Feedback(False, f"row {i} (query {toy.TOKENS[i]!r}) should be "
-                           f"{np.round(right[i], 3).tolist()}, yours is "
-                           f"{np.round(a[i], 3).tolist()}")
+    window = [j for j in range(_N) if mask[i, j]]
+    given = [j for j in range(_N) if abs(a[i, j]) > ATOL]
+    wrong = [j for j in range(_N) if abs(a[i, j] - right[i, j]) > ATOL]
+    return Feedback(False, f"row {i} (query {toy.TOKENS[i]!r}) is wrong at positions {wrong} "
+                           f"and sums to {a[i].sum():.3f}: it should be a softmax over the "
+                           f"scaled scores of positions {window} only; yours gives weight to "
+                           f"positions {given}")

@@ -69,8 +69,9 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         want = split_heads(X, h)
         if got.shape == lead + (n, h, d_k):
             return Feedback(False, f"shape {got.shape} is {'(batch, ' if batched else '('}n, h, "
-                                   "d_k): the features are cut into heads, but the head axis must "
-                                   "come first, before the token axis; swap those two axes")
+                                   "d_k): the features are cut into heads, but the result must "
+                                   f"be {'(batch, ' if batched else '('}h, n, d_k), head axis "
+                                   "first: which two axes are in the wrong order?")
         if batched and got.shape == (h, 5, n, d_k):
             return Feedback(False, f"shape {got.shape}: the batch axis must stay first, "
                                    "(batch, h, n, d_k)")
@@ -135,7 +136,7 @@ def check_det_noun_head(layer, head) -> Feedback:
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
-        return Feedback(False, str(exc))
+        return Feedback(False, f"{exc} (layers and heads are counted from 0)")
     scores, per_pair, pairs = _det_noun_scores()
     L, H = scores.shape
     best = np.unravel_index(int(scores.argmax()), scores.shape)
@@ -144,6 +145,10 @@ def check_det_noun_head(layer, head) -> Feedback:
         return Feedback(True, f"layer {layer}, head {head}: on average 'the' gives "
                               f"{mine:.2f} of its attention to its noun, more than in any other "
                               f"of the {L * H} heads")
+    if (layer - 1, head - 1) == best:
+        return Feedback(False, f"layer {layer}, head {head} looks 1-based: take 1 off both and "
+                               "you have it (bertlib and numpy count layers and heads from 0; "
+                               "the first layer is layer 0)")
     rank = int((scores > mine).sum()) + 1
     worst = int(per_pair[:, layer, head].argmin())  # the pair this head gets most wrong
     text, i, j = pairs[worst]
@@ -199,6 +204,7 @@ def check_w_o_swap(W_O) -> Feedback:
     if np.allclose(got, concat, atol=1e-9):
         return Feedback(False, "this W_O leaves the order as it was ([head 0 | head 1]): it acts "
                                "like the identity")
-    return Feedback(False, f"output columns {right or 'none'} are right; output column c is "
-                           "C @ W_O[:, c], so column c of W_O picks which concatenated column "
-                           "lands there")
+    which = f"output columns {right} are right" if right else "no output column is right yet"
+    return Feedback(False, f"{which}; output column c is concat @ W_O[:, c] (the heads' "
+                           "concatenation times column c of W_O), so column c of W_O decides "
+                           "which concatenated column lands there")

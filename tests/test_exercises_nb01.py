@@ -115,3 +115,8 @@ def test_window_checker_does_not_print_the_right_row():
     assert not fb.ok and "positions [0, 1, 2] only" in fb.message
     right = softmax(S, axis=-1, where=keep | keep.T)
     assert f"{right[1, 2]:.3f}" not in fb.message  # the missing weight is not handed over
+
+
+def test_design_with_only_w_k_is_checked_not_unanswered():
+    fb = check_design(None, W_K.copy())  # the toy's own W_Q, W_K unchanged: an answer, but wrong
+    assert not fb.ok and "not answered" not in fb.message

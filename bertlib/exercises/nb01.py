@@ -135,15 +135,16 @@ def check_attention_fn(fn: Callable) -> Feedback:
 def check_design(W_Q, W_K=None) -> Feedback:
     """Design task: edit the toy's W_Q (4, 2), and W_K (4, 2) if needed, so that "mat" attends most
     to "cat" (weight on "cat" strictly larger than on any other key) while "cat" still attends
-    most to "sat", the head's original job. W_K None = the toy's W_K.
+    most to "sat", the head's original job. W_Q None or W_K None = the toy's own (not both).
 
     Says how close an answer is: the weight on "cat", the word that beats it and by how much; and
     why W_Q alone cannot work (keys that tie with, or are multiples of, the key of "cat").
     """
-    if W_Q is None:
+    if W_Q is None and W_K is None:
         return not_answered()
+    toy_Q, toy_K, _ = toy.projections()
     arrays = []
-    for name, W in (("W_Q", W_Q), ("W_K", W_K if W_K is not None else toy.projections()[1])):
+    for name, W in (("W_Q", toy_Q if W_Q is None else W_Q), ("W_K", toy_K if W_K is None else W_K)):
         a = as_answer_array(W, name, (4, 2), layout="(d, d_k)", why=" (it must stay that shape)")
         if isinstance(a, Feedback):
             return a

@@ -224,8 +224,9 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
                                "taken off both numbers: they look 1-based, but bertlib and numpy "
                                "count layers and heads from 0 (the first layer is layer 0)")
     if answer == set(heads_where_top(query, target, skip_special=False, model=model)):
-        return Feedback(False, "you kept [CLS] and [SEP] in the comparison: set their weights "
-                               "aside (e.g. to -1) before taking the argmax")
+        return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "
+                               "whose largest weight, [CLS] and [SEP] included, goes to "
+                               f"{target!r}; the exercise leaves those two keys out")
     missing, extra = sorted(expected - answer), sorted(answer - expected)
     parts = []
     if missing:

@@ -120,3 +120,12 @@ def test_window_checker_does_not_print_the_right_row():
 def test_design_with_only_w_k_is_checked_not_unanswered():
     fb = check_design(None, W_K.copy())  # the toy's own W_Q, W_K unchanged: an answer, but wrong
     assert not fb.ok and "not answered" not in fb.message
+
+
+def test_design_does_not_blame_w_q_when_only_w_k_changed():
+    Wk = W_K.copy()
+    Wk[:, 1] = 0  # the keys' second column gone: keys tie or become multiples of "cat"'s
+    fb = check_design(None, Wk)
+    assert not fb.ok and "Note:" in fb.message
+    assert "Changing W_Q alone" not in fb.message and "no W_Q" in fb.message
+    assert "Changing W_Q alone" in check_design(W_Q).message

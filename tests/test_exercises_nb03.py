@@ -124,6 +124,11 @@ def test_heads_mistakes_are_named():
     assert "1-based" in check_heads(one_based[:2]).message  # a part of the list, 1-based
     with_special = heads_where_top(skip_special=False)
     assert "[CLS] and [SEP]" in check_heads(with_special).message
+    if set(with_special) <= set(right):  # then it is also a partial answer: say so first
+        assert "missing" in check_heads(with_special).message
+    partial = [right[0]] if [right[0]] != with_special else [right[1]]
+    assert "missing" in check_heads(partial).message
+    assert "[CLS]" not in check_heads(partial).message
     assert "missing" in check_heads(right[:-1]).message
     fb = check_heads(right + [(5, 6)] if (5, 6) not in right else right + [(5, 5)])
     assert "do not qualify" in fb.message

@@ -157,7 +157,8 @@ def check_design(W_Q, W_K=None) -> Feedback:
     if w[i_cat] <= w[rival] + ATOL:
         return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
                                f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
-                               f"{np.round(Q[i_mat], 3).tolist()}){_key_hint(K, i_cat, i_mat)}")
+                               f"{np.round(Q[i_mat], 3).tolist()})"
+                               f"{_key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}")
     cat_top = toy.TOKENS[int(A[i_cat].argmax())]
     if cat_top != "sat":
         return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
@@ -170,7 +171,7 @@ def check_design(W_Q, W_K=None) -> Feedback:
                           f"to 'sat'; the query of 'mat' is {np.round(Q[i_mat], 3).tolist()}")
 
 
-def _key_hint(K: np.ndarray, i_cat: int, i_mat: int) -> str:
+def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False) -> str:
     """Why no query can single out "cat": another key equals it, or "mat"'s key is a multiple."""
     k_cat = K[i_cat]
     hints = []
@@ -184,6 +185,8 @@ def _key_hint(K: np.ndarray, i_cat: int, i_mat: int) -> str:
                      "so any query that scores 'cat' high scores 'mat' itself higher")
     if not hints:
         return ""
+    if keys_changed:
+        return ". Note: " + "; and ".join(hints) + ". With these keys no W_Q can fix that"
     return ". Note: " + "; and ".join(hints) + ". Changing W_Q alone cannot fix that"
 
 

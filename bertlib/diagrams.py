@@ -74,7 +74,7 @@ def arrow(ax, start: tuple[float, float], end: tuple[float, float], text: str | 
 def rnn_vs_attention(tokens: list[str], target: int | None = None):
     """Two routes for information from the first word to word ``target`` (default: the last).
 
-    Top: a recurrent network, one hidden state h_t per word, each computed from h_{t−1}: the first
+    Top: a recurrent network, one state s_t per word, each computed from s_{t−1}: the first
     word reaches word t only through t steps. Bottom: attention, word ``target`` looks every word
     up directly, one step each. tokens: the n ≥ 2 words. Returns the Figure.
     """
@@ -88,7 +88,7 @@ def rnn_vs_attention(tokens: list[str], target: int | None = None):
             fontsize=9, ha="left")
     for k, (x, t) in enumerate(zip(xs, tokens, strict=True)):
         box(ax, (x, 3.1), t, "input", width=1.0, height=0.5)
-        box(ax, (x, 4.1), f"h{k}", "op", width=0.8, height=0.5)
+        box(ax, (x, 4.1), f"s{k}", "op", width=0.8, height=0.5)
         arrow(ax, (x, 3.35), (x, 3.85))
         if k:
             arrow(ax, (xs[k - 1] + 0.4, 4.1), (x - 0.4, 4.1))

@@ -18,7 +18,7 @@ def texts(fig):
 def test_rnn_vs_attention_labels_words_states_and_step_counts():
     fig = diagrams.rnn_vs_attention(["the", "river", "bank"], target=2)
     words = texts(fig)
-    assert all(w in words for w in ("river", "h0", "h2", "2 steps", "1 step"))
+    assert all(w in words for w in ("river", "s0", "s2", "2 steps", "1 step"))
     plt.close(fig)
     with pytest.raises(ValueError, match="target"):
         diagrams.rnn_vs_attention(["a", "b"], target=5)

@@ -4,7 +4,9 @@ static picture where no script runs.
 bertviz's HTML loads require.js, d3 and jQuery from a CDN; :func:`offline_bertviz_html` inlines
 copies read from installed packages instead. :func:`with_static_snapshot` puts a matplotlib
 picture of the same attention (:func:`head_view_figure`, :func:`model_view_figure`) inside the
-view until bertviz has drawn."""
+view until bertviz has drawn. The views are :class:`BertvizView` objects, which also offer the
+picture as a separate ``image/png`` output (and its description as text), for readers that show
+no HTML at all."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ __all__ = [
     "with_static_snapshot",
     "head_view_figure",
     "model_view_figure",
+    "BertvizView",
     "head_view",
     "model_view",
 ]
@@ -170,6 +173,22 @@ def with_static_snapshot(html: str, png: bytes, alt: str) -> str:
     return html + _SNAPSHOT_SCRIPT % root.group(1)
 
 
+class BertvizView(HTML):
+    """A bertviz view as displayed: ``data`` is its HTML (the live view, with the snapshot inside
+    until it draws); ``png`` the snapshot's bytes, also offered as ``image/png`` so a reader that
+    shows no HTML still shows the picture; ``alt`` a one-line description (its text form)."""
+
+    def __init__(self, html: str, png: bytes, alt: str) -> None:
+        super().__init__(html)
+        self.png, self.alt = png, alt
+
+    def _repr_png_(self) -> bytes:
+        return self.png
+
+    def __repr__(self) -> str:
+        return f"[{self.alt}: run the cell to use the interactive view; a picture is stored]"
+
+
 def _head_colours(h: int) -> list:
 
     cmap = plt.get_cmap("tab10" if h <= 10 else "tab20")
@@ -250,7 +269,8 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     layer: the layer shown first (0-based); heads: the heads selected first (None = all).
     sentence_b_start: index of the second sentence's first token, for a pair.
     decimals: weights are rounded to this many digits in the page.
-    Returns an ``IPython.display.HTML``; the last line of a cell displays it. The view carries
+    Returns a :class:`BertvizView` (an ``IPython.display.HTML``); the last line of a cell shows
+    it. The view carries
     a static snapshot (:func:`head_view_figure` of the layer shown first, as a PNG) that bertviz's
     drawing replaces (:func:`with_static_snapshot`), for viewers that run no scripts.
     """
@@ -265,13 +285,13 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     png = _snapshot(head_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
                     decimals), shown, heads)
     alt = f"head view of layer {shown}: attention lines of each head"
-    return HTML(offline_bertviz_html(with_static_snapshot(out.data, png, alt)))
+    return BertvizView(offline_bertviz_html(with_static_snapshot(out.data, png, alt)), png, alt)
 
 
 def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals: int = 3):
     """bertviz's model view (a grid of every layer x head thumbnail), rendering offline.
 
-    tokens: n labels; attentions: (layers, heads, n, n). Returns an ``IPython.display.HTML``,
+    tokens: n labels; attentions: (layers, heads, n, n). Returns a :class:`BertvizView`,
     with a static snapshot (:func:`model_view_figure`) until bertviz has drawn.
     """
 
@@ -281,4 +301,4 @@ def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals
     png = _snapshot(model_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
                     decimals))
     alt = "model view: the attention map of every layer and head"
-    return HTML(offline_bertviz_html(with_static_snapshot(out.data, png, alt)))
+    return BertvizView(offline_bertviz_html(with_static_snapshot(out.data, png, alt)), png, alt)

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from bertlib.checks import heads_dividing, number, whole
+from bertlib.checks import as_array, heads_dividing, number, whole
 
 __all__ = ["COLOURS", "canvas", "box", "arrow"]
 
@@ -74,7 +74,7 @@ def arrow(ax, start: tuple[float, float], end: tuple[float, float], text: str | 
 def rnn_vs_attention(tokens: list[str], target: int | None = None):
     """Two routes for information from the first word to word ``target`` (default: the last).
 
-    Top: a recurrent network, one hidden state h_t per word, each computed from h_{t−1}: the first
+    Top: a recurrent network, one state s_t per word, each computed from s_{t−1}: the first
     word reaches word t only through t steps. Bottom: attention, word ``target`` looks every word
     up directly, one step each. tokens: the n ≥ 2 words. Returns the Figure.
     """
@@ -88,7 +88,7 @@ def rnn_vs_attention(tokens: list[str], target: int | None = None):
             fontsize=9, ha="left")
     for k, (x, t) in enumerate(zip(xs, tokens, strict=True)):
         box(ax, (x, 3.1), t, "input", width=1.0, height=0.5)
-        box(ax, (x, 4.1), f"h{k}", "op", width=0.8, height=0.5)
+        box(ax, (x, 4.1), f"s{k}", "op", width=0.8, height=0.5)
         arrow(ax, (x, 3.35), (x, 3.85))
         if k:
             arrow(ax, (xs[k - 1] + 0.4, 4.1), (x - 0.4, 4.1))
@@ -117,10 +117,10 @@ def qkv_scores_flow(n: int, d: int, d_k: int):
     rows = {"Q": ("query", 3.8), "K": ("key", 2.3), "V": ("value", 0.8)}
     for name, (role, y) in rows.items():
         box(ax, (3.4, y), f"{name} = X W_{name}\n({n}, {d_k})", role, width=1.7)
-        arrow(ax, (1.5, 2.3), (2.55, y))
-    # the three arrows leave X from one point: labels sit beside them, never across a line
+        arrow(ax, (1.5, 2.3 + (y - 2.3) / 6), (2.55, y))
+    # the three arrows leave X from three points: labels sit beside them, never across a line
     ax.text(1.85, 3.15, f"W_Q ({d}, {d_k})", ha="right", va="bottom", fontsize=8)
-    ax.text(2.2, 2.36, f"W_K ({d}, {d_k})", ha="center", va="bottom", fontsize=8)
+    ax.text(2.05, 2.36, f"W_K ({d}, {d_k})", ha="center", va="bottom", fontsize=8)
     ax.text(1.85, 1.45, f"W_V ({d}, {d_k})", ha="right", va="top", fontsize=8)
     box(ax, (6.1, 3.05), f"S = Q Kᵀ\n({n}, {n})", "scores", width=1.9)
     arrow(ax, (4.25, 3.8), (5.15, 3.2))
@@ -130,6 +130,47 @@ def qkv_scores_flow(n: int, d: int, d_k: int):
     box(ax, (10.5, 1.9), f"Z = A V\n({n}, {d_k})", "output", width=1.4)
     arrow(ax, (9.5, 3.05), (10.2, 2.3))
     arrow(ax, (4.25, 0.8), (9.8, 1.75), "V", offset=(0.0, -0.3))
+    return fig
+
+
+def one_query_flow(tokens: list[str], Q, K, V, query: int):
+    """One query worked through, number by number (as in Alammar's Illustrated Transformer).
+
+    One row per key j: its word, the score q·k_j, the score ÷ √d_k, the softmax weight w_j, and
+    w_j v_j; the bottom row sums them to z = Σ_j w_j v_j. Q, K: (n, d_k), V: (n, d_v) numpy
+    arrays; query: the row of Q worked through (0..n−1). Returns the Figure.
+    """
+    n = whole(len(tokens), "the number of tokens", low=1)
+    whole(query, "query", 0, n - 1, why="(a token index)")
+    why = f"for {n} tokens"
+    Q = as_array(Q, "Q", shape=(n, None), layout="(n, d_k)", why=why)
+    K = as_array(K, "K", shape=Q.shape, layout="(n, d_k)", why=why)
+    V = as_array(V, "V", shape=(n, None), layout="(n, d_v)", why=why)
+    d_k = Q.shape[1]
+    s = K @ Q[query]
+    e = np.exp(s / np.sqrt(d_k) - (s / np.sqrt(d_k)).max())
+    w = e / e.sum()
+    fmt = lambda v: "[" + ", ".join(f"{x:.2f}" for x in v) + "]"  # noqa: E731
+    fig, ax = canvas(12.5, 1.0 * n + 1.8, title=f"One query worked through: {tokens[query]!r}, "
+                     f"q = {fmt(Q[query])}", scale=0.8)
+    cols = [(0.8, "key word", "input"), (2.6, "score q·k_j", "scores"),
+            (4.7, f"÷ √d_k = √{d_k}", "scores"), (6.8, "softmax: w_j", "weights"),
+            (9.6, "w_j × v_j", "value")]
+    top = 1.0 * n + 1.3
+    for x, head, _ in cols:
+        ax.text(x, top, head, ha="center", va="center", fontsize=9, fontweight="bold")
+    for j in range(n):
+        y = top - 1.0 * (j + 1)
+        cells = [tokens[j], f"{s[j]:.2f}", f"{s[j] / np.sqrt(d_k):.2f}", f"{w[j]:.3f}",
+                 f"{w[j]:.3f} × {fmt(V[j])}\n= {fmt(w[j] * V[j])}"]
+        for (x, _, colour), text in zip(cols, cells, strict=True):
+            box(ax, (x, y), text, colour, width=2.6 if x > 9 else 1.4, height=0.7, fontsize=8)
+        for x0, x1 in ((1.5, 1.9), (3.3, 4.0), (5.4, 6.1), (7.5, 8.3)):
+            arrow(ax, (x0, y), (x1, y))
+    z = w @ V
+    box(ax, (9.6, 0.45), f"sum: z = {fmt(z)}", "output", width=2.6, height=0.6, fontsize=9)
+    arrow(ax, (9.6, top - 1.0 * n - 0.35), (9.6, 0.75))
+    ax.text(6.8, 0.45, f"weights sum to {w.sum():.3f}", ha="center", va="center", fontsize=8)
     return fig
 
 
@@ -151,7 +192,9 @@ def hatch_masked(ax, mask, label: str = "masked: no weight allowed"):
     if len(cells):
         ax.legend(handles=[Patch(facecolor="white", edgecolor="#888888", hatch="///",
                                  label=label)],
-                  loc="upper center", bbox_to_anchor=(0.5, -0.28), fontsize=8, frameon=False)
+                  loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8, frameon=False,
+                  borderaxespad=0.2)
+        ax.set_title(ax.get_title(), pad=24)  # the legend sits between the title and the cells
     return len(cells)
 
 
@@ -269,6 +312,54 @@ def encoder_layer(n: int, d: int, h: int, d_ff: int):
         arrow(ax, (x_to, yr), (x_to, y + 0.3), None)
         ax.text((x_from + x_to) / 2, yr + 0.1, text, ha="center", va="bottom", fontsize=8)
     ax.text(12.8, y - 0.7, f"X₂ ({n}, {d})\nto the next layer", ha="center", va="top", fontsize=8)
+    return fig
+
+
+def embeddings_and_stack(n: int, d: int, n_layers: int, vocab: int, positions: int,
+                         types: int = 2):
+    """BERT's input and stack: word + position + segment embeddings, LayerNorm, L layers.
+
+    Three lookup tables, W_word (vocab, d), W_pos (positions, d), W_type (types, d), each give
+    one row per piece, (n, d); their sum goes through LayerNorm to E = hidden_states[0], which
+    passes through the n_layers encoder layers (each drawn as in ``encoder_layer``), counted from
+    0 as everywhere in bertlib; layer ℓ's output is hidden_states[ℓ + 1]. Returns the Figure.
+    """
+    for label, value in (("n", n), ("d", d), ("n_layers", n_layers), ("vocab", vocab),
+                         ("positions", positions), ("types", types)):
+        whole(value, label, low=1)
+    fig, ax = canvas(14.7, 4.4, title=f"From pieces to final vectors: three embeddings, then "
+                     f"{n_layers} encoder layers", scale=0.85)
+    tables = [(3.7, f"word embedding\nW_word ({vocab}, {d})\nrow of each piece's id", "input"),
+              (2.3, f"position embedding\nW_pos ({positions}, {d})\nrows 0 … {n - 1}", "key"),
+              (0.9, f"segment embedding\nW_type ({types}, {d})\nrow 0 (sentence A) or 1 (B)",
+               "query")]
+    for y, text, colour in tables:
+        box(ax, (1.5, y), text, colour, width=2.8, height=1.1, fontsize=8)
+        arrow(ax, (2.9, y), (4.1, 2.3))
+    box(ax, (4.4, 2.3), "+", "op", width=0.5, height=0.6)
+    ax.text(4.4, 2.75, f"each ({n}, {d})", ha="center", va="bottom", fontsize=7)
+    box(ax, (5.8, 2.3), "LayerNorm", "op", width=1.5, height=0.8)
+    arrow(ax, (4.65, 2.3), (5.05, 2.3))
+    shown = [0, 1, n_layers - 1] if n_layers > 3 else list(range(n_layers))
+    xs = [8.0 + 1.6 * k for k in range(len(shown))]
+    if n_layers > 3:
+        xs[-1] += 0.8
+        ax.text((xs[-2] + xs[-1]) / 2, 2.3, "…", ha="center", va="center", fontsize=14)
+    arrow(ax, (6.55, 2.3), (xs[0] - 0.6, 2.3), f"E ({n}, {d})", fontsize=7)
+    ax.text(6.95, 1.85, "hidden_states[0]", ha="center", va="top", fontsize=7)
+    for k, (x, layer) in enumerate(zip(xs, shown, strict=True)):
+        box(ax, (x, 2.3), f"encoder\nlayer {layer}", "weights", width=1.2, height=1.4, fontsize=8)
+        ax.text(x, 1.45, f"hidden_states[{layer + 1}]", ha="center", va="top", fontsize=7)
+        if k and shown[k] == shown[k - 1] + 1:
+            arrow(ax, (xs[k - 1] + 0.6, 2.3), (x - 0.6, 2.3))
+        elif k:  # into and out of the "…"
+            arrow(ax, (xs[k - 1] + 0.6, 2.3), ((xs[k - 1] + x) / 2 - 0.3, 2.3))
+            arrow(ax, ((xs[k - 1] + x) / 2 + 0.3, 2.3), (x - 0.6, 2.3))
+    box(ax, (14.0, 2.3), f"final\nvectors\n({n}, {d})", "output", width=1.1, height=1.2,
+        fontsize=8)
+    arrow(ax, (xs[-1] + 0.6, 2.3), (13.45, 2.3))
+    ax.text(xs[0] + (xs[-1] - xs[0]) / 2, 3.35, f"the same layer design {n_layers} times, each "
+            "with its own parameters", ha="center", va="bottom", fontsize=8)
     return fig
 
 

@@ -157,8 +157,9 @@ def line_view(weights, tokens, ax=None, title: str = "", query: int | None = Non
     return ax
 
 
-#: Colours kept in a static picture's PNG palette (an adaptive palette: small files, clean text).
-PNG_COLOURS = 128
+#: Colours kept in a static picture's PNG palette (an adaptive palette: small files, clean text);
+#: the most a palette PNG holds, so a colour bar beside a second colour ramp stays smooth.
+PNG_COLOURS = 256
 
 
 def figure_png(fig, dpi: float | None = None) -> bytes:

@@ -18,7 +18,7 @@ def texts(fig):
 def test_rnn_vs_attention_labels_words_states_and_step_counts():
     fig = diagrams.rnn_vs_attention(["the", "river", "bank"], target=2)
     words = texts(fig)
-    assert all(w in words for w in ("river", "h0", "h2", "2 steps", "1 step"))
+    assert all(w in words for w in ("river", "s0", "s2", "2 steps", "1 step"))
     plt.close(fig)
     with pytest.raises(ValueError, match="target"):
         diagrams.rnn_vs_attention(["a", "b"], target=5)
@@ -43,6 +43,34 @@ def test_hatch_masked_covers_exactly_the_masked_cells():
     plt.close(fig)
     with pytest.raises(ValueError, match="bool"):
         diagrams.hatch_masked(ax, np.ones((3, 3)))
+
+
+def test_hatch_masked_legend_sits_right_above_the_cells():
+    fig, ax = plt.subplots()
+    ax.imshow(np.ones((3, 3)))
+    diagrams.hatch_masked(ax, np.tril(np.ones((3, 3), bool)))
+    anchor = ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.y0 >= 1.0 - 1e-9  # above the plot, under the title; not below the tick labels
+    plt.close(fig)
+
+
+def test_one_query_flow_works_every_number_through():
+    from bertlib import toy
+
+    X = toy.embeddings()
+    W_Q, W_K, W_V = toy.projections()
+    fig = diagrams.one_query_flow(toy.TOKENS, X @ W_Q, X @ W_K, X @ W_V, query=1)
+    words = texts(fig)
+    # cat's query [2, 1] against sat's key [2, 0]: score 4, ÷ √2 = 2.83, weight 0.625
+    assert "'cat'" in fig.axes[0].get_title()
+    for label in ("4.00", "2.83", "0.625", "÷ √d_k = √2", "z = [0.70, 0.85]",
+                  "weights sum to 1.000"):
+        assert label in words
+    plt.close(fig)
+    with pytest.raises(ValueError, match="query"):
+        diagrams.one_query_flow(toy.TOKENS, X @ W_Q, X @ W_K, X @ W_V, query=6)
+    with pytest.raises(ValueError, match="for 6 tokens"):
+        diagrams.one_query_flow(toy.TOKENS, X @ W_Q, (X @ W_K)[:5], X @ W_V, query=1)
 
 
 def test_multi_head_flow_split_attend_concat_w_o():

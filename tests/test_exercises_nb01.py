@@ -95,3 +95,37 @@ def test_window_weights_right_and_mistakes():
     assert "√d_k" in check_window_weights(softmax(Q @ K.T, axis=-1, where=mask)).message
     assert "no mask" in check_window_weights(softmax(S, axis=-1)).message
     assert "(6, 6)" in check_window_weights(np.ones(6)).message
+
+
+def test_design_names_mats_key_as_a_multiple_of_cats():
+    fb = check_design(W_Q)
+    assert not fb and "2 times the key of 'cat'" in fb.message and "W_Q alone" in fb.message
+
+
+def test_design_refuses_an_answer_that_breaks_cat_to_sat():
+    Wq, Wk = W_Q.copy(), W_K.copy()
+    Wq[1], Wk[3] = [0, 1], [0, -1]  # "mat" attends to "cat", but "cat" no longer asks for a verb
+    fb = check_design(Wq, Wk)
+    assert not fb.ok and "lost its verb" in fb.message and "W_Q" in fb.message
+
+
+def test_window_checker_does_not_print_the_right_row():
+    keep = np.tri(6, 6, 0, dtype=bool) & ~np.tri(6, 6, -2, dtype=bool)  # i-1 and i only
+    fb = check_window_weights(softmax(S, axis=-1, where=keep))
+    assert not fb.ok and "positions [0, 1, 2] only" in fb.message
+    right = softmax(S, axis=-1, where=keep | keep.T)
+    assert f"{right[1, 2]:.3f}" not in fb.message  # the missing weight is not handed over
+
+
+def test_design_with_only_w_k_is_checked_not_unanswered():
+    fb = check_design(None, W_K.copy())  # the toy's own W_Q, W_K unchanged: an answer, but wrong
+    assert not fb.ok and "not answered" not in fb.message
+
+
+def test_design_does_not_blame_w_q_when_only_w_k_changed():
+    Wk = W_K.copy()
+    Wk[:, 1] = 0  # the keys' second column gone: keys tie or become multiples of "cat"'s
+    fb = check_design(None, Wk)
+    assert not fb.ok and "Note:" in fb.message
+    assert "Changing W_Q alone" not in fb.message and "no W_Q" in fb.message
+    assert "Changing W_Q alone" in check_design(W_Q).message

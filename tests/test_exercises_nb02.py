@@ -25,12 +25,14 @@ def test_learner_version_with_reshape_and_transpose_passes():
 
 def test_direct_reshape_is_explained():
     fb = check_split_heads(lambda X, h: X.reshape(h, X.shape[0], -1))
-    assert not fb.ok and "memory order" in fb.message and "swap" in fb.message
+    assert not fb.ok and "memory order" in fb.message and "several" in fb.message
+    assert "reshape to" not in fb.message.lower().replace("a direct reshape to", "")  # no recipe
 
 
 def test_missing_transpose_is_explained():
     fb = check_split_heads(lambda X, h: X.reshape(X.shape[0], h, -1))
     assert not fb.ok and "(n, h, d_k)" in fb.message and "first" in fb.message
+    assert "swap" not in fb.message  # names the mistake, does not dictate the fix
 
 
 def test_wrong_shape_names_the_expected_shape():
@@ -106,6 +108,12 @@ def test_other_heads_fail_with_their_score_and_rank(det_noun_scores):
     assert "rank 72 of 72" in check_det_noun_head(layer, head).message
 
 
+def test_one_based_answer_is_flagged(det_noun_scores):
+    layer, head = np.unravel_index(det_noun_scores.argmax(), det_noun_scores.shape)
+    fb = check_det_noun_head(int(layer) + 1, int(head) + 1)
+    assert not fb.ok and "1-based" in fb.message
+
+
 @pytest.mark.parametrize("layer, head, text", [
     (6, 0, "layer must be a whole number in 0..5"),
     (-1, 0, "layer must be a whole number in 0..5"),
@@ -149,6 +157,8 @@ def test_w_o_swap():
     half = np.eye(4)
     half[:, :2] = swap[:, :2]
     assert "[0, 1] are right" in check_w_o_swap(half).message
+    fb = check_w_o_swap(-np.eye(4))
+    assert "no output column is right yet" in fb.message and "C @" not in fb.message
 
 
 def test_batched_split_heads():

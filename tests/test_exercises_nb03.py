@@ -9,6 +9,7 @@ from bertlib.bert import bert_params, layer_norm
 from bertlib.exercises import Feedback
 from bertlib.exercises.nb03 import (
     BANK_FIRST,
+    BANK_NEUTRAL,
     BANK_RIVER,
     EMBED_PAIR,
     GUESS_TOLERANCE,
@@ -19,6 +20,7 @@ from bertlib.exercises.nb03 import (
     check_heads,
     check_position_guess,
     heads_where_top,
+    river_lean,
 )
 from bertlib.models import encode, run_bert
 
@@ -37,19 +39,30 @@ def ln(w, x):
 
 
 def test_every_checker_says_not_answered_for_none():
-    for check in (check_embeddings, check_position_guess, check_heads, check_bank_sentence):
+    for check in (check_position_guess, check_heads, check_bank_sentence,
+                  lambda x: check_embeddings(x, x)):
         fb = check(None)
         assert isinstance(fb, Feedback) and not fb.ok and "not answered yet" in fb.message
 
 
-def test_right_embeddings_pass_also_from_transformers_float32():
+def test_right_embeddings_pass_also_in_float32(parts):
+    w, word, pos, typ, _ = parts
     E = run_bert(*EMBED_PAIR).hidden_states[0]  # transformers' own output, float32
-    fb = check_embeddings(torch.tensor(E))
+    fb = check_embeddings(torch.tensor(word + pos + typ, dtype=torch.float32), torch.tensor(E))
     assert fb.ok, fb.message
 
 
+def test_embeddings_cannot_be_read_off_the_model(parts):
+    # hidden_states[0] is E: handing it in for both, or without the sum, does not pass
+    w, word, pos, typ, _ = parts
+    E = run_bert(*EMBED_PAIR).hidden_states[0]
+    assert "not answered yet" in check_embeddings(None, E).message
+    assert "already normalised" in check_embeddings(E, E).message
+    assert "LayerNorm is missing" in check_embeddings(word + pos + typ, word + pos + typ).message
+    assert "E differs" in check_embeddings(word + pos + typ, E + 0.01).message
+
+
 @pytest.mark.parametrize("mistake, words", [
-    ("no LayerNorm", "did not apply the LayerNorm"),
     ("all segment A", "sentence B"),
     ("no position", "position embeddings are missing"),
     ("no token type", "token-type (segment) embedding is missing"),
@@ -57,26 +70,34 @@ def test_right_embeddings_pass_also_from_transformers_float32():
 ])
 def test_embedding_mistakes_are_named(parts, mistake, words):
     w, word, pos, typ, typ_a = parts
-    E = {"no LayerNorm": word + pos + typ, "all segment A": ln(w, word + pos + typ_a),
-         "no position": ln(w, word + typ), "no token type": ln(w, word + pos),
-         "word only": ln(w, word)}[mistake]
-    fb = check_embeddings(E)
-    assert not fb.ok and words in fb.message
+    S = {"all segment A": word + pos + typ_a, "no position": word + typ,
+         "no token type": word + pos, "word only": word}[mistake]
+    for E in (ln(w, S), ln(w, word + pos + typ)):  # the sum is checked first
+        fb = check_embeddings(S, E)
+        assert not fb.ok and words in fb.message
 
 
 def test_embedding_shape_nan_and_type(parts):
     w, word, pos, typ, _ = parts
-    assert "wrong shape" in check_embeddings(word[1:]).message
-    assert "NaN" in check_embeddings(np.full(word.shape, np.nan)).message
-    assert "array of numbers" in check_embeddings(object()).message
-    assert "differs" in check_embeddings(np.zeros(word.shape)).message
+    S = word + pos + typ
+    E = ln(w, S)
+    assert "wrong shape" in check_embeddings(S, word[1:]).message
+    assert "wrong shape" in check_embeddings(word[1:], E).message
+    assert "NaN" in check_embeddings(S, np.full(word.shape, np.nan)).message
+    assert "array of numbers" in check_embeddings(object(), E).message
+    assert "differs" in check_embeddings(np.zeros(word.shape), E).message
 
 
 def test_position_guess_right_wrong_and_one():
     measured = bank_cosine(0)
     assert measured < 0.999  # the positions differ, so the input vectors do
-    assert check_position_guess(measured + GUESS_TOLERANCE / 2).ok
-    assert "too low" in check_position_guess(measured - 0.3).message
+    assert check_position_guess(measured - GUESS_TOLERANCE / 2).ok
+    assert "too low by 0.300" in check_position_guess(measured - 0.3).message
+
+
+def test_position_guess_band_lets_a_reasoned_guess_pass():
+    # "same piece, a nearby position: high, about 0.9" must pass on the bundled model
+    assert GUESS_TOLERANCE >= 0.1 and check_position_guess(0.9).ok
     assert "not 1" in check_position_guess(1.0).message
     assert "between -1 and 1" in check_position_guess(3).message
     assert "a number" in check_position_guess("high").message
@@ -100,8 +121,14 @@ def test_heads_mistakes_are_named():
     right = heads_where_top()
     one_based = [(layer + 1, head + 1) for layer, head in right]
     assert "1-based" in check_heads(one_based).message
+    assert "1-based" in check_heads(one_based[:2]).message  # a part of the list, 1-based
     with_special = heads_where_top(skip_special=False)
     assert "[CLS] and [SEP]" in check_heads(with_special).message
+    if set(with_special) <= set(right):  # then it is also a partial answer: say so first
+        assert "missing" in check_heads(with_special).message
+    partial = [right[0]] if [right[0]] != with_special else [right[1]]
+    assert "missing" in check_heads(partial).message
+    assert "[CLS]" not in check_heads(partial).message
     assert "missing" in check_heads(right[:-1]).message
     fb = check_heads(right + [(5, 6)] if (5, 6) not in right else right + [(5, 5)])
     assert "do not qualify" in fb.message
@@ -115,19 +142,23 @@ def test_unknown_word_is_an_error():
 
 
 def test_bank_sentence_success_and_margin():
-    text = "I keep my savings in the bank."
+    text = "Willows lined the bank of the lake."
     to_money, to_river = bank_margin(text)
     fb = check_bank_sentence(text)
-    assert fb.ok == (to_money > to_river) and f"{to_money:.3f}" in fb.message
+    assert fb.ok == (to_river - to_money > max(0.0, river_lean(BANK_NEUTRAL)))
+    assert fb.ok and f"{to_river:.3f}" in fb.message
 
 
-def test_bank_sentence_river_side_says_how_far():
-    fb = check_bank_sentence("The children fished from the grassy bank of the stream.")
-    assert not fb.ok and "behind by" in fb.message
+@pytest.mark.parametrize("text", [
+    "bank", BANK_NEUTRAL, "We walked along the bank.", "I keep my savings in the bank."])
+def test_bank_sentence_without_a_designed_context_fails(text):
+    # bank with no (or a money) context leans to the money side: no design, no pass
+    fb = check_bank_sentence(text)
+    assert not fb.ok and "behind by" in fb.message and "with no context" in fb.message
 
 
 @pytest.mark.parametrize("text, words", [
-    ("She asked the bank for a loan.", "yours uses loan"),
+    ("She sat on the bank of the river.", "yours uses river"),
     ("The river was wide.", "needs the word piece 'bank'"),
     ("   ", "empty"),
     (42, "a str"),

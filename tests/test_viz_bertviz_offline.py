@@ -74,3 +74,15 @@ def test_library_sources_are_read_from_installed_packages():
     assert "d3js.org v5" in bertviz_offline._library_source("d3")
     with pytest.raises(KeyError):
         bertviz_offline._library_source("vue")
+
+
+@pytest.mark.parametrize("view", [head_view, model_view])
+def test_bertviz_views_also_offer_the_picture_as_png(view, attentions):
+    # a reader that shows no HTML (or strips its images) falls back to image/png
+    from IPython.core.formatters import DisplayFormatter
+
+    shown = view(TOKENS, attentions)
+    data, _ = DisplayFormatter().format(shown)
+    assert data["image/png"].startswith(b"\x89PNG")
+    assert "bertlib-static" in data["text/html"]  # the same picture inside the live view
+    assert "run the cell" in data["text/plain"] and "IPython" not in data["text/plain"]

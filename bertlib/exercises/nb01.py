@@ -8,7 +8,8 @@ where values belong, a mask applied after the softmax, ...). An unanswered stub 
 - :func:`check_causal_guess`: predict, then check: which word "cat" attends to most under a
   causal mask.
 - :func:`check_attention_fn`: a learner's attention written with loops, tried on random inputs.
-- :func:`check_design`: edit W_Q (and W_K if needed) so that "mat" attends most to "cat".
+- :func:`check_design`: edit W_Q (and W_K if needed) so that "mat" attends most to "cat", while
+  "cat" still attends most to "sat".
 - :func:`check_window_weights`: the toy's weights when each word sees only its neighbours.
 """
 
@@ -133,34 +134,60 @@ def check_attention_fn(fn: Callable) -> Feedback:
 
 def check_design(W_Q, W_K=None) -> Feedback:
     """Design task: edit the toy's W_Q (4, 2), and W_K (4, 2) if needed, so that "mat" attends most
-    to "cat": weight on "cat" strictly larger than on any other key. W_K None = the toy's W_K.
+    to "cat" (weight on "cat" strictly larger than on any other key) while "cat" still attends
+    most to "sat", the head's original job. W_Q None or W_K None = the toy's own (not both).
 
-    Says how close an answer is: the weight on "cat", the word that beats it and by how much.
+    Says how close an answer is: the weight on "cat", the word that beats it and by how much; and
+    why W_Q alone cannot work (keys that tie with, or are multiples of, the key of "cat").
     """
-    if W_Q is None:
+    if W_Q is None and W_K is None:
         return not_answered()
+    toy_Q, toy_K, _ = toy.projections()
     arrays = []
-    for name, W in (("W_Q", W_Q), ("W_K", W_K if W_K is not None else toy.projections()[1])):
+    for name, W in (("W_Q", toy_Q if W_Q is None else W_Q), ("W_K", toy_K if W_K is None else W_K)):
         a = as_answer_array(W, name, (4, 2), layout="(d, d_k)", why=" (it must stay that shape)")
         if isinstance(a, Feedback):
             return a
         arrays.append(a)
     Q, K, _ = _toy_qkv(*arrays)
-    i_mat, i_cat, i_on = toy.TOKENS.index("mat"), toy.TOKENS.index("cat"), toy.TOKENS.index("on")
-    w = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)[i_mat]
-    others = [j for j in range(_N) if j != i_cat]
-    rival = max(others, key=lambda j: w[j])
-    if w[i_cat] > w[rival] + ATOL:
-        return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of "
-                              f"{toy.TOKENS[rival]!r} ({w[rival]:.3f}); its query is "
-                              f"{np.round(Q[i_mat], 3).tolist()}")
-    hint = ""
-    if np.allclose(K[i_cat], K[i_on]):
-        hint = (f". Note: 'cat' and 'on' have the same key {K[i_cat].tolist()}, so no query can "
-                "prefer one to the other; change W_K too, so that the keys differ")
-    return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
-                           f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
-                           f"{np.round(Q[i_mat], 3).tolist()}){hint}")
+    i_mat, i_cat, i_sat = (toy.TOKENS.index(w) for w in ("mat", "cat", "sat"))
+    A = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)
+    w = A[i_mat]
+    rival = max((j for j in range(_N) if j != i_cat), key=lambda j: w[j])
+    if w[i_cat] <= w[rival] + ATOL:
+        return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
+                               f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
+                               f"{np.round(Q[i_mat], 3).tolist()})"
+                               f"{_key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}")
+    cat_top = toy.TOKENS[int(A[i_cat].argmax())]
+    if cat_top != "sat":
+        return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
+                               f"attends most to {cat_top!r} ({A[i_cat].max():.3f}), 'sat' gets "
+                               f"{A[i_cat, i_sat]:.3f}. The query of 'cat' is "
+                               f"{np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
+                               "use, and which of them did you change?")
+    return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of "
+                          f"{toy.TOKENS[rival]!r} ({w[rival]:.3f}), and 'cat' still attends most "
+                          f"to 'sat'; the query of 'mat' is {np.round(Q[i_mat], 3).tolist()}")
+
+
+def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False) -> str:
+    """Why no query can single out "cat": another key equals it, or "mat"'s key is a multiple."""
+    k_cat = K[i_cat]
+    hints = []
+    ties = [toy.TOKENS[j] for j in range(_N) if j != i_cat and np.allclose(K[j], k_cat)]
+    if ties:
+        hints.append(f"{ties[0]!r} has the same key as 'cat' {k_cat.tolist()}, so no query can "
+                     "prefer 'cat' to it")
+    ratio = (K[i_mat] @ k_cat) / (k_cat @ k_cat) if k_cat @ k_cat > 0 else 0.0
+    if ratio > 1 and np.allclose(K[i_mat], ratio * k_cat):
+        hints.append(f"the key of 'mat' {K[i_mat].tolist()} is {ratio:g} times the key of 'cat', "
+                     "so any query that scores 'cat' high scores 'mat' itself higher")
+    if not hints:
+        return ""
+    if keys_changed:
+        return ". Note: " + "; and ".join(hints) + ". With these keys no W_Q can fix that"
+    return ". Note: " + "; and ".join(hints) + ". Changing W_Q alone cannot fix that"
 
 
 def _window_mask(n: int, radius: int = 1) -> np.ndarray:
@@ -203,6 +230,10 @@ def check_window_weights(weights) -> Feedback:
         return Feedback(False, f"query {toy.TOKENS[i]!r} (position {i}) gives {a[i, j]:.3f} to "
                                f"position {j}, more than one word away")
     i = int(np.argmax(np.abs(a - right).max(axis=1)))
-    return Feedback(False, f"row {i} (query {toy.TOKENS[i]!r}) should be "
-                           f"{np.round(right[i], 3).tolist()}, yours is "
-                           f"{np.round(a[i], 3).tolist()}")
+    window = [j for j in range(_N) if mask[i, j]]
+    given = [j for j in range(_N) if abs(a[i, j]) > ATOL]
+    wrong = [j for j in range(_N) if abs(a[i, j] - right[i, j]) > ATOL]
+    return Feedback(False, f"row {i} (query {toy.TOKENS[i]!r}) is wrong at positions {wrong} "
+                           f"and sums to {a[i].sum():.3f}: it should be a softmax over the "
+                           f"scaled scores of positions {window} only; yours gives weight to "
+                           f"positions {given}")

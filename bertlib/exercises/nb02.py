@@ -69,8 +69,9 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         want = split_heads(X, h)
         if got.shape == lead + (n, h, d_k):
             return Feedback(False, f"shape {got.shape} is {'(batch, ' if batched else '('}n, h, "
-                                   "d_k): the features are cut into heads, but the head axis must "
-                                   "come first, before the token axis; swap those two axes")
+                                   "d_k): the features are cut into heads, but the result must "
+                                   f"be {'(batch, ' if batched else '('}h, n, d_k), head axis "
+                                   "first: which two axes are in the wrong order?")
         if batched and got.shape == (h, 5, n, d_k):
             return Feedback(False, f"shape {got.shape}: the batch axis must stay first, "
                                    "(batch, h, n, d_k)")
@@ -80,15 +81,15 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
                                    f" = {want.shape}, got {got.shape}")
         if np.array_equal(got, want):
             continue
+        first = want[(0,) * len(lead)][0]
+        mine = got[(0,) * len(lead)][0]
         if np.array_equal(got, X.reshape(want.shape)):
-            return Feedback(False, f"a direct reshape to {want.shape} regroups the numbers in "
-                                   "memory order, so a head receives pieces of several tokens' "
-                                   "rows. Reshape to (..., n, h, d_k) first, then swap the token "
-                                   "and head axes")
-        first = want[(0,) * len(lead)]
-        mine = got[(0,) * len(lead)]
+            return Feedback(False, f"with h = {h}, head 0 holds {mine.tolist()} but should hold "
+                                   f"columns 0..{d_k - 1} of every token, {first.tolist()}: a "
+                                   f"direct reshape to {want.shape} regroups the numbers in "
+                                   "memory order, so its rows mix pieces of several tokens")
         return Feedback(False, f"with h = {h}, head 0 should hold columns 0..{d_k - 1} of every "
-                               f"token, i.e. {first[0].tolist()}; yours holds {mine[0].tolist()}")
+                               f"token, i.e. {first.tolist()}; yours holds {mine.tolist()}")
     return Feedback(True, f"{getattr(fn, '__name__', 'your function')} is right: head i holds "
                           f"columns i·d_k … (i+1)·d_k − 1 of every token, for h = 2 and h = 4"
                           + (", on a batch of five sentences" if batched else ""))
@@ -105,8 +106,9 @@ def _calls_library_split_heads(fn: Callable) -> bool:
     return re.search(r"(?<!\w)split_heads\s*\(", source) is not None
 
 
-def _det_noun_scores() -> tuple[np.ndarray, list[tuple[str, int, int]]]:
-    """(scores (layers, heads), pairs): mean weight that "the" gives to the noun it introduces.
+def _det_noun_scores() -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int]]]:
+    """(scores (layers, heads), per_pair (pairs, layers, heads), pairs): the weight that "the"
+    gives to the noun it introduces, averaged and per pair.
 
     pairs: (text, i_the, j_noun) word-piece positions over all of DET_NOUN_SENTENCES.
     """
@@ -118,7 +120,7 @@ def _det_noun_scores() -> tuple[np.ndarray, list[tuple[str, int, int]]]:
             j = run.tokens.index(noun, i)
             pairs.append((text, i, j))
             per_pair.append(run.attentions[:, :, i, j])
-    return np.mean(per_pair, axis=0), pairs
+    return np.mean(per_pair, axis=0), np.array(per_pair), pairs
 
 
 def check_det_noun_head(layer, head) -> Feedback:
@@ -134,8 +136,8 @@ def check_det_noun_head(layer, head) -> Feedback:
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
-        return Feedback(False, str(exc))
-    scores, pairs = _det_noun_scores()
+        return Feedback(False, f"{exc} (layers and heads are counted from 0)")
+    scores, per_pair, pairs = _det_noun_scores()
     L, H = scores.shape
     best = np.unravel_index(int(scores.argmax()), scores.shape)
     mine = float(scores[layer, head])
@@ -143,14 +145,20 @@ def check_det_noun_head(layer, head) -> Feedback:
         return Feedback(True, f"layer {layer}, head {head}: on average 'the' gives "
                               f"{mine:.2f} of its attention to its noun, more than in any other "
                               f"of the {L * H} heads")
+    if (layer - 1, head - 1) == best:
+        return Feedback(False, f"layer {layer}, head {head} looks 1-based: take 1 off both and "
+                               "you have it (bertlib and numpy count layers and heads from 0; "
+                               "the first layer is layer 0)")
     rank = int((scores > mine).sum()) + 1
-    text, i, _ = pairs[-1]
+    worst = int(per_pair[:, layer, head].argmin())  # the pair this head gets most wrong
+    text, i, j = pairs[worst]
     run = run_bert(text)
     top = run.tokens[int(run.attentions[layer, head, i].argmax())]
     return Feedback(False, f"in layer {layer}, head {head}, 'the' gives its noun only {mine:.3f} "
-                           f"on average (rank {rank} of {L * H}); e.g. in {text!r} the last 'the' "
-                           f"looks most at {top!r}. One head reaches "
-                           f"{float(scores.max()):.2f}: keep looking")
+                           f"on average (rank {rank} of {L * H}); its weakest case: in {text!r} "
+                           f"the 'the' at piece {i} gives {run.tokens[j]!r} "
+                           f"{float(per_pair[worst, layer, head]):.3f} and looks most at "
+                           f"{top!r}. One head reaches {float(scores.max()):.2f}: keep looking")
 
 
 def check_cost_guess(guess, h: int = 12) -> Feedback:
@@ -196,6 +204,7 @@ def check_w_o_swap(W_O) -> Feedback:
     if np.allclose(got, concat, atol=1e-9):
         return Feedback(False, "this W_O leaves the order as it was ([head 0 | head 1]): it acts "
                                "like the identity")
-    return Feedback(False, f"output columns {right or 'none'} are right; output column c is "
-                           "C @ W_O[:, c], so column c of W_O picks which concatenated column "
-                           "lands there")
+    which = f"output columns {right} are right" if right else "no output column is right yet"
+    return Feedback(False, f"{which}; output column c is concat @ W_O[:, c] (the heads' "
+                           "concatenation times column c of W_O), so column c of W_O decides "
+                           "which concatenated column lands there")

@@ -3,17 +3,18 @@
 Every checker works for any BERT (the expected answer is computed on the model in use), returns a
 :class:`~bertlib.exercises.Feedback`, and says "not answered yet" (without raising) for ``None``.
 
-1. :func:`check_embeddings` (reproduce): the embedding output
-   E = LayerNorm(W_word[t] + W_pos[0…n−1] + W_type[s]) of a sentence *pair*, shape (n, d).
-   Recognises a forgotten LayerNorm, position or token-type embedding, segment A used for every
-   piece, and a wrong shape.
+1. :func:`check_embeddings` (reproduce): the sum S = W_word[t] + W_pos[0…n−1] + W_type[s] of a
+   sentence *pair*, shape (n, d), and the embedding output E = LayerNorm(S). Asking for S too
+   means ``hidden_states[0]`` alone does not pass. Recognises a forgotten LayerNorm, position or
+   token-type embedding, segment A used for every piece, and a wrong shape.
 2. :func:`check_position_guess` (predict, then check): the cosine, at the input, between the
    vectors of the same word *bank* at two different positions.
 3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
    leaving out [CLS] and [SEP], goes to another word. Recognises 1-based numbering, special
    tokens left in, and missing or extra heads.
 4. :func:`check_bank_sentence` (design): a sentence whose *bank*, after the last layer, is
-   closer to the money *bank* than to the river *bank*, without the money words.
+   closer to the river *bank* than to the money *bank*, without the river words. A *bank* with
+   no context leans to the money side in the bundled model, so only a designed context passes.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from bertlib.loading import load_bert
 from bertlib.models import attention_maps, encode, run_bert
 
 __all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
-           "BANK_FIRST", "GUESS_TOLERANCE", "FORBIDDEN", "check_embeddings", "bank_cosine",
-           "check_position_guess", "heads_where_top", "check_heads", "bank_margin",
-           "check_bank_sentence"]
+           "BANK_FIRST", "BANK_NEUTRAL", "GUESS_TOLERANCE", "FORBIDDEN", "check_embeddings",
+           "bank_cosine", "check_position_guess", "heads_where_top", "check_heads", "bank_margin",
+           "river_lean", "check_bank_sentence"]
 
 #: Tolerance for the embedding check: float32 answers (torch) pass, every mistake below fails.
 ATOL = 1e-4
@@ -41,10 +42,13 @@ BANK_RIVER = "We sat on the bank of the river and watched the water."
 BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
-#: A guess within this distance of the measured cosine counts as right.
-GUESS_TOLERANCE = 0.03
-#: Exercise 4 must not use these words (they would make the task trivial).
-FORBIDDEN = ("money", "loan", "loans", "account", "accounts", "cash")
+#: A guess within this distance of the measured cosine counts as right: wide enough for a reasoned
+#: guess ("same word, nearby position: high, about 0.9"), narrow enough to refuse "about half".
+GUESS_TOLERANCE = 0.1
+#: Exercise 4's baseline: *bank* with no context. A design must lean further to the river side.
+BANK_NEUTRAL = "There is a bank."
+#: Exercise 4 must not use these words of the lesson's river sentences (copying them is no design).
+FORBIDDEN = ("river", "rivers", "water", "waters", "stream", "streams")
 
 
 def _not_answered(what: str) -> Feedback:
@@ -55,7 +59,8 @@ def _model(model):
     return model or load_bert()
 
 
-def _embedding_variants(pair: tuple[str, str], model=None) -> dict[str, np.ndarray]:
+def _embedding_variants(pair: tuple[str, str], model=None
+                        ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     model = _model(model)
     w = bert_params(model)
     enc = encode(*pair, model=model)
@@ -67,49 +72,79 @@ def _embedding_variants(pair: tuple[str, str], model=None) -> dict[str, np.ndarr
     def ln(x):
         return layer_norm(x, w.emb_gamma, w.emb_beta, w.eps)
 
-    return {"right": ln(word + pos + typ), "no LayerNorm": word + pos + typ,
-            "all segment A": ln(word + pos + typ_a), "no position": ln(word + typ),
-            "no token type": ln(word + pos), "word only": ln(word)}
+    sums = {"right": word + pos + typ, "all segment A": word + pos + typ_a,
+            "no position": word + typ, "no token type": word + pos, "word only": word}
+    return {name: (S, ln(S)) for name, S in sums.items()}
 
 
 _EMBED_HINTS = {
-    "no LayerNorm": "you added the three embeddings but did not apply the LayerNorm "
-                    "(γ (x − μ)/√(σ² + ε) + β over the features of each token)",
     "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
-                     "first [SEP] belong to sentence B and add W.token_type[1] (use the "
-                     "token_type_ids that encode(...) returns)",
+                     "first [SEP] belong to sentence B and add the token-type row of segment 1 "
+                     "(the tokenizer's token_type_ids say which piece is which)",
     "no position": "the position embeddings are missing: without them BERT could not tell "
-                   "'dog bites man' from 'man bites dog' (add W.position[:n])",
-    "no token type": "the token-type (segment) embedding is missing: add W.token_type[s] for "
-                     "each piece's segment s",
-    "word only": "you used only the word embeddings: add the position and token-type "
-                 "embeddings before the LayerNorm",
+                   "'dog bites man' from 'man bites dog'",
+    "no token type": "the token-type (segment) embedding is missing: each piece also adds the "
+                     "row of its segment",
+    "word only": "you used only the word embeddings: the position and token-type embeddings "
+                 "are missing",
 }
 
 
-def check_embeddings(E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedback:
-    """Check a learner's embedding output E, shape (n, d), for the sentence ``pair``.
+def _match(answer: np.ndarray, variants: dict) -> str | None:
+    """The name of the variant (of S or of E) that ``answer`` equals, or None."""
+    for name, pair in variants.items():
+        for which, V in zip("SE", pair, strict=True):
+            if np.allclose(answer, V, rtol=0, atol=ATOL):
+                return f"{which} {name}"
+    return None
 
-    E = LayerNorm(W_word[t] + W_pos[0…n−1] + W_type[s]) with t the piece ids and s the token
-    types (0 up to the first [SEP], 1 after it). model: a LoadedBert, None = ``load_bert()``.
+
+def _check_sum(S, variants: dict) -> Feedback | None:
+    """Feedback on the sum S, or None if it is right."""
+    found = _match(S, variants)
+    if found == "S right":
+        return None
+    if found == "E right":
+        return Feedback(False, "`summed` is already normalised (it equals E): it is the sum of "
+                               "the three embeddings, before the LayerNorm")
+    if found:
+        return Feedback(False, f"`summed`: {_EMBED_HINTS[found[2:]]}")
+    worst = float(np.abs(S - variants["right"][0]).max())
+    return Feedback(False, f"`summed` differs from word + position + token type by up to "
+                           f"{worst:.3g}")
+
+
+def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedback:
+    """Check a learner's sum ``summed`` and embedding output ``E``, both (n, d), for ``pair``.
+
+    summed = W_word[t] + W_pos[0…n−1] + W_type[s], E = LayerNorm(summed), with t the piece ids
+    and s the token types (0 up to the first [SEP], 1 after it). model: a LoadedBert, None =
+    ``load_bert()``.
     """
-    if E is None:
-        return _not_answered("compute E, one row per word piece of the pair")
+    if summed is None or E is None:
+        return _not_answered("compute `summed` (the three embeddings added) and `E_pair` (its "
+                             "LayerNorm), one row per word piece of the pair")
     variants = _embedding_variants(pair, model)
-    expected = variants["right"]
-    E = as_answer_array(E, "E", expected.shape, layout="(n, d)",
-                        why=" (one row per word piece, [CLS] and both [SEP] included)")
-    if isinstance(E, Feedback):
-        return E
-    for name, V in variants.items():
-        if np.allclose(E, V, rtol=0, atol=ATOL):
-            if name == "right":
-                return Feedback(True, f"correct: E matches BERT's embedding output "
-                                      f"(within {ATOL:g}) for all {E.shape[0]} pieces")
-            return Feedback(False, _EMBED_HINTS[name])
-    worst = float(np.abs(E - expected).max())
-    return Feedback(False, f"E differs from BERT's embedding output by up to {worst:.3g}; "
-                           "build it as LayerNorm(word + position + token type)")
+    shape = variants["right"][0].shape
+    why = " (one row per word piece, [CLS] and both [SEP] included)"
+    summed = as_answer_array(summed, "summed", shape, layout="(n, d)", why=why)
+    E = as_answer_array(E, "E", shape, layout="(n, d)", why=why)
+    for answer in (summed, E):
+        if isinstance(answer, Feedback):
+            return answer
+    wrong = _check_sum(summed, variants)
+    if wrong is not None:
+        return wrong
+    found = _match(E, variants)
+    if found == "E right":
+        return Feedback(True, f"correct: the sum and E match BERT's (within {ATOL:g}) for all "
+                              f"{E.shape[0]} pieces")
+    if found == "S right":
+        return Feedback(False, "`summed` is right, but E equals it: the LayerNorm is missing "
+                               "(γ (x − μ)/√(σ² + ε) + β over the features of each token)")
+    worst = float(np.abs(E - variants["right"][1]).max())
+    return Feedback(False, f"`summed` is right, but E differs from its LayerNorm by up to "
+                           f"{worst:.3g}: use the embedding LayerNorm's γ, β and ε")
 
 
 def _cosine(u: np.ndarray, v: np.ndarray) -> float:
@@ -139,13 +174,16 @@ def check_position_guess(guess, model=None) -> Feedback:
         return Feedback(False, f"it is {measured:.3f}, not 1: the word embedding is the same, but "
                                "E also adds the position embedding, and the two banks sit at "
                                "positions 1 and 5")
-    if abs(guess - measured) <= GUESS_TOLERANCE:
-        return Feedback(True, f"close: the cosine is {measured:.3f} (you said {guess:.3f}). Same "
-                              "word piece, but a different position embedding: similar, not "
-                              "the same")
-    side = "high" if guess > measured else "low"
-    return Feedback(False, f"too {side}: the cosine is {measured:.3f} (you said {guess:.3f}). "
-                           "Same word embedding, different position embeddings")
+    off = guess - measured
+    if abs(off) <= GUESS_TOLERANCE:
+        return Feedback(True, f"close enough: the cosine is {measured:.3f} (you said {guess:.3f}, "
+                              f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
+                              "piece, but a different position embedding: similar, not the same")
+    side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
+                  else ("low", "the word embedding outweighs the position embedding more than "
+                               "you assumed"))
+    return Feedback(False, f"too {side} by {abs(off):.3f}: the cosine is {measured:.3f} (you said "
+                           f"{guess:.3f}); {hint}")
 
 
 def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,
@@ -177,21 +215,28 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
         return Feedback(False, "give a list of (layer, head) pairs of whole numbers, e.g. "
                                "[(0, 2), (3, 11)]")
     if answer == expected:
-        return Feedback(True, f"correct: {len(expected)} head(s) {sorted(expected)} send "
-                              f"{query!r}'s largest weight (after [CLS]/[SEP]) to {target!r}")
-    if answer and {(layer - 1, head - 1) for layer, head in answer} == expected:
-        return Feedback(False, "your numbers are 1-based; bertlib and numpy count layers and "
-                               "heads from 0")
-    if answer == set(heads_where_top(query, target, skip_special=False, model=model)):
-        return Feedback(False, "you kept [CLS] and [SEP] in the comparison: set their weights "
-                               "aside (e.g. to -1) before taking the argmax")
+        return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
+                              f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
+                              f"{target!r}")
+    shifted = {(layer - 1, head - 1) for layer, head in answer}
+    if answer and len(shifted & expected) > len(answer & expected):
+        return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
+                               "taken off both numbers: they look 1-based, but bertlib and numpy "
+                               "count layers and heads from 0 (the first layer is layer 0)")
+    with_special = set(heads_where_top(query, target, skip_special=False, model=model))
+    if answer == with_special and not answer <= expected:  # a subset is a partial answer
+        return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "
+                               "whose largest weight, [CLS] and [SEP] included, goes to "
+                               f"{target!r}; the exercise leaves those two keys out")
     missing, extra = sorted(expected - answer), sorted(answer - expected)
     parts = []
     if missing:
         parts.append(f"{len(missing)} head(s) missing")
     if extra:
         parts.append(f"{len(extra)} head(s) that do not qualify, e.g. {extra[0]}")
-    return Feedback(False, "; ".join(parts) + f" (expected {len(expected)} in total)")
+    maybe = ("; if you kept [CLS] and [SEP] in the comparison, leave them out"
+             if answer == with_special else "")  # the same list from both, so only a maybe
+    return Feedback(False, "; ".join(parts) + f" (expected {len(expected)} in total){maybe}")
 
 
 def bank_margin(text: str, model=None) -> tuple[float, float]:
@@ -203,11 +248,13 @@ def bank_margin(text: str, model=None) -> tuple[float, float]:
             _cosine(mine, _bank_vector(BANK_RIVER, last, bert)))
 
 
-def check_bank_sentence(text, model=None) -> Feedback:
-    """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
-    BANK_MONEY's than to BANK_RIVER's, without any word of FORBIDDEN."""
-    if text is None:
-        return _not_answered("write your sentence in `my_sentence`")
+def river_lean(text: str, model=None) -> float:
+    """cos to the river bank − cos to the money bank of *bank* in ``text``, after the last layer."""
+    to_money, to_river = bank_margin(text, model)
+    return to_river - to_money
+
+
+def _sentence_problem(text, model) -> Feedback | None:
     if not isinstance(text, str):
         return Feedback(False, f"the answer should be a sentence (a str), got "
                                f"{type(text).__name__}")
@@ -223,10 +270,26 @@ def check_bank_sentence(text, model=None) -> Feedback:
     if used:
         return Feedback(False, f"without the words {', '.join(FORBIDDEN)}: yours uses "
                                f"{', '.join(used)}")
+    return None
+
+
+def check_bank_sentence(text, model=None) -> Feedback:
+    """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
+    BANK_RIVER's than to BANK_MONEY's, and lean further that way than BANK_NEUTRAL's, without
+    any word of FORBIDDEN."""
+    if text is None:
+        return _not_answered("write your sentence in `my_sentence`")
+    problem = _sentence_problem(text, model)
+    if problem is not None:
+        return problem
     to_money, to_river = bank_margin(text, model)
-    numbers = f"cos to the money bank {to_money:.3f}, to the river bank {to_river:.3f}"
-    if to_money > to_river:
-        return Feedback(True, f"done: {numbers}, a margin of {to_money - to_river:.3f}")
-    return Feedback(False, f"not yet: {numbers}; the money side is behind by "
-                           f"{to_river - to_money:.3f}. Which other words go with a bank that "
-                           "keeps savings?")
+    lean, neutral = to_river - to_money, river_lean(BANK_NEUTRAL, model)
+    numbers = f"cos to the river bank {to_river:.3f}, to the money bank {to_money:.3f}"
+    if lean > max(0.0, neutral):
+        return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side")
+    side = "river side" if neutral > 0 else "money side"
+    where = "ahead" if lean > 0 else "behind"
+    return Feedback(False, f"not yet: {numbers}, so the river side is {where} by {abs(lean):.3f}; "
+                           f"with no context ({BANK_NEUTRAL!r}) bank leans to the {side} by "
+                           f"{abs(neutral):.3f}, and your words must pull it further to the river "
+                           "side than that. Which words go with a bank you can sit on?")

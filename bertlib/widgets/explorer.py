@@ -102,7 +102,7 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
     long = n > _LABELLED_TICKS
     side = float(np.clip(0.3 * n + 1.5, 3.5, 6.0))
     fig, (ax_map, ax_lines) = plt.subplots(1, 2, figsize=(2 * side + 2.5, side + 0.6),
-                                           gridspec_kw={"width_ratios": [1.25, 1]}, dpi=72)
+                                           gridspec_kw={"width_ratios": [1.25, 1]}, dpi=96)
     try:
         attention_heatmap(W, tokens, ax=ax_map, title=_describe(attentions, layer, head),
                           annotate=False)

@@ -17,7 +17,7 @@ The rule for S follows the authors' released code (github.com/xiatingyu/Bert_sim
 both sentences before BERT reads them (``punctuation="remove"``); within a sentence S = 1, except
 that the first [SEP] gets 0 with every piece (``first_sep="zero"``: their matrix puts that [SEP] on
 both sides of the cross block, where it counts as a special token); across the sentences:
-- [CLS], [SEP], punctuation and the authors' 34 stop words (:data:`STOP_WORDS`) get 0;
+- [CLS], [SEP], punctuation and 34 stop words (:data:`STOP_WORDS`; ``stop_words=()``: none) get 0;
 - two content words get their similarity: 1 for the same word; otherwise the lexicon's score
   (:data:`RELATION_SCORES`), the cosine of the model's own input word embeddings clipped at 0,
   or WordNet as Xia et al. computed it (1 for synonyms and antonyms, else the Wu-Palmer
@@ -66,13 +66,13 @@ PRIOR_ATTENTION = "bertlib_prior"
 MODES = ("multiply", "parallel")
 SOURCES = ("lexicon", "embedding", "wordnet")
 
-#: The authors' stop words (the set in UER/get_similarity.py of their code): 0 across sentences.
+#: 0 across sentences: the stop words of get_similarity() in their UER/get_similarity.py, which
+#: that script does not call; ESIM/.../get_similarity.py, which their README runs, has none.
 STOP_WORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then "
     "there these they this to was will with am".split()
 )
-#: The series' earlier, longer list (about 80 words), kept to measure what the difference does.
-SERIES_STOP_WORDS = frozenset(
+SERIES_STOP_WORDS = frozenset(  # the series' earlier list (79 words), kept to measure it
     "a an the this that these those is are was were be been being am do does did has have had "
     "will would can could to of in on at by for from with into onto along across through up "
     "down out over under about after before until than and or but not no so too very it its "

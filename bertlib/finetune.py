@@ -36,6 +36,7 @@ class StsPair(NamedTuple):
     sentence_b: str
     score: float
     split: str  # "train" or "test"
+    group: int = -1  # pairs of one group share sentence_a (the split keeps a group together)
 
 
 class PairBatch(NamedTuple):
@@ -56,13 +57,14 @@ def load_pairs(split: str | None = None) -> list[StsPair]:
     """The project's graded sentence pairs (bertlib/data/sts_pairs.tsv), optionally one split.
 
     split: None for all 162 pairs, or "train" / "test" (the split is by group of pairs sharing
-    their first sentence, so no sentence a of the test pairs is seen in training).
+    their first sentence, so no sentence a of the test pairs is seen in training; each pair's
+    ``group`` says which, for intervals that resample whole groups).
     """
     one_of(split, "split", (None, "train", "test"))
     with open(_DATA / "sts_pairs.tsv", encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
-    pairs = [StsPair(r["sentence_a"], r["sentence_b"], float(r["score"]), r["split"])
-             for r in rows]
+    pairs = [StsPair(r["sentence_a"], r["sentence_b"], float(r["score"]), r["split"],
+                     int(r["group"])) for r in rows]
     return [p for p in pairs if split is None or p.split == split]
 
 

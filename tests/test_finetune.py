@@ -23,6 +23,15 @@ def test_pairs_data():
         F.load_pairs("dev")
 
 
+def test_pairs_groups_share_their_first_sentence_and_split():
+    pairs = F.load_pairs()
+    groups = {p.group for p in pairs}
+    assert min(groups) >= 0 and len(groups) == 54
+    for g in groups:
+        members = [p for p in pairs if p.group == g]
+        assert len(members) == 3 and len({(p.sentence_a, p.split) for p in members}) == 1
+
+
 def test_pair_batch_shapes_and_padding(bert):
     batch = F.pair_batch(PAIRS, model=bert)
     b, n = batch.inputs["input_ids"].shape

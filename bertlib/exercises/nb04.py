@@ -223,7 +223,7 @@ def check_sep_prediction(guess, model=None) -> Feedback:
     numbers = (f"[SEP] gets {single} in single sentences, {pair} in pairs (per text, the mean "
                f"over every head); the two intervals {'do not' if apart else 'do'} overlap. An "
                f"even spread would give [SEP] 1/n = {even[0]:.3f} in the sentences and 2/n = "
-               f"{even[1]:.3f} in the pairs (twice the [SEP]s, but about twice the pieces)")
+               f"{even[1]:.3f} in the pairs (twice the [SEP]s, but more pieces to share with)")
     ratios = (f"By chance a pair's [SEP] share would be {even[1] / even[0]:.2f} times a "
               f"sentence's; measured, it is {pair.mean / single.mean:.2f} times")
     if guess == truth:

@@ -60,7 +60,7 @@ def test_entropy_names_the_usual_mistakes():
         return -(A * logs).sum(-1).mean(-1)
 
     cases = {
-        "NaN": unsmoothed,
+        "0·log 0 gives NaN": unsmoothed,
         "left out the smoothing": zero_log_zero_as_zero,
         "sign is flipped": lambda A: -entropy_right(A),
         "log base 2": lambda A: entropy_right(A) / np.log(2),
@@ -141,6 +141,8 @@ def test_sep_prediction_right_wrong_and_bad_word():
     fb = nb04.check_sep_prediction(wrong)
     assert not fb.ok and f"it is {truth}" in fb.message
     assert "95 % CI" in fb.message and "n = 16" in fb.message  # stated with its spread
+    assert "An even spread would give [SEP] 1/n = 0." in fb.message  # chance, to judge the reason
+    assert "By chance a pair's [SEP] share would be" in fb.message
     assert '"higher" or "lower"' in nb04.check_sep_prediction("more").message
     singles, pairs = nb04.sep_shares(per_text=True)
     assert (len(singles), len(pairs)) == (16, 16)
@@ -167,6 +169,7 @@ def test_block_map_design_passes_and_near_misses_say_what_fails():
     assert not fb.ok and "too low" in fb.message
     fb = nb04.check_block_map(np.eye(n))
     assert not fb.ok and "far mass 0.00 < 0.2" in fb.message
+    assert "undefined (nan)" in fb.message and "nan is too low" not in fb.message
 
 
 @pytest.mark.parametrize("M, words", [

@@ -29,6 +29,7 @@ def test_overlay_labels_a_previous_token_head_diagonal_with_share_one():
     out = heads_overlay(TOKENS, A, 0, 1)
     assert "pattern <b>vertical</b>" in out and "[CLS]<br><b>1.00</b>" in out
     assert "mean of the heads" in heads_overlay(TOKENS, A, 0, None)
+    assert "within its sentence n/a (no far attention, or one sentence)" in out  # one sentence
 
 
 def test_overlay_rejects_a_bad_head_with_the_valid_range():

@@ -50,12 +50,26 @@ def _maps(seed: int = 4, layers: int = 2, heads: int = 3) -> np.ndarray:
     return x / x.sum(-1, keepdims=True)
 
 
-def _call(fn: Callable, *args):
-    """(result as an array, None) or (None, Feedback: not answered, raised, not an array)."""
+def _call(fn: Callable, *args, nan_hint: str | None = None):
+    """(result as an array, None) or (None, Feedback: not answered, raised, not an array).
+
+    nan_hint: the message for a result containing NaN, when the exercise has a usual cause."""
     result, error = call_answer(fn, *args, todo="fill in the function so that it returns an "
                                                 "array, then run this cell again")
+    if error is None and nan_hint is not None and _has_nan(result):
+        return None, Feedback(False, nan_hint)
     result = as_answer_array(result, "the result") if error is None else error
     return (None, result) if isinstance(result, Feedback) else (result, None)
+
+
+def _has_nan(result) -> bool:
+    """Whether ``result`` (array, tensor or nested list) holds a NaN; False if not numbers."""
+    if hasattr(result, "detach"):
+        result = result.detach().cpu().numpy()
+    try:
+        return bool(np.isnan(np.asarray(result, dtype=float)).any())
+    except (TypeError, ValueError):
+        return False
 
 
 def check_share_to(fn: Callable) -> Feedback:
@@ -101,7 +115,9 @@ def check_entropy(fn: Callable) -> Feedback:
     The maps contain exact zeros, so forgetting the smoothing shows as NaN (0·log 0).
     """
     A = _maps(seed=7)
-    got, error = _call(fn, A.copy())
+    got, error = _call(fn, A.copy(), nan_hint=(
+        "NaN: some weights are exactly 0, and 0·log 0 gives NaN in numpy; Clark et al. smooth "
+        "the weights first (section 3), so no log of 0 is ever taken"))
     if error is not None:
         return error
     want = attention_entropy(A)
@@ -111,9 +127,6 @@ def check_entropy(fn: Callable) -> Feedback:
     if np.allclose(got, want, atol=1e-6):
         return Feedback(True, "right: smoothed, natural log, summed over keys, averaged over "
                               "queries; a uniform head would score log n")
-    if np.isnan(got).any():
-        return Feedback(False, "NaN: some weights are exactly 0 and 0·log 0 gives NaN in numpy; "
-                               "smooth first, α' = 0.9999·α + 0.0001/n")
     n = A.shape[-1]
     if np.allclose(got, -want, atol=1e-6):
         return Feedback(False, "the sign is flipped: H = −Σ α' log α' is >= 0")
@@ -170,16 +183,23 @@ def check_rollout(fn: Callable) -> Feedback:
                            "renormalised, then the product with the new layer on the left")
 
 
+def _sep_runs(model, count: int) -> tuple[list, list]:
+    """The runs of the first ``count`` corpus sentences and the first ``count`` pairs."""
+    corpus = load_corpus()
+    return tuple(run_corpus(texts, model=model).runs
+                 for texts in (corpus.sentences[:count], corpus.pairs[:count]))
+
+
+def _sep_share(run) -> float:
+    """Clark et al.'s share of attention to [SEP] in one run, the mean over every head."""
+    return float(to_token_shares(run.attentions, run.tokens)["[SEP]"].mean())
+
+
 def sep_shares(model=None, count: int = 16, per_text: bool = False):
     """(single sentences, pairs): the share of attention to [SEP], Clark et al.'s measure
     averaged over every head and over the first ``count`` sentences / pairs of the corpus.
     per_text=True returns two lists instead, one value per text (the mean over its heads)."""
-    corpus = load_corpus()
-    values = []
-    for texts in (corpus.sentences[:count], corpus.pairs[:count]):
-        runs = run_corpus(texts, model=model).runs
-        values.append([float(to_token_shares(r.attentions, r.tokens)["[SEP]"].mean())
-                       for r in runs])
+    values = [[_sep_share(r) for r in runs] for runs in _sep_runs(model, count)]
     if per_text:
         return values[0], values[1]
     return float(np.mean(values[0])), float(np.mean(values[1]))
@@ -187,21 +207,30 @@ def sep_shares(model=None, count: int = 16, per_text: bool = False):
 
 def check_sep_prediction(guess, model=None) -> Feedback:
     """Check a prediction, "higher" or "lower": is the share of attention to [SEP] higher in
-    sentence pairs (two [SEP]) than in single sentences (one)?"""
+    sentence pairs (two [SEP]) than in single sentences (one)? The message also gives what an
+    even spread would give each ([SEP] count / n), so the reason can be checked, not only the
+    word."""
     guess = as_answer_word(guess, "your prediction", ("higher", "lower"),
                            todo='write "higher" or "lower" in `prediction`, then run this cell '
                                 "again")
     if isinstance(guess, Feedback):
         return guess
-    single, pair = (spread(v, precision=3) for v in sep_shares(model, per_text=True))
+    runs = _sep_runs(model, 16)
+    single, pair = (spread([_sep_share(r) for r in rs], precision=3) for rs in runs)
+    even = [np.mean([r.tokens.count("[SEP]") / len(r.tokens) for r in rs]) for rs in runs]
     truth = "higher" if pair.mean > single.mean else "lower"
     apart = pair.lo > single.hi or single.lo > pair.hi
     numbers = (f"[SEP] gets {single} in single sentences, {pair} in pairs (per text, the mean "
-               f"over every head); the two intervals {'do not' if apart else 'do'} overlap")
+               f"over every head); the two intervals {'do not' if apart else 'do'} overlap. An "
+               f"even spread would give [SEP] 1/n = {even[0]:.3f} in the sentences and 2/n = "
+               f"{even[1]:.3f} in the pairs (twice the [SEP]s, but more pieces to share with)")
+    ratios = (f"By chance a pair's [SEP] share would be {even[1] / even[0]:.2f} times a "
+              f"sentence's; measured, it is {pair.mean / single.mean:.2f} times")
     if guess == truth:
-        return Feedback(True, f"right, {truth}: {numbers}")
-    return Feedback(False, f"it is {truth}: {numbers}. Was your reason the number of [SEP] "
-                           "tokens, or what the heads do with them?")
+        return Feedback(True, f"right, {truth}: {numbers}. {ratios}: was your reason the "
+                              "number of [SEP] tokens, or what the heads do with them?")
+    return Feedback(False, f"it is {truth}: {numbers}. {ratios}: was your reason the number of "
+                           "[SEP] tokens, or what the heads do with them?")
 
 
 def check_block_map(M) -> Feedback:
@@ -235,7 +264,10 @@ def check_block_map(M) -> Feedback:
     if not f["far_mass"] >= t["block_mass"]:
         needs.append(f"far mass {f['far_mass']:.2f} < {t['block_mass']}: put more weight on "
                      "words two or more places away")
-    if not f["within_segment"] >= max(t["block"], f["within_chance"] + t["block_over_chance"]):
+    if np.isnan(f["within_segment"]):
+        needs.append("within its sentence is undefined (nan): no query sends any weight to a "
+                     "far word, so there is nothing to keep inside a sentence")
+    elif not f["within_segment"] >= max(t["block"], f["within_chance"] + t["block_over_chance"]):
         needs.append(f"within its sentence {f['within_segment']:.2f} is too low: keep that "
                      "far weight inside the query's own sentence")
     return Feedback(False, f"labelled {label} ({numbers}); " + "; ".join(needs))

@@ -55,7 +55,8 @@ def heads_overlay(tokens: list[str], attentions: np.ndarray, layer: int,
         f"<td style='padding:0 8px'>{html.escape(k)}<br><b>{v:.2f}</b></td>"
         for k, v in shares.items()
     )
-    within_text = "—" if np.isnan(within) else f"{within:.2f}"
+    within_text = ("n/a (no far attention, or one sentence)" if np.isnan(within)
+                   else f"{within:.2f}")
     return (
         "<div style='font-family:sans-serif;font-size:13px'>"
         f"<div>layer {int(layer)}, {which}: pattern <b>{html.escape(label)}</b> "

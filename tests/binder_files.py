@@ -24,3 +24,8 @@ def runtime_python(binder: Path = BINDER) -> str:
             "for example `python-3.11` (a bare major version lets repo2docker choose the minor)"
         )
     return m.group(1)
+
+#: The Pythons the series supports: README, pyproject's requires-python and the checks agree on
+#: them. Only runtime_python() (the saved outputs' Python) executes the notebooks here; the others
+#: are resolved from PyPI (tests/binder/test_pythons.py).
+PYTHONS = ("3.11", "3.12", "3.13", "3.14")

@@ -95,7 +95,8 @@ def require_index(index_url: str) -> None:
 
 
 def resolve(requirements: list[str], python: str, platforms: list[str], tmp: Path,
-            index_url: str = PYPI) -> list[dict]:
+            index_url: str = PYPI, source: str = "binder/requirements.txt",
+            why: str = "the Python repo2docker picks from binder/runtime.txt") -> list[dict]:
     """Resolve the pins for `python` on `platforms` without installing; pip's report's
     `install` list. On failure, every pin with no wheel is named with pip's reason.
     (pip evaluates environment markers for the Python running it: CI runs the runtime's.)"""
@@ -118,8 +119,7 @@ def resolve(requirements: list[str], python: str, platforms: list[str], tmp: Pat
             failures.append(f"  {pin}: {reason}")
     detail = "\n".join(failures) or run.stderr.strip()[-2000:]
     raise AssertionError(
-        f"binder/requirements.txt does not install on Python {python}, the Python repo2docker "
-        f"picks from binder/runtime.txt, for Linux x86-64:\n{detail}"
+        f"{source} does not install on Python {python}, {why}, for Linux x86-64:\n{detail}"
     )
 
 

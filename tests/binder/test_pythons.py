@@ -20,8 +20,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from binder_files import PYTHONS, ROOT  # noqa: E402
-from test_build import CUDA_ONLY, PYPI, pip, require_index, resolve  # noqa: E402
+from binder_files import (  # noqa: E402
+    CUDA_ONLY,
+    PYPI,
+    PYTHONS,
+    ROOT,
+    pip,
+    require_index,
+    resolve,
+)
 
 # pip widens each tag to the older ones it accepts (older glibc, older macOS, universal2).
 PLATFORMS = {"macOS arm64": "macosx_14_0_arm64", "Windows x86-64": "win_amd64"}

@@ -30,9 +30,11 @@ from binder_files import (  # noqa: E402
     resolve,
 )
 
-# pip widens each tag to the older ones it accepts (older glibc, older macOS, universal2).
+# pip widens a macOS tag to the older macOS and universal2 tags it accepts, but not a
+# manylinux_2_x tag: for Linux every tag a glibc 2.35 system (Ubuntu 22.04) runs is listed.
 PLATFORMS = {"macOS arm64": "macosx_14_0_arm64", "Windows x86-64": "win_amd64"}
-LINUX = ["manylinux_2_35_x86_64"]
+LINUX = [f"manylinux_2_{minor}_x86_64" for minor in range(35, 4, -1)] + [
+    "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
 
 
 def requirements() -> list[str]:

@@ -37,6 +37,9 @@ def colab_like(tmp_path_factory):
     shutil.copytree(ROOT, checkout, ignore=lambda _d, names: [n for n in names if n in SKIP])
     venv.create(base / "venv", with_pip=True)
     python = base / "venv" / "bin" / "python"
+    # Python 3.11's venv also brings setuptools 65 and pip 23.2; Colab has a recent pip only.
+    subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"], check=True)
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
     packages = subprocess.run([python, "-m", "pip", "list", "--format=json"],
                               capture_output=True, text=True, check=True).stdout
     assert {p["name"] for p in json.loads(packages)} == {"pip"}, packages

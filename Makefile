@@ -78,11 +78,11 @@ $(VENV)/.binder-installed: tests/binder/requirements.txt $(STAMP)
 # The notebooks' first cell in its Colab branch: a fresh venv with only pip gets bertlib from this
 # checkout through that cell, then runs notebooks 01, 03 and 09 (needs PyPI; minutes).
 test-colab: $(STAMP)
-	$(BIN)/python -m pytest -p no:xdist -v -rP tests/colab
+	$(BIN)/python -m pytest -p no:xdist -v -rP tests/colab/run_colab_branch.py
 
 # The README's macOS/Linux commands run exactly as written, in a fresh copy of the repository.
 test-plain: $(STAMP)
-	$(BIN)/python -m pytest -p no:xdist -v -rP tests/readme
+	$(BIN)/python -m pytest -p no:xdist -v -rP tests/readme/run_plain_commands.py
 
 # The lowest versions pyproject's ranges allow: unit tests + every notebook with nbval-lax.
 test-lowest: $(STAMP)

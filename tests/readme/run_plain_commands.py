@@ -8,6 +8,9 @@ with torch and JupyterLab) and needs PyPI, so not part of `make test`.
 
 JupyterLab refuses to run as root unless told to; CI runs as root, so the test allows it through
 a Jupyter config file of its own (JUPYTER_CONFIG_DIR), leaving the README's commands untouched.
+
+Named run_*.py, not test_*.py, so `pytest tests` (make test, the README's unit tests) does not
+collect it; `make test-plain` names the file, and pytest collects a file it is given by name.
 """
 
 import json

@@ -9,6 +9,9 @@ and the bundled model can only come from what the cell installed. Outputs are no
 were saved with requirements.txt's pins; the cell installs bertlib's ranges).
 
 Slow (a fresh environment with torch: minutes) and needs PyPI, so not part of `make test`.
+
+Named run_*.py, not test_*.py, so `pytest tests` (make test, the README's unit tests) does not
+collect it; `make test-colab` names the file, and pytest collects a file it is given by name.
 """
 
 import json

@@ -131,3 +131,15 @@ def _block(title: str) -> str:
     m = re.search(rf"^### {re.escape(title)}\n.*?^```\w*\n(.*?)^```", README, re.M | re.S)
     assert m, f"the README has no code block under '### {title}'"
     return m.group(1)
+
+
+def test_make_installs_the_cpu_torch_first_on_linux_with_a_fallback():
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    pin = re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+    cpu = re.search(rf'--index-url (\S+) "{re.escape(pin)}" \|\|\s*\\?\s*echo', dry)
+    assert cpu, f"make's install does not take {pin} from PyTorch's CPU index with a fallback"
+    assert 'uname -s)" = Linux' in dry, "the CPU-only step is for Linux"
+    assert dry.index(cpu.group(0)) < dry.index("-r requirements.txt")

@@ -86,6 +86,6 @@ def test_notebook_runs_after_the_cell(colab_like, name):
                          env=colab_env(checkout), capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     first = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
-    said = "".join(o.get("text", "") for o in first["outputs"])
+    said = "".join("".join(o.get("text", "")) for o in first["outputs"])  # text: str or lines
     assert said == "bertlib is installed for this Colab session\n", first["outputs"]
     print(run.stdout.strip())

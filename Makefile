@@ -11,11 +11,22 @@ NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 # JupyterLab refuses to run as root (containers, CI) unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test test-unit test-notebooks test-any-bert pretrain test-browser test-binder bench lint execute clean
+.PHONY: lab test test-unit test-notebooks test-any-bert pretrain test-browser test-binder bench lint execute clean \
+	test-colab test-plain test-lowest
+
+# On Linux, PyPI's torch is the CUDA build (about 19 nvidia-* packages, GBs that a CPU never uses):
+# torch comes first from PyPI's CPU-only twin, PyTorch's own index. Where that index cannot be
+# reached, pip says so and the next line takes torch from PyPI, so the install still works.
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_PIN = $(shell grep -m1 '^torch==' requirements.txt)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@if [ "$$(uname -s)" = Linux ]; then \
+	  $(BIN)/python -m pip install --quiet --no-deps --retries 1 --timeout 15 \
+	    --index-url $(TORCH_CPU_INDEX) "$(TORCH_PIN)" || \
+	  echo "PyTorch's CPU index cannot be reached: torch comes from PyPI (on Linux its CUDA build)"; fi
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
@@ -63,6 +74,19 @@ test-binder: $(STAMP) $(VENV)/.binder-installed
 $(VENV)/.binder-installed: tests/binder/requirements.txt $(STAMP)
 	$(BIN)/python -m pip install --quiet -r tests/binder/requirements.txt
 	touch $@
+
+# The notebooks' first cell in its Colab branch: a fresh venv with only pip gets bertlib from this
+# checkout through that cell, then runs notebooks 01, 03 and 09 (needs PyPI; minutes).
+test-colab: $(STAMP)
+	$(BIN)/python -m pytest -p no:xdist -v -rP tests/colab/run_colab_branch.py
+
+# The README's macOS/Linux commands run exactly as written, in a fresh copy of the repository.
+test-plain: $(STAMP)
+	$(BIN)/python -m pytest -p no:xdist -v -rP tests/readme/run_plain_commands.py
+
+# The lowest versions pyproject's ranges allow: unit tests + every notebook with nbval-lax.
+test-lowest: $(STAMP)
+	$(BIN)/python tools/lowest_versions.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check bertlib tests notebooks tools benchmarks

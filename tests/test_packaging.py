@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from bertlib import bertviz_offline
 
@@ -83,3 +84,36 @@ def test_declared_pins_of_requirements_txt_are_all_runtime_or_tooling():
     tools = {"jupyterlab", "pytest", "pytest-xdist", "nbval", "ruff", "pyyaml"}
     unexplained = set(pins()) - set(declared(PROJECT["dependencies"])) - tools
     assert not unexplained, f"pinned but neither a bertlib dependency nor a tool: {unexplained}"
+
+
+def test_a_lower_bound_left_at_the_pin_says_why():
+    # tools/lowest_versions.py runs the series on every lower bound; one that could not be
+    # lowered (it equals requirements.txt's pin) carries a comment saying why, on its line or
+    # in the comment lines just above it.
+    pinned = pins()
+    lines = (ROOT / "pyproject.toml").read_text().splitlines()
+    start = lines.index("dependencies = [")
+    silent = []
+    for i in range(start + 1, lines.index("]", start)):
+        m = re.match(r'\s*"([A-Za-z0-9_.\-]+)>=([\w.]+)', lines[i])
+        if not m:
+            continue
+        name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+        at_pin = Version(m.group(2)) == Version(pinned.get(name, "0"))
+        said = "#" in lines[i] or lines[i - 1].strip().startswith("#")
+        if at_pin and not said:
+            silent.append(name)
+    assert not silent, f"pyproject: say why these lower bounds equal the pin: {silent}"
+
+
+def test_lowest_versions_pins_every_lower_bound():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import lowest_versions
+
+    lowest = dict(p.split("==") for p in lowest_versions.lowest_pins())
+    for req in declared(PROJECT["dependencies"]).values():
+        low = next(s.version for s in req.specifier if s.operator == ">=")
+        assert lowest[req.name] == low
+        assert req.specifier.contains(low), f"{req}: its lower bound lies outside its range"

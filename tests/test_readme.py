@@ -82,3 +82,64 @@ def test_course_table_lists_what_each_notebook_imports_from_bertlib():
         assert nb.name[:2] in rows, f"{nb.name} is not in the README's course table"
         missing = sorted(m for m in used if f"`{m}`" not in rows[nb.name[:2]])
         assert not missing, f"README course table, {nb.name}: add the bertlib modules {missing}"
+
+
+def _colab():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import colab
+
+    return colab
+
+
+def test_binder_and_colab_links_come_from_one_repository_address():
+    colab = _colab()
+    slugs = set(re.findall(r"mybinder\.org/v2/gh/([^/]+/[^/]+)/", README))
+    slugs |= set(re.findall(r"colab\.research\.google\.com/github/([^/]+/[^/]+)/", README))
+    assert slugs == {colab.REPOSITORY}, f"README links name {slugs}, tools/colab.py {colab.REPOSITORY}"
+    names = [p.name for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
+    assert colab.readme_with_links(README, names) == README, (
+        "the notebook table's Binder/Colab links are out of date: run python tools/colab.py")
+    for name in names:
+        assert colab.colab_url(f"notebooks/{name}") in README, f"{name}: no Colab link"
+
+
+def test_plain_commands_install_the_pinned_cpu_torch_first_with_a_fallback():
+    pin = re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+    index = re.search(r"^TORCH_CPU_INDEX := (\S+)", (ROOT / "Makefile").read_text(), re.M)
+    assert index, "the Makefile no longer names TORCH_CPU_INDEX"
+    for title in ("macOS and Linux", "conda"):
+        block = _block(title)
+        line = next((x for x in block.splitlines() if "--index-url" in x), "")
+        assert f"--index-url {index.group(1)} {pin} ||" in line, (
+            f"README '{title}': install {pin} from {index.group(1)} first, `|| echo` after it")
+        assert block.index(pin) < block.index("-r requirements.txt"), title
+
+
+def test_whole_test_command_in_readme_is_what_make_test_runs():
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "-B", "test"], cwd=ROOT, capture_output=True, text=True)
+    recipe = next(x for x in dry.stdout.splitlines() if "-m pytest" in x)
+    command = recipe.replace(".venv/bin/python", "python")
+    assert f"`{command}`" in " ".join(_section("Without make").split()), (
+        f"README 'Without make' should give the whole check as `{command}`")
+
+
+def _block(title: str) -> str:
+    m = re.search(rf"^### {re.escape(title)}\n.*?^```\w*\n(.*?)^```", README, re.M | re.S)
+    assert m, f"the README has no code block under '### {title}'"
+    return m.group(1)
+
+
+def test_make_installs_the_cpu_torch_first_on_linux_with_a_fallback():
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    pin = re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+    cpu = re.search(rf'--index-url (\S+) "{re.escape(pin)}" \|\|\s*\\?\s*echo', dry)
+    assert cpu, f"make's install does not take {pin} from PyTorch's CPU index with a fallback"
+    assert 'uname -s)" = Linux' in dry, "the CPU-only step is for Linux"
+    assert dry.index(cpu.group(0)) < dry.index("-r requirements.txt")

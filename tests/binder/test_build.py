@@ -14,8 +14,6 @@ CPU build does not (they are counted apart). When PyPI itself cannot be reached 
 and says so: a skip would hide the very break it exists for.
 """
 
-import json
-import os
 import re
 import shutil
 import subprocess
@@ -25,13 +23,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from binder_files import BINDER, ROOT, runtime_python  # noqa: E402
+from binder_files import (  # noqa: E402
+    BINDER,
+    CUDA_ONLY,
+    ROOT,
+    resolve,
+    runtime_python,
+)
 
-PYPI = "https://pypi.org/simple"
 # glibc of repo2docker's base image (buildpack-deps:<Ubuntu release>), for the manylinux tags.
 GLIBC_MINOR = {"22.04": 35, "24.04": 39}
-# Packages that only PyPI's CUDA build of torch pulls in (the image's +cpu build does not).
-CUDA_ONLY = re.compile(r"nvidia-.*|cuda-.*|triton")
 
 
 def repo2docker_plan(repo: Path) -> tuple[str, str]:
@@ -70,57 +71,6 @@ def pypi_requirements(binder: Path) -> list[str]:
         if line and not line.startswith("-"):
             lines.append(re.sub(r"^(torch==[^+\s]+)\+cpu$", r"\1", line))
     return lines
-
-
-def pip(args: list[str], index_url: str) -> subprocess.CompletedProcess:
-    """pip against `index_url` alone: this machine's pip configuration (find-links, extra
-    indexes, constraints) is set aside, so no local file can stand in for a missing wheel."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PIP_") or k in ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_PROXY")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    command = [sys.executable, "-m", "pip", *args, "--index-url", index_url,
-               "--disable-pip-version-check", "--retries", "2", "--timeout", "30"]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
-
-
-def require_index(index_url: str) -> None:
-    probe = pip(["index", "versions", "pip"], index_url)
-    if probe.returncode != 0:
-        reason = [line for line in probe.stderr.splitlines() if line.strip()][-3:]
-        pytest.fail(
-            f"cannot reach the package index {index_url}, so the Binder check cannot resolve "
-            f"binder/requirements.txt; it fails rather than skip. pip said:\n" + "\n".join(reason),
-            pytrace=False,
-        )
-
-
-def resolve(requirements: list[str], python: str, platforms: list[str], tmp: Path,
-            index_url: str = PYPI) -> list[dict]:
-    """Resolve the pins for `python` on `platforms` without installing; pip's report's
-    `install` list. On failure, every pin with no wheel is named with pip's reason.
-    (pip evaluates environment markers for the Python running it: CI runs the runtime's.)"""
-    require_index(index_url)
-    target = ["--dry-run", "--ignore-installed", "--only-binary=:all:", "--python-version",
-              python, *[a for p in platforms for a in ("--platform", p)], "--quiet"]
-    req = tmp / "requirements-pypi.txt"
-    req.write_text("\n".join(requirements) + "\n")
-    report = tmp / "report.json"
-    run = pip(["install", *target, "--report", str(report), "-r", str(req)], index_url)
-    if run.returncode == 0:
-        return json.loads(report.read_text())["install"]
-    failures = []
-    for pin in requirements:  # pin by pin, to name every one that fails, not only pip's first
-        one = pip(["install", *target, "--no-deps", pin], index_url)
-        if one.returncode != 0:
-            version = pin.split("==")[1]
-            why = re.search(rf"\b{re.escape(version)} (Requires-Python [^;\n]+)", one.stderr)
-            reason = why.group(1) if why else f"no wheel for Python {python} on Linux x86-64"
-            failures.append(f"  {pin}: {reason}")
-    detail = "\n".join(failures) or run.stderr.strip()[-2000:]
-    raise AssertionError(
-        f"binder/requirements.txt does not install on Python {python}, the Python repo2docker "
-        f"picks from binder/runtime.txt, for Linux x86-64:\n{detail}"
-    )
 
 
 def copy_repo(tmp_path: Path) -> Path:

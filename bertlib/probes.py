@@ -176,7 +176,7 @@ def _forward(model, ids, mask, batch: int = 512):
 
 def measure(model, probe: Probe) -> dict[str, np.ndarray]:
     """Run the probe. Returns per row "correct" (R,) bool (right form more probable than the
-    wrong one), "p_right" (R,) (softmax probability of the right form), and per head (L, H):
+    wrong one), "log_odds" (R,) (log p(right) − log p(wrong)), "p_right" (R,) (softmax probability of the right form), and per head (L, H):
     "subject" (masked verb -> its subject), "previous", "next", "[CLS]", "[SEP]" shares
     (averaged over rows, each over its real tokens)."""
     logits, maps = _forward(model, probe.ids, probe.mask)
@@ -185,6 +185,7 @@ def measure(model, probe: Probe) -> dict[str, np.ndarray]:
     p = np.exp(at_verb - at_verb.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     out = {"correct": at_verb[r, probe.right] > at_verb[r, probe.wrong],
+           "log_odds": at_verb[r, probe.right] - at_verb[r, probe.wrong],
            "p_right": p[r, probe.right],
            "subject": maps[r, :, :, probe.verb, probe.subject].mean(0)}
     shares = {"previous": [], "next": [], "[CLS]": [], "[SEP]": []}

@@ -28,7 +28,7 @@ import torch
 
 from bertlib import grammar
 from bertlib.ablation import ablated_heads
-from bertlib.checks import has_shape, whole
+from bertlib.checks import has_shape, one_of, whole
 from bertlib.probes import Probe, agreement_table, make_probe, measure
 
 __all__ = ["head_groups", "ablation_grid", "hidden_states", "number_probe", "minimal_pairs",
@@ -135,8 +135,7 @@ def patch_flip(model, original: Probe, flipped: Probe, layer: int, where: str,
     donor_states: :func:`hidden_states` of ``flipped`` when already computed.
     Returns (R,) bool: the masked verb now prefers the form that is wrong for ``original``."""
     whole(layer, "layer", 0, model.config.num_hidden_layers)
-    if where not in POSITIONS:
-        raise ValueError(f"where must be one of {list(POSITIONS)}, got {where!r}")
+    one_of(where, "where", list(POSITIONS))
     rows, pos = np.arange(len(original.ids)), POSITIONS[where](original)
     states = hidden_states(model, flipped) if donor_states is None else donor_states
     donor = torch.as_tensor(states[rows, layer, pos])  # (R, d)

@@ -86,12 +86,12 @@ class Recipe:
     layers: int = 2
     heads: int = 4
     hidden: int = 64
-    steps: int = 700
-    batch_size: int = 32
-    lr: float = 3e-3
-    warmup: int = 50
+    steps: int = 1500
+    batch_size: int = 128
+    lr: float = 4e-3
+    warmup: int = 100
     seed: int = 0
-    every: int = 25
+    every: int = 50
     mask_prob: float = 0.15
     max_pp: int = 2
     constructions: tuple[str, ...] = grammar.TRAIN_CONSTRUCTIONS

@@ -97,7 +97,7 @@ def load_runs(path=None) -> tuple[list[Run], Subject]:
     them: the prose's numbers are the committed runs', so claims assert only on those."""
     folders = run_folders(path)
     runs = [load_run(f) for f in folders]
-    committed = {p.resolve() for p in run_folders(COMMITTED)} if COMMITTED.is_dir() else set()
+    committed = {p for p in COMMITTED.glob("*") if _is_run(p)}
     is_reference = set(folders) == committed
     where = folders[0] if len(folders) == 1 else folders[0].parent
     names = ", ".join(r.name for r in runs)

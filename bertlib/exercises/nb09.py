@@ -78,14 +78,13 @@ def check_attractor_prediction(guess, model) -> Feedback:
     probe = make_probe(tok, grammar.generate(ATTRACTOR_TEST, ("pp",), seed=2, split="test"))
     hard = probe.differs
     measured = float(measure(model, subset(probe, hard))["correct"].mean())
-    miss = abs(guess - measured)
-    if miss <= 0.1:
-        return Feedback(True, f"within {miss:.2f} of the measured {measured:.2f} on "
-                              f"{int(hard.sum())} verbs: good intuition")
+    miss, n = abs(guess - measured), int(hard.sum())
     side = "optimistic" if guess > measured else "pessimistic"
-    return Feedback(False, f"measured {measured:.2f} on {int(hard.sum())} verbs; your guess "
-                           f"{guess:.2f} was {side} by {miss:.2f} (what does a model that never "
-                           f"saw a noun between subject and verb do when one appears?)")
+    verdict = ("within 0.1: good intuition" if miss <= 0.1 else
+               f"{side} by {miss:.2f} (what does a model that never saw a noun between subject "
+               f"and verb do when one appears?)")
+    return Feedback(miss <= 0.1, f"measured {measured:.2f} on {n} verbs; your guess "
+                                 f"{guess:.2f} was {verdict}")
 
 
 def _vocab_size() -> int:

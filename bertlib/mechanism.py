@@ -76,12 +76,12 @@ def hidden_states(model, probe: Probe, batch: int = 512) -> np.ndarray:
 
 
 def number_probe(features, labels, control, train_share: float = 0.5,
-                 seed: int = 0) -> tuple[float, float]:
+                 l2: float = 1e-2) -> tuple[float, float]:
     """A logistic-regression probe on ``features`` (R, d) for ``labels`` (R,) bool, trained on
     the first ``train_share`` of the rows and tested on the rest; the same probe on ``control``
-    (R,) bool labels (the control task). Returns (test accuracy, control test accuracy)."""
-    from sklearn.linear_model import LogisticRegression  # noqa: PLC0415  (slow import)
-
+    (R,) bool labels (the control task). Features are standardised with the training rows'
+    mean and spread; the fit minimises the mean cross-entropy + l2 · |w|² (L-BFGS, float64,
+    deterministic). Returns (test accuracy, control test accuracy)."""
     x = np.asarray(features, dtype=np.float64)
     has_shape(x, "features", (len(x), x.shape[-1]), "(R, d)")
     y, c = np.asarray(labels, bool), np.asarray(control, bool)
@@ -89,12 +89,29 @@ def number_probe(features, labels, control, train_share: float = 0.5,
     has_shape(c, "control", (len(x),), "(R,)")
     cut = int(round(train_share * len(x)))
     whole(cut, "the number of training rows", 2, len(x) - 2)
-    x = (x - x[:cut].mean(0)) / (x[:cut].std(0) + 1e-6)
+    x = torch.as_tensor((x - x[:cut].mean(0)) / (x[:cut].std(0) + 1e-6))
     scores = []
     for target in (y, c):
-        fit = LogisticRegression(max_iter=500, C=1.0, random_state=seed)
-        scores.append(float(fit.fit(x[:cut], target[:cut]).score(x[cut:], target[cut:])))
+        w, b = _fit_logistic(x[:cut], torch.as_tensor(target[:cut], dtype=torch.float64), l2)
+        scores.append(float(((x[cut:] @ w + b > 0).numpy() == target[cut:]).mean()))
     return scores[0], scores[1]
+
+
+def _fit_logistic(x, y, l2: float, iterations: int = 200):
+    """(w (d,), b) minimising mean BCE(x w + b, y) + l2 · |w|², by L-BFGS from zeros."""
+    w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], max_iter=iterations, line_search_fn="strong_wolfe")
+
+    def loss():
+        opt.zero_grad()
+        value = torch.nn.functional.binary_cross_entropy_with_logits(x @ w + b, y) + l2 * (w @ w)
+        value.backward()
+        return value
+
+    with torch.enable_grad():
+        opt.step(loss)
+    return w.detach(), b.detach()
 
 
 def _flipped(s: grammar.Sentence, verb: grammar.Verb) -> grammar.Sentence:

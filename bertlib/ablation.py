@@ -21,7 +21,7 @@ from bertlib.checks import one_of
 from bertlib.loading import bert_module, load_bert
 from bertlib.models import check_layer_head
 
-__all__ = ["ABLATION_MODES", "ablated_attention", "ablated_head"]
+__all__ = ["ABLATION_MODES", "ablated_attention", "ablated_head", "ablated_heads"]
 
 #: How :func:`ablated_head` replaces one head's weights.
 ABLATION_MODES = ("uniform", "zero")
@@ -39,16 +39,23 @@ def ablated_attention(layer: int, head: int, mode: str):
     :func:`ablated_head` checks them.
     """
 
+    return _ablated_attention_of({(layer, head)}, mode)
+
+
+def _ablated_attention_of(heads: set[tuple[int, int]], mode: str):
+    """As :func:`ablated_attention`, for every (layer, head) in ``heads`` at once."""
+
     def weights_of(module, scores, attention_mask):
         weights = softmax_weights(module, scores, attention_mask)
-        if module.layer_idx != layer:
+        off = sorted(h for l, h in heads if l == module.layer_idx)
+        if not off:
             return weights
         weights = weights.clone()
         if mode == "zero":
-            weights[:, head] = 0.0
+            weights[:, off] = 0.0
         else:
-            no_scores = torch.zeros_like(scores[:, head:head + 1])
-            weights[:, head:head + 1] = softmax_weights(module, no_scores, attention_mask)
+            no_scores = torch.zeros_like(scores[:, :1])
+            weights[:, off] = softmax_weights(module, no_scores, attention_mask)
         return weights
 
     return functools.partial(eager_attention, weights_of=weights_of)
@@ -66,14 +73,28 @@ def ablated_head(layer: int, head: int, mode: str = "uniform", model=None) -> It
     ``bertlib.models.run_bert`` sees the ablation too: its cache key holds the registered
     attention. Raises ValueError for a layer, head or mode out of range, and for nested blocks.
     """
+    with ablated_heads([(layer, head)], mode, model) as model:
+        yield model
+
+
+@contextmanager
+def ablated_heads(heads, mode: str = "zero", model=None) -> Iterator:
+    """Within the ``with`` block, ``model`` runs with every (layer, head) of ``heads`` disabled
+    at once (several heads of a layer, a whole layer, heads of several layers); yields ``model``.
+
+    heads: a sequence of (layer, head) pairs, each checked against the model's sizes (an empty
+    sequence switches nothing off). mode and model as in :func:`ablated_head`, which is this
+    function with one pair (the default mode here is "zero": the heads add nothing). Raises
+    ValueError for an index or mode out of range, and for nested blocks.
+    """
     model = model or load_bert()
     bert = bert_module(model)
-    layer, head = check_layer_head(bert, layer, head, allow_mean=False)
+    chosen = {check_layer_head(bert, layer, head, allow_mean=False) for layer, head in heads}
     one_of(mode, "mode", ABLATION_MODES)
     previous = bert.config._attn_implementation
     if previous == _ABLATION_NAME:
-        raise ValueError("ablated_head blocks cannot be nested: one head at a time")
-    register_attention(_ABLATION_NAME, ablated_attention(layer, head, mode))
+        raise ValueError("ablation blocks cannot be nested: list every head in one block")
+    register_attention(_ABLATION_NAME, _ablated_attention_of(chosen, mode))
     bert.set_attn_implementation(_ABLATION_NAME)
     try:
         yield model

@@ -20,7 +20,12 @@ subj_rel       the cat that chases the dogs sleeps                           inn
 obj_rel        the cat that the dogs chase sleeps                            inner, main
 comp           the girl says that the boys near the tree run                 main, inner
 comp_comp      the girl says that the boy thinks that the dogs near it run   main, middle, inner
+adv            while the dogs sleep the cat near the trees runs              inner, main
 =============  ===========================================================  =================
+
+In ``adv`` (a fronted adverbial clause) the main verb's subject is not the sentence's first noun,
+so the first-noun shortcut fails on main verbs too; with a prepositional phrase after the main
+subject, the nearest-noun shortcut can fail on the same verb.
 
 ``comp_comp`` (a complement inside a complement) is never used for training: it tests whether
 what the model learned carries over to a deeper structure it has not seen.
@@ -41,6 +46,7 @@ import numpy as np
 from bertlib.checks import items, kind, one_of, whole
 
 __all__ = ["NOUNS", "INTRANSITIVE", "TRANSITIVE", "COMPLEMENT", "ADJECTIVES", "PREPOSITIONS",
+           "SUBORDINATORS",
            "CONSTRUCTIONS", "TRAIN_CONSTRUCTIONS", "UNSEEN_CONSTRUCTIONS", "MAX_PP", "Verb",
            "Sentence", "vocabulary", "sentence", "generate", "split_of", "nearest_noun",
            "first_noun", "other_form"]
@@ -56,10 +62,11 @@ TRANSITIVE = {w + "s": w for w in ("chase", "see", "like", "follow", "help", "vi
 COMPLEMENT = {w + "s": w for w in ("say", "think", "know", "believe", "hope")}
 ADJECTIVES = ("big", "small", "old", "young", "red", "happy", "quiet", "brave")
 PREPOSITIONS = ("near", "behind", "with", "under", "beside")
+SUBORDINATORS = ("while", "because")
 _FUNCTION_WORDS = ("the", "that")
 
-CONSTRUCTIONS = ("simple", "pp", "subj_rel", "obj_rel", "comp", "comp_comp")
-TRAIN_CONSTRUCTIONS = ("simple", "pp", "subj_rel", "obj_rel", "comp")
+CONSTRUCTIONS = ("simple", "pp", "subj_rel", "obj_rel", "comp", "comp_comp", "adv")
+TRAIN_CONSTRUCTIONS = ("simple", "pp", "subj_rel", "obj_rel", "comp", "adv")
 UNSEEN_CONSTRUCTIONS = ("comp_comp",)
 #: Most prepositional phrases after one subject (a longer chain is out of the language's range).
 MAX_PP = 3
@@ -103,7 +110,7 @@ def vocabulary() -> list[str]:
     for table in (NOUNS, INTRANSITIVE, TRANSITIVE, COMPLEMENT):
         for singular, plural in table.items():
             words += [singular, plural]
-    return words + list(ADJECTIVES) + list(PREPOSITIONS)
+    return words + list(ADJECTIVES) + list(PREPOSITIONS) + list(SUBORDINATORS)
 
 
 def other_form(word: str) -> str:
@@ -189,6 +196,10 @@ def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Se
         b.verb(TRANSITIVE, subject, "inner")
         b.noun_phrase()
         b.main_predicate(subject)
+    elif construction == "adv":
+        b.words.append(b.pick(SUBORDINATORS))
+        b.main_predicate(b.noun_phrase(), "inner")
+        b.main_predicate(b.noun_phrase(int(rng.integers(0, min(max_pp, 1) + 1))))
     elif construction == "obj_rel":
         subject = b.noun_phrase()
         b.words.append("that")

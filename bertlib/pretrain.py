@@ -18,7 +18,8 @@ Heads are switched off with transformers' AttentionInterface
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -32,8 +33,8 @@ from bertlib.checks import heads_dividing, kind, whole
 from bertlib.mlm import IGNORE_INDEX, mask_batch
 from bertlib.probes import SPECIALS, Probe, _forward, encode_texts, measure
 
-__all__ = ["tiny_config", "new_model", "History", "train", "mlm_accuracy", "ablated",
-           "fill_mask"]
+__all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
+           "mlm_accuracy", "ablated", "fill_mask"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,15 +70,61 @@ def new_model(config, seed: int = 0):
 # --------------------------------------------------------------------------------------------
 # Training
 # --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Recipe:
+    """Every setting of a training run, in one place (the committed runs and the live run of
+    notebook 09 use the same recipe; only ``seed`` differs between the committed runs).
+
+    layers, heads, hidden: the model (:func:`tiny_config`). steps, batch_size: sentences drawn
+    fresh every step. lr, warmup: AdamW's peak learning rate and its linear warm-up (then a
+    linear fall to 0 at ``steps``). seed: initialisation, sentences and masks. every: probe
+    measurements every this many steps. mask_prob: share of tokens chosen for the loss (BERT:
+    0.15), then 80 / 10 / 10 [MASK] / random / kept. max_pp, constructions: the training language
+    (:func:`bertlib.grammar.generate`). probe_sentences, probe_seed: the held-out probe.
+    """
+
+    layers: int = 2
+    heads: int = 4
+    hidden: int = 64
+    steps: int = 1500
+    batch_size: int = 128
+    lr: float = 4e-3
+    warmup: int = 100
+    seed: int = 0
+    every: int = 50
+    mask_prob: float = 0.15
+    max_pp: int = 2
+    constructions: tuple[str, ...] = grammar.TRAIN_CONSTRUCTIONS
+    probe_sentences: int = 60
+    probe_seed: int = 1
+
+    def __post_init__(self):
+        for name in ("layers", "heads", "hidden", "steps", "batch_size", "every"):
+            whole(getattr(self, name), name, 1)
+        whole(self.warmup, "warmup", 0)
+        whole(self.seed, "seed", 0)
+        heads_dividing(self.heads, self.hidden, ("heads", "hidden"))
+        object.__setattr__(self, "constructions", tuple(self.constructions))
+
+    def config(self, vocab_size: int):
+        """The model's ``BertConfig`` for a vocabulary of ``vocab_size`` tokens."""
+        return tiny_config(vocab_size, self.layers, self.heads, self.hidden)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "constructions": list(self.constructions)}
+
+
 class History(NamedTuple):
     """What :func:`train` recorded. steps: (T,) evaluation steps (0 = before training);
     loss: (S,) training loss per step; accuracy: (T,) agreement accuracy on the probe;
+    log_odds: (T,) mean log p(right form) − log p(wrong form) at the masked verb;
     heads: name -> (T, L, H) shares (see :func:`measure`); snapshots: step -> attention maps
-    (L, H, N, N) of the probe's first row; seconds: wall time of the training loop."""
+    (L, H, N, N) of the probe's first row; seconds: CPU time of the training loop."""
 
     steps: list[int]
     loss: np.ndarray
     accuracy: np.ndarray
+    log_odds: np.ndarray
     heads: dict[str, np.ndarray]
     snapshots: dict[int, np.ndarray]
     seconds: float
@@ -100,18 +147,32 @@ def _schedule(optimizer, warmup: int, total: int):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
+    """One masked-LM step. input_ids, attention_mask, labels: (B, N) int64 tensors; labels holds
+    the original id at the chosen positions and IGNORE_INDEX (−100) elsewhere. Returns the loss."""
+    model.train()
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, N, V)
+    chosen = labels != IGNORE_INDEX                                              # (B, N)
+    loss = torch.nn.functional.cross_entropy(logits[chosen], labels[chosen])     # mean over chosen
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 class _Recorder:
     """What :func:`train` measures on the probe at its evaluation steps."""
 
     def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int]):
         self.model, self.probe, self.snapshot_steps = model, probe, snapshot_steps
-        self.steps, self.accuracy, self.heads, self.snapshots = [], [], {}, {}
+        self.steps, self.accuracy, self.log_odds, self.heads, self.snapshots = [], [], [], {}, {}
 
     def __call__(self, step: int) -> None:
         self.model.eval()
         m = measure(self.model, self.probe)
         self.steps.append(step)
         self.accuracy.append(m["correct"].mean())
+        self.log_odds.append(m["log_odds"].mean())
         for key in ("subject", "previous", "next", "[CLS]", "[SEP]"):
             self.heads.setdefault(key, []).append(m[key])
         if step in self.snapshot_steps:
@@ -120,55 +181,49 @@ class _Recorder:
 
     def history(self, losses: list[float], seconds: float) -> History:
         return History(self.steps, np.array(losses), np.array(self.accuracy),
-                       {k: np.array(v) for k, v in self.heads.items()}, self.snapshots, seconds)
+                       np.array(self.log_odds), {k: np.array(v) for k, v in self.heads.items()},
+                       self.snapshots, seconds)
 
 
-def train(model, tokenizer, steps: int, probe: Probe, batch_size: int = 128, lr: float = 3e-3,
-          warmup: int = 100, seed: int = 0, every: int = 25,
-          constructions: Sequence[str] = grammar.TRAIN_CONSTRUCTIONS, max_pp: int = 2,
-          snapshot_steps: Sequence[int] = (), schedule_steps: int | None = None,
-          progress: bool = True) -> History:
-    """Masked-LM pre-training of ``model`` on fresh training-split sentences every step
-    (``constructions`` and ``max_pp`` as in :func:`bertlib.grammar.generate`).
+def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
+          snapshot_steps: Sequence[int] = (), progress: bool = True,
+          on_record: Callable | None = None) -> History:
+    """Masked-LM pre-training of ``model`` with ``recipe`` (see :class:`Recipe`): every step a
+    fresh batch of training sentences, BERT's corruption (:func:`bertlib.mlm.mask_batch`), then
+    :func:`mlm_step` with AdamW (weight decay 0.01) and the warm-up / linear-decay schedule.
 
-    AdamW (weight decay 0.01), learning rate rising linearly over ``warmup`` steps to ``lr``,
-    then falling linearly to 0 at ``schedule_steps`` (default ``steps``; a larger value runs
-    only the first ``steps`` of a longer run). Every ``every`` steps (and at 0 and the end)
-    runs :func:`measure` on ``probe``. Deterministic for a given seed and thread count.
+    steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
+    steps (and at 0 and the end) runs :func:`measure` on ``probe``; ``on_record(recorder)`` is
+    then called (e.g. to redraw a plot). Deterministic for a given seed and thread count.
     """
-    for name, value, low in (("steps", steps, 1), ("batch_size", batch_size, 1),
-                             ("every", every, 1), ("warmup", warmup, 0),
-                             ("schedule_steps", schedule_steps or steps, steps)):
-        whole(value, name, low)
+    kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
+    steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
     special = [tokenizer.token_to_id(s) for s in SPECIALS]
     mask_id, vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = _schedule(opt, warmup, schedule_steps or steps)
+    rng = np.random.default_rng(recipe.seed)
+    torch.manual_seed(recipe.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
+    sched = _schedule(opt, recipe.warmup, recipe.steps)
     record, losses = _Recorder(model, probe, snapshot_steps), []
     record(0)
     bar = _progress(steps, progress)
-    start = time.perf_counter()
+    start = time.process_time()
     for step in range(1, steps + 1):
-        model.train()
-        ids, attention = _batch_ids(tokenizer, batch_size, rng, constructions, max_pp)
-        masked = mask_batch(ids, mask_id, vocab, special, rng)
-        out = model(input_ids=torch.as_tensor(masked.input_ids),
-                    attention_mask=torch.as_tensor(attention),
-                    labels=torch.as_tensor(masked.labels))
-        opt.zero_grad()
-        out.loss.backward()
-        opt.step()
+        ids, attention = _batch_ids(tokenizer, recipe.batch_size, rng, recipe.constructions,
+                                    recipe.max_pp)
+        masked = mask_batch(ids, mask_id, vocab, special, rng, recipe.mask_prob)
+        losses.append(mlm_step(model, opt, torch.as_tensor(masked.input_ids),
+                               torch.as_tensor(attention), torch.as_tensor(masked.labels)))
         sched.step()
-        losses.append(out.loss.item())
-        if step % every == 0 or step == steps or step in snapshot_steps:
+        if step % recipe.every == 0 or step == steps or step in snapshot_steps:
             record(step)
+            if on_record is not None:
+                on_record(record)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.2f}", agreement=f"{record.accuracy[-1]:.2f}",
                             refresh=False)
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     if bar is not None:
         bar.close()
     model.eval()

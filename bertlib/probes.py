@@ -27,7 +27,7 @@ from bertlib.checks import as_array, has_shape, items, same_shape, whole
 
 __all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "offset_share", "position_share",
            "pair_share", "first_crossing", "Probe", "make_probe", "subset", "measure",
-           "agreement_table", "accuracy_by"]
+           "agreement_table", "plural_of", "accuracy_by"]
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -73,8 +73,8 @@ def offset_share(A, offset: int) -> np.ndarray:
     over the queries where i + offset is inside the sequence. A: (..., n, n) -> (...)."""
     A = _check_map(A)
     n = A.shape[-1]
-    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 < abs(offset) < n:
-        raise ValueError(f"offset must be a non-zero integer in -{n - 1}..{n - 1}, got {offset!r}")
+    offset = whole(offset, "offset", -(n - 1), n - 1, why="(-1: previous token, +1: next)")
+    whole(abs(offset), "abs(offset) (an offset of 0 is no neighbour)", 1, n - 1)
     return np.diagonal(A, offset=offset, axis1=-2, axis2=-1).mean(-1)
 
 
@@ -176,15 +176,17 @@ def _forward(model, ids, mask, batch: int = 512):
 
 def measure(model, probe: Probe) -> dict[str, np.ndarray]:
     """Run the probe. Returns per row "correct" (R,) bool (right form more probable than the
-    wrong one), "p_right" (R,) (softmax probability of the right form), and per head (L, H):
-    "subject" (masked verb -> its subject), "previous", "next", "[CLS]", "[SEP]" shares
-    (averaged over rows, each over its real tokens)."""
+    wrong one), "log_odds" (R,) (log p(right) − log p(wrong)), "p_right" (R,) (softmax
+    probability of the right form), and per head (L, H): "subject" (masked verb -> its
+    subject), "previous", "next", "[CLS]", "[SEP]" shares (averaged over rows, each over its
+    real tokens)."""
     logits, maps = _forward(model, probe.ids, probe.mask)
     r = np.arange(len(probe.ids))
     at_verb = logits[r, probe.verb].astype(np.float64)
     p = np.exp(at_verb - at_verb.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     out = {"correct": at_verb[r, probe.right] > at_verb[r, probe.wrong],
+           "log_odds": at_verb[r, probe.right] - at_verb[r, probe.wrong],
            "p_right": p[r, probe.right],
            "subject": maps[r, :, :, probe.verb, probe.subject].mean(0)}
     shares = {"previous": [], "next": [], "[CLS]": [], "[SEP]": []}
@@ -206,7 +208,7 @@ def agreement_table(probe: Probe, correct) -> dict[str, dict[str, float]]:
     nearest-noun and first-noun shortcuts' accuracy, and the number of rows."""
     correct = np.asarray(correct, dtype=bool)
     same_shape(correct, probe.verb, ("correct", "the probe's rows"))
-    plural = _plural_of(probe)
+    plural = plural_of(probe)
     nearest_ok = plural[0] == plural[1]
     first_ok = plural[0] == plural[2]
     table = {}
@@ -221,7 +223,7 @@ def agreement_table(probe: Probe, correct) -> dict[str, dict[str, float]]:
     return table
 
 
-def _plural_of(probe: Probe) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def plural_of(probe: Probe) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(verb plural, nearest noun plural, first noun plural), each (R,) bool, from the ids:
     a word is plural when it is the grammar's plural form."""
     plural_words = set(grammar.NOUNS.values()) | set(grammar.INTRANSITIVE.values()) | set(

@@ -1,28 +1,43 @@
-"""Tests of the notebook 09 checkers: each names the mistake and never raises."""
+"""Tests of the notebook 09 checkers: each computes what it checks, names the mistake, never
+raises."""
+
+from types import SimpleNamespace
+
+import numpy as np
 
 from bertlib.exercises import nb09
-from bertlib.pretrain import tiny_config
+from bertlib.pretrain import new_model, tiny_config
 from bertlib.probes import build_tokenizer
 
 V = build_tokenizer().get_vocab_size()
 
 
-def test_layer_guess():
-    assert "not answered yet" in str(nb09.check_layer_guess(None, 1, 2))
-    assert nb09.check_layer_guess(1, 1, 2)
-    wrong = nb09.check_layer_guess(0, 1, 2)
-    assert not wrong and "layer 0" in wrong.message
-    assert "in 0..1" in nb09.check_layer_guess(2, 1, 2).message
-    assert not nb09.check_layer_guess(True, 1, 2)
+def _run(layer):
+    final = np.zeros((2, 4))
+    final[layer, 1] = 0.9
+    return SimpleNamespace(history={"heads/subject": np.stack([np.zeros((2, 4)), final])})
 
 
-def test_attractor_prediction():
-    assert "not answered yet" in str(nb09.check_attractor_prediction(None, 0.5))
+def test_runs_prediction_counts_the_layers_itself():
+    runs = [_run(0), _run(1), _run(0)]
+    assert nb09.subject_head_layers(runs) == [0, 1, 0]
+    assert "not answered yet" in str(nb09.check_runs_prediction(None, runs))
+    assert nb09.check_runs_prediction(2, runs)
+    wrong = nb09.check_runs_prediction(3, runs)
+    assert not wrong and "2 of 3, not 3" in wrong.message and "run 1: layer 1" in wrong.message
+    assert "in 0..3" in nb09.check_runs_prediction(7, runs).message
+    assert not nb09.check_runs_prediction(True, runs)
+    assert "load_runs" in nb09.check_runs_prediction(1, "runs").message
+
+
+def test_attractor_prediction_measures_the_model_itself():
+    assert "not answered yet" in str(nb09.check_attractor_prediction(None, None))
     assert "not answered yet" in str(nb09.check_attractor_prediction(0.5, None))
-    assert nb09.check_attractor_prediction(0.55, 0.5)
-    low = nb09.check_attractor_prediction(0.2, 0.6)
-    assert not low and "pessimistic by 0.40" in low.message
-    assert "between 0 and 1" in nb09.check_attractor_prediction(3, 0.5).message
+    assert "between 0 and 1" in nb09.check_attractor_prediction(3, None).message
+    assert "BertForMaskedLM you trained" in nb09.check_attractor_prediction(0.5, 0.7).message
+    untrained = new_model(tiny_config(V, 1, 2, 16), 0)
+    answer = nb09.check_attractor_prediction(0.0, untrained)
+    assert "measured" in answer.message and "verbs" in answer.message
 
 
 def test_design():

@@ -20,6 +20,8 @@ HAND_CHECKED = {
     "comp_comp": ("the student believes that the big bird hopes that the girl laughs",
                   [(2, 1, "main", False, 0, False), (7, 6, "middle", False, 0, False),
                    (11, 10, "inner", False, 0, False)]),
+    "adv": ("because the doctor sleeps the kings find the birds",
+            [(3, 2, "inner", False, 0, False), (6, 5, "main", True, 0, False)]),
 }
 
 
@@ -78,6 +80,8 @@ def test_shortcuts_fail_where_the_grammar_means_them_to():
             nearest_ok.setdefault(key, []).append(number[g.nearest_noun(s, v)] == v.plural)
             first_ok.setdefault(key, []).append(number[g.first_noun(s)] == v.plural)
     assert np.mean(nearest_ok[("pp", "main")]) < 0.8
+    # the fronted adverbial clause: the main verb's subject is not the first noun
+    assert np.mean(first_ok[("adv", "main")]) < 0.65
     assert np.mean(first_ok[("obj_rel", "inner")]) < 0.6
     assert np.mean(nearest_ok[("comp", "inner")]) < 0.9
     assert np.mean(first_ok[("comp", "inner")]) < 0.6

@@ -7,6 +7,7 @@ import torch
 from bertlib import grammar as g
 from bertlib import pretrain as pt
 from bertlib import probes
+from bertlib.mlm import mask_batch
 
 
 def test_config_needs_hidden_divisible_by_heads():
@@ -18,21 +19,58 @@ def test_config_needs_hidden_divisible_by_heads():
     assert (config.num_hidden_layers, config.num_attention_heads, config.hidden_size) == (3, 2, 32)
 
 
+SMALL = dict(layers=2, heads=2, hidden=16, steps=30, batch_size=16, warmup=5, every=10)
+
+
+def test_recipe_checks_its_numbers_and_builds_its_config():
+    recipe = pt.Recipe(**SMALL)
+    config = recipe.config(100)
+    assert (config.num_hidden_layers, config.num_attention_heads, config.hidden_size) == (2, 2, 16)
+    assert recipe.to_json()["constructions"] == list(g.TRAIN_CONSTRUCTIONS)
+    with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
+        pt.Recipe(steps=0)
+    with pytest.raises(ValueError, match="not divisible by heads = 3"):
+        pt.Recipe(heads=3, hidden=16)
+
+
+def test_mlm_step_loss_is_transformers_own_and_it_updates_the_weights(tok):
+    model = pt.new_model(pt.Recipe(**SMALL).config(tok.get_vocab_size()), 0)
+    ids, attention = probes.encode_texts(tok, [s.text for s in g.generate(8, seed=1)])
+    special = [tok.token_to_id(s) for s in probes.SPECIALS]
+    masked = mask_batch(ids, tok.token_to_id("[MASK]"), tok.get_vocab_size(), special,
+                        np.random.default_rng(0))
+    x, a, y = (torch.as_tensor(v) for v in (masked.input_ids, attention, masked.labels))
+    model.train()
+    with torch.no_grad():
+        expected = model(input_ids=x, attention_mask=a, labels=y).loss.item()
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert pt.mlm_step(model, opt, x, a, y) == pytest.approx(expected, rel=1e-6)
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+
+
 def test_training_is_deterministic_and_lowers_the_loss(tok):
     torch.set_num_threads(1)
     probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
-    runs = []
+    recipe = pt.Recipe(**SMALL)
+    runs, seen = [], []
     for _ in range(2):
-        model = pt.new_model(pt.tiny_config(tok.get_vocab_size(), heads=2, hidden=16), 0)
-        runs.append(pt.train(model, tok, 30, probe, batch_size=16, warmup=5, every=10,
-                             snapshot_steps=(0, 30), progress=False))
+        model = pt.new_model(recipe.config(tok.get_vocab_size()), 0)
+        runs.append(pt.train(model, tok, recipe, probe, snapshot_steps=(0, 30), progress=False,
+                             on_record=lambda r: seen.append(r.steps[-1])))
     a, b = runs
-    assert np.array_equal(a.loss, b.loss)
+    assert np.array_equal(a.loss, b.loss) and np.array_equal(a.log_odds, b.log_odds)
     assert a.steps == [0, 10, 20, 30] and sorted(a.snapshots) == [0, 30]
-    assert a.heads["subject"].shape == (4, 2, 2)
+    assert seen == [10, 20, 30] * 2
+    assert a.heads["subject"].shape == (4, 2, 2) and a.log_odds.shape == (4,)
     assert a.loss[-5:].mean() < a.loss[:5].mean()
-    with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
-        pt.train(model, tok, 0, probe)
+    first = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, probe,
+                     steps=10, progress=False)
+    assert np.array_equal(first.loss, a.loss[:10])  # the first steps of the same recipe
+    with pytest.raises(ValueError, match=r"steps must be a whole number in 1..30"):
+        pt.train(model, tok, recipe, probe, steps=31)
+    with pytest.raises(TypeError, match="recipe must be a bertlib.pretrain.Recipe"):
+        pt.train(model, tok, 30, probe)
 
 
 def test_ablation_changes_only_inside_the_block_and_checks_its_range(tok, tiny):

@@ -42,7 +42,8 @@ def test_shares_on_constructed_maps():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: probes.offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
-    (lambda: probes.offset_share(np.eye(3), 0), "non-zero integer in -2..2"),
+    (lambda: probes.offset_share(np.eye(3), 0), r"abs\(offset\) .* in 1..2, got 0"),
+    (lambda: probes.offset_share(np.eye(3), 3), r"offset must be a whole number in -2..2"),
     (lambda: probes.position_share(np.eye(3), 3), "j must be a whole number in -3..2"),
     (lambda: probes.pair_share(np.eye(3), [0, 1], [0]), r"queries and keys must have the same shape, got \(2,\) and \(1,\)"),
     (lambda: probes.pair_share(np.eye(3), [0], [5]), r"non-empty lists of positions in 0..2, got \[0\] and \[5\]"),

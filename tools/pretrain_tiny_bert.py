@@ -1,59 +1,67 @@
-"""Pre-train the tiny BERT of notebook 09 and save it with its training history.
+"""Pre-train notebook 09's tiny BERT with the recipe (bertlib.pretrain.Recipe) and save the run.
 
-    python tools/pretrain_tiny_bert.py [OUT_DIR]     (default: bertlib/data/tiny_bert)
+    python tools/pretrain_tiny_bert.py --seed K OUT     one run, seed K, into the folder OUT
+    python tools/pretrain_tiny_bert.py --committed      the committed runs (make pretrain):
+                                                        seeds 0..4 into bertlib/data/tiny_bert/seedK
 
-Writes OUT_DIR/model.safetensors + config.json (a ``BertForMaskedLM``) and OUT_DIR/history.npz
-(evaluation steps, loss per step, agreement accuracy on the probe, per-head shares, attention
-snapshots). Deterministic: seeds fixed and one torch thread, so a rerun on the same kind of CPU
-gives the same numbers (tests/test_pretrain_tool.py checks it).
+Each run folder holds model.safetensors + config.json (a BertForMaskedLM), recipe.json and
+history.npz (evaluation steps, loss per step, agreement accuracy and log-odds on the probe,
+per-head shares, attention snapshots); notebook 09 reads it through bertlib.runs
+(BERTLIB_TINY_BERT=OUT). Deterministic: seeds fixed and one torch thread, so a rerun on the same
+kind of CPU gives the same numbers (tests/test_pretrain_tool.py checks it).
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import sys
+import time
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-#: The recipe: every number of the run.
-RECIPE = {"layers": 2, "heads": 4, "hidden": 64, "steps": 2500, "batch_size": 128,
-          "lr": 3e-3, "warmup": 100, "seed": 0, "every": 50, "probe_sentences": 60,
-          "probe_seed": 1}
-SNAPSHOT_STEPS = (0, 100, 300, 1000, 2500)
+#: The seeds of the committed runs.
+COMMITTED_SEEDS = (0, 1, 2, 3, 4)
+#: Steps at which the attention maps of the probe's first sentence are saved.
+SNAPSHOT_STEPS = (0, 100, 300, 600, 1000)
 
 
-def build(out: Path, recipe: dict = RECIPE, progress: bool = False) -> Path:
-    """Train with ``recipe`` and save the model and its history into ``out``."""
+def build(out: Path, seed: int, progress: bool = False) -> Path:
+    """Train the recipe with ``seed`` and save the run into ``out``."""
     import torch
 
-    from bertlib import grammar, probes
+    from bertlib import grammar, probes, runs
     from bertlib import pretrain as pt
 
     torch.set_num_threads(1)
+    recipe = pt.Recipe(seed=seed)
     tok = probes.build_tokenizer()
-    config = pt.tiny_config(tok.get_vocab_size(), recipe["layers"], recipe["heads"],
-                            recipe["hidden"])
-    model = pt.new_model(config, recipe["seed"])
-    probe = probes.make_probe(tok, grammar.generate(recipe["probe_sentences"],
-                                                seed=recipe["probe_seed"], split="test"))
-    h = pt.train(model, tok, recipe["steps"], probe, recipe["batch_size"], recipe["lr"],
-                 recipe["warmup"], recipe["seed"], recipe["every"],
-                 snapshot_steps=[s for s in SNAPSHOT_STEPS if s <= recipe["steps"]],
-                 progress=progress)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    (out / "recipe.json").write_text(json.dumps(recipe, indent=1) + "\n")
-    np.savez_compressed(out / "history.npz", steps=np.array(h.steps), loss=h.loss,
-                        accuracy=h.accuracy, seconds=h.seconds,
-                        **{f"heads/{k}": v for k, v in h.heads.items()},
-                        **{f"snapshot/{k}": v for k, v in h.snapshots.items()})
-    return out
+    model = pt.new_model(recipe.config(tok.get_vocab_size()), recipe.seed)
+    probe = probes.make_probe(tok, grammar.generate(recipe.probe_sentences,
+                                                    grammar.CONSTRUCTIONS,
+                                                    seed=recipe.probe_seed, split="test"))
+    history = pt.train(model, tok, recipe, probe, progress=progress,
+                       snapshot_steps=[s for s in SNAPSHOT_STEPS if s <= recipe.steps])
+    return runs.save_run(out, model, recipe, history)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, help="the run folder to write")
+    parser.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
+    parser.add_argument("--committed", action="store_true",
+                        help=f"train seeds {COMMITTED_SEEDS} into bertlib/data/tiny_bert/")
+    args = parser.parse_args(argv)
+    if args.committed == (args.out is not None):
+        parser.error("give either OUT (with --seed K) or --committed")
+    jobs = ([(ROOT / "bertlib" / "data" / "tiny_bert" / f"seed{k}", k) for k in COMMITTED_SEEDS]
+            if args.committed else [(args.out, args.seed)])
+    for out, seed in jobs:
+        start = time.process_time()
+        build(out, seed, progress=sys.stderr.isatty())
+        print(f"{out} (seed {seed}): {time.process_time() - start:.0f} s CPU")
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "bertlib" / "data" / "tiny_bert"
-    print(build(target, progress=True))
+    main()

@@ -1,58 +1,94 @@
-"""Checkers for notebook 09 (pre-train a tiny BERT): predict the agreement head's layer, predict
-the effect of removing attractors from training, design a tiny BERT within a parameter budget.
+"""Checkers for notebook 09 (pre-train a tiny BERT): predict how many runs put the subject head in
+layer 0, predict the effect of removing attractors from training, design a tiny BERT within a
+parameter budget. Each checker computes what it checks and answers any input with a message.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from transformers import BertConfig, BertForMaskedLM
 
+from bertlib import grammar
 from bertlib.exercises import Feedback, as_answer_number, as_answer_whole, not_answered
-from bertlib.probes import build_tokenizer
+from bertlib.probes import build_tokenizer, make_probe, measure, subset
 
-__all__ = ["check_layer_guess", "check_attractor_prediction", "check_design",
-           "DESIGN_BUDGET", "DESIGN_LAYERS", "DESIGN_HEAD_WIDTH"]
+__all__ = ["subject_head_layers", "check_runs_prediction", "check_attractor_prediction",
+           "check_design", "ATTRACTOR_TEST", "DESIGN_BUDGET", "DESIGN_LAYERS",
+           "DESIGN_HEAD_WIDTH"]
+
+#: Held-out "pp" sentences the attractor checker measures on.
+ATTRACTOR_TEST = 400
 
 #: The design task: a BERT for the grammar's vocabulary with this many layers, heads of this
 #: width, and at most this many parameters.
 DESIGN_LAYERS, DESIGN_HEAD_WIDTH, DESIGN_BUDGET = 3, 16, 150_000
 
 
-def check_layer_guess(guess, found_layer: int, n_layers: int) -> Feedback:
-    """Check a prediction of the layer (0-based) that holds the agreement head."""
-    guess = as_answer_whole(guess, "guess_layer (counted from 0)", 0, n_layers - 1,
-                            todo=f"set guess_layer to a layer number in 0..{n_layers - 1}, then "
-                                 f"run the next cells")
+def subject_head_layers(runs) -> list[int]:
+    """For each run (anything with a ``history`` dict, e.g. bertlib.runs.Run), the layer of the
+    head whose attention from a masked verb to its subject is largest at the end of training."""
+    layers = []
+    for run in runs:
+        final = np.asarray(run.history["heads/subject"][-1])  # (L, H)
+        layers.append(int(np.unravel_index(final.argmax(), final.shape)[0]))
+    return layers
+
+
+def check_runs_prediction(guess, runs) -> Feedback:
+    """Check a prediction of in how many of ``runs`` the strongest verb-to-subject head sits in
+    layer 0; the count is computed here from the runs' histories, never taken from the learner."""
+    try:
+        layers = subject_head_layers(runs)
+    except (TypeError, KeyError, AttributeError, IndexError, ValueError):
+        return Feedback(False, "runs must be the list of runs that bertlib.runs.load_runs() "
+                               "returns (each with its history)")
+    n = len(layers)
+    guess = as_answer_whole(guess, "guess_runs (a number of runs)", 0, n,
+                            todo=f"set guess_runs to how many of the {n} runs you expect to put "
+                                 f"that head in layer 0, then run this cell")
     if isinstance(guess, Feedback):
         return guess
-    if guess == found_layer:
-        return Feedback(True, f"right: the head that links a masked verb to its subject is in "
-                              f"layer {found_layer}")
-    if guess < found_layer:
-        return Feedback(False, f"it is in layer {found_layer}, not {guess}: in layer 0 a head "
-                               f"can only look at word and position embeddings, so it cannot "
-                               f"yet know which noun is the subject")
-    return Feedback(False, f"it is in layer {found_layer}, not {guess}: already a head that "
-                           f"sees only words and their positions learns to find the subject "
-                           f"(for most verbs), earlier than you thought")
+    found = sum(layer == 0 for layer in layers)
+    where = ", ".join(f"{getattr(run, 'name', f'run {k}')}: layer {layer}"
+                      for k, (run, layer) in enumerate(zip(runs, layers, strict=True)))
+    if guess == found:
+        return Feedback(True, f"right: {found} of {n} ({where}). Same recipe, other seeds, "
+                              f"and the heads need not end up in the same place")
+    side = "more" if guess > found else "fewer"
+    return Feedback(False, f"{found} of {n}, not {guess} ({where}): {side} than it turned "
+                           f"out. A head in layer 0 sees words and positions only; what decides "
+                           f"which layer the seed's run uses?")
 
 
-def check_attractor_prediction(guess, measured) -> Feedback:
-    """Check a predicted accuracy (0..1) against the one measured after training without
-    attractors, on verbs whose attractor has the other number."""
+def check_attractor_prediction(guess, model) -> Feedback:
+    """Check a predicted accuracy (0..1) of ``model`` (trained without attractors) on main verbs
+    after a prepositional phrase whose noun has the other number; the accuracy is measured here
+    on ATTRACTOR_TEST held-out sentences, never taken from the learner."""
     guess = as_answer_number(guess, "guess_accuracy", 0, 1,
                              todo="write your predicted accuracy (a number between 0 and 1) in "
                                   "guess_accuracy before training")
     if isinstance(guess, Feedback):
         return guess
-    if measured is None:
-        return not_answered("train the attractor-free model and put its accuracy in measured")
-    miss = abs(guess - measured)
-    if miss <= 0.1:
-        return Feedback(True, f"within {miss:.2f} of the measured {measured:.2f}: good intuition")
+    if model is None:
+        return not_answered("train the attractor-free model and assign it to trained")
+    if not isinstance(model, BertForMaskedLM) or model.config.vocab_size != _vocab_size():
+        return Feedback(False, f"trained must be the BertForMaskedLM you trained (made by "
+                               f"pt.new_model for this vocabulary), got {type(model).__name__}")
+    tok = build_tokenizer()
+    probe = make_probe(tok, grammar.generate(ATTRACTOR_TEST, ("pp",), seed=2, split="test"))
+    hard = probe.differs
+    measured = float(measure(model, subset(probe, hard))["correct"].mean())
+    miss, n = abs(guess - measured), int(hard.sum())
     side = "optimistic" if guess > measured else "pessimistic"
-    return Feedback(False, f"measured {measured:.2f}; your guess {guess:.2f} was {side} by "
-                           f"{miss:.2f} (what does a model that never saw a noun between "
-                           f"subject and verb do when one appears?)")
+    verdict = ("within 0.1: good intuition" if miss <= 0.1 else
+               f"{side} by {miss:.2f} (what does a model that never saw a noun between subject "
+               f"and verb do when one appears?)")
+    return Feedback(miss <= 0.1, f"measured {measured:.2f} on {n} verbs; your guess "
+                                 f"{guess:.2f} was {verdict}")
+
+
+def _vocab_size() -> int:
+    return build_tokenizer().get_vocab_size()
 
 
 def check_design(config) -> Feedback:
@@ -61,6 +97,8 @@ def check_design(config) -> Feedback:
     vocabulary (tokenizer of bertlib.pretrain)."""
     if config is None:
         return not_answered("build a config with bertlib.pretrain.tiny_config and assign it")
+    if isinstance(config, BertForMaskedLM):
+        config = config.config
     if not isinstance(config, BertConfig):
         return Feedback(False, f"config must be a transformers BertConfig (tiny_config returns "
                                f"one), got {type(config).__name__}")

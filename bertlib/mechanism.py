@@ -1,0 +1,173 @@
+"""Causal tests of how notebook 09's tiny BERT does agreement: ablation of heads together, a linear
+probe for the subject's number, and activation patching.
+
+- :func:`head_groups` / :func:`ablation_grid`: every single head, every pair of heads of one
+  layer and every whole layer switched off at once (:func:`bertlib.ablation.ablated_heads`), the
+  agreement accuracy per "construction · role" (Michel et al. 2019 ablate heads; pairs show heads
+  that stand in for each other, which one-at-a-time ablation cannot).
+- :func:`hidden_states` / :func:`number_probe`: a logistic-regression probe for the subject's
+  number on the hidden state at one position and layer, with a train / test split and a control
+  task (Hewitt & Liang 2019: the same probe on labels that are a random function of the subject's
+  noun, so a probe that only memorises words scores as well there). Selectivity = accuracy −
+  control accuracy.
+- :func:`minimal_pairs` / :func:`patch_flip`: each probe row beside the same sentence with its
+  subject's number flipped (and every verb that agrees with it); the hidden state at one position
+  after one layer is copied from the flipped sentence into the original, and we count how often
+  the masked verb's preference flips (Vig et al. 2020; Meng et al. 2022 call it patching). A
+  state that carries the number flips the verb; one that does not, leaves it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from itertools import combinations
+
+import numpy as np
+import torch
+
+from bertlib import grammar
+from bertlib.ablation import ablated_heads
+from bertlib.checks import has_shape, one_of, whole
+from bertlib.probes import Probe, agreement_table, make_probe, measure
+
+__all__ = ["head_groups", "ablation_grid", "hidden_states", "number_probe", "minimal_pairs",
+           "patch_flip", "POSITIONS"]
+
+
+def head_groups(layers: int, heads: int) -> list[tuple[str, list[tuple[int, int]]]]:
+    """[(label, [(layer, head), ...]), ...]: each head ("L0H1"), each pair of heads of one layer
+    ("L0H1+H3") and each whole layer ("L0 all")."""
+    whole(layers, "layers", 1)
+    whole(heads, "heads", 1)
+    groups = [(f"L{l}H{h}", [(l, h)]) for l in range(layers) for h in range(heads)]
+    groups += [(f"L{l}H{a}+H{b}", [(l, a), (l, b)]) for l in range(layers)
+               for a, b in combinations(range(heads), 2)]
+    return groups + [(f"L{l} all", [(l, h) for h in range(heads)]) for l in range(layers)]
+
+
+def ablation_grid(model, probe: Probe, groups) -> tuple[list[str], list[str], np.ndarray]:
+    """Agreement accuracy with each group of heads switched off (weights 0).
+
+    groups: as :func:`head_groups` returns. Returns (group labels (G,), row names (K,) as in
+    :func:`bertlib.probes.agreement_table`, accuracy (G + 1, K)); row 0 is nothing switched off.
+    """
+    base = agreement_table(probe, measure(model, probe)["correct"])
+    names = list(base)
+    acc = [[base[n]["model"] for n in names]]
+    for _, heads in groups:
+        with ablated_heads(heads, "zero", model):
+            table = agreement_table(probe, measure(model, probe)["correct"])
+        acc.append([table[n]["model"] for n in names])
+    return ["none"] + [label for label, _ in groups], names, np.array(acc)
+
+
+def hidden_states(model, probe: Probe, batch: int = 512) -> np.ndarray:
+    """Every layer's hidden states of the probe's rows: (R, L + 1, N, d) float32 (index 0 is the
+    embeddings' output, index l + 1 layer l's output)."""
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(probe.ids), batch):
+            run = model.bert(input_ids=torch.as_tensor(probe.ids[i:i + batch]),
+                             attention_mask=torch.as_tensor(probe.mask[i:i + batch]),
+                             output_hidden_states=True)
+            out.append(torch.stack(run.hidden_states, 1).numpy())
+    return np.concatenate(out)
+
+
+def number_probe(features, labels, control, train_share: float = 0.5,
+                 l2: float = 1e-2) -> tuple[float, float]:
+    """A logistic-regression probe on ``features`` (R, d) for ``labels`` (R,) bool, trained on
+    the first ``train_share`` of the rows and tested on the rest; the same probe on ``control``
+    (R,) bool labels (the control task). Features are standardised with the training rows'
+    mean and spread; the fit minimises the mean cross-entropy + l2 · |w|² (L-BFGS, float64,
+    deterministic). Returns (test accuracy, control test accuracy)."""
+    x = np.asarray(features, dtype=np.float64)
+    has_shape(x, "features", (len(x), x.shape[-1]), "(R, d)")
+    y, c = np.asarray(labels, bool), np.asarray(control, bool)
+    has_shape(y, "labels", (len(x),), "(R,)")
+    has_shape(c, "control", (len(x),), "(R,)")
+    cut = int(round(train_share * len(x)))
+    whole(cut, "the number of training rows", 2, len(x) - 2)
+    x = torch.as_tensor((x - x[:cut].mean(0)) / (x[:cut].std(0) + 1e-6))
+    scores = []
+    for target in (y, c):
+        w, b = _fit_logistic(x[:cut], torch.as_tensor(target[:cut], dtype=torch.float64), l2)
+        scores.append(float(((x[cut:] @ w + b > 0).numpy() == target[cut:]).mean()))
+    return scores[0], scores[1]
+
+
+def _fit_logistic(x, y, l2: float, iterations: int = 200):
+    """(w (d,), b) minimising mean BCE(x w + b, y) + l2 · |w|², by L-BFGS from zeros."""
+    w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], max_iter=iterations, line_search_fn="strong_wolfe")
+
+    def loss():
+        opt.zero_grad()
+        value = torch.nn.functional.binary_cross_entropy_with_logits(x @ w + b, y) + l2 * (w @ w)
+        value.backward()
+        return value
+
+    with torch.enable_grad():
+        opt.step(loss)
+    return w.detach(), b.detach()
+
+
+def _flipped(s: grammar.Sentence, verb: grammar.Verb) -> grammar.Sentence:
+    """``s`` keeping only ``verb``, with its subject's number flipped, and every verb of the
+    same subject (so the flipped sentence is grammatical too)."""
+    plural = {**grammar.NOUNS, **{p: n for n, p in grammar.NOUNS.items()}}
+    words = list(s.words)
+    words[verb.subject] = plural[words[verb.subject]]
+    for v in s.verbs:
+        if v.subject == verb.subject:
+            words[v.position] = grammar.other_form(words[v.position])
+    k = s.nouns.index(verb.subject)
+    numbers = tuple(not p if i == k else p for i, p in enumerate(s.noun_plural))
+    return replace(s, words=tuple(words), verbs=(replace(verb, plural=not verb.plural),),
+                   noun_plural=numbers)
+
+
+def minimal_pairs(tokenizer, sentences: Sequence[grammar.Sentence]) -> tuple[Probe, Probe]:
+    """Two probes with one row per (sentence, verb): the sentence, and the same sentence with that
+    verb's subject flipped in number (same positions, same length)."""
+    one = [(replace(s, verbs=(v,)), _flipped(s, v)) for s in sentences for v in s.verbs]
+    return make_probe(tokenizer, [a for a, _ in one]), make_probe(tokenizer, [b for _, b in one])
+
+
+#: Where :func:`patch_flip` can patch, as a function of a probe (-> (R,) token positions).
+POSITIONS = {"subject": lambda p: p.subject, "after subject": lambda p: p.subject + 1,
+             "before verb": lambda p: p.verb - 1, "verb": lambda p: p.verb}
+
+
+def _layer_module(model, layer: int):
+    return model.bert.embeddings if layer == 0 else model.bert.encoder.layer[layer - 1]
+
+
+def patch_flip(model, original: Probe, flipped: Probe, layer: int, where: str,
+               donor_states=None) -> np.ndarray:
+    """Copy the hidden state at position ``where`` (a key of POSITIONS) after ``layer`` (0 = the
+    embeddings, l + 1 = layer l's output) from ``flipped`` into ``original``, row by row.
+    donor_states: :func:`hidden_states` of ``flipped`` when already computed.
+    Returns (R,) bool: the masked verb now prefers the form that is wrong for ``original``."""
+    whole(layer, "layer", 0, model.config.num_hidden_layers)
+    one_of(where, "where", list(POSITIONS))
+    rows, pos = np.arange(len(original.ids)), POSITIONS[where](original)
+    states = hidden_states(model, flipped) if donor_states is None else donor_states
+    donor = torch.as_tensor(states[rows, layer, pos])  # (R, d)
+
+    def swap(module, args, output):
+        h = (output[0] if isinstance(output, tuple) else output).clone()
+        h[torch.as_tensor(rows), torch.as_tensor(pos)] = donor
+        return (h, *output[1:]) if isinstance(output, tuple) else h
+
+    handle = _layer_module(model, layer).register_forward_hook(swap)
+    try:
+        with torch.no_grad():  # one batch: the hook's row indices are the probe's
+            logits = model(input_ids=torch.as_tensor(original.ids),
+                           attention_mask=torch.as_tensor(original.mask)).logits
+    finally:
+        handle.remove()
+    at_verb = logits[torch.as_tensor(rows), torch.as_tensor(original.verb)]  # (R, V)
+    return (at_verb[rows, original.right] < at_verb[rows, original.wrong]).numpy()

@@ -1,0 +1,105 @@
+"""Training runs of notebook 09's tiny BERT, saved and loaded as folders.
+
+A run folder (written by :func:`save_run`, e.g. by ``tools/pretrain_tiny_bert.py --seed K OUT``)
+holds ``model.safetensors`` + ``config.json`` (a ``BertForMaskedLM``), ``recipe.json`` (the
+:class:`bertlib.pretrain.Recipe`) and ``history.npz`` (what :func:`bertlib.pretrain.train`
+recorded). The committed runs live in ``bertlib/data/tiny_bert/seed*``; ``BERTLIB_TINY_BERT=DIR``
+points notebook 09 at other runs: DIR is one run folder or a folder holding several.
+
+Statements of notebook 09 about the committed runs go through :func:`bertlib.claims.claim` with
+the :class:`bertlib.claims.Subject` that :func:`load_runs` returns: they assert on the committed
+runs and report, without failing, on any other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from bertlib.checks import kind, text
+from bertlib.claims import Subject
+from bertlib.pretrain import History, Recipe
+
+__all__ = ["ENV", "COMMITTED", "Run", "run_folders", "save_run", "load_run", "load_runs"]
+
+#: The environment variable that points notebook 09 at other runs.
+ENV = "BERTLIB_TINY_BERT"
+#: The folder of the committed runs (one sub-folder per seed).
+COMMITTED = Path(__file__).resolve().parent / "data" / "tiny_bert"
+
+
+class Run(NamedTuple):
+    """One training run: its name (the folder's), recipe, trained model (eval mode, eager
+    attention) and history (name -> array: "steps" (T,), "loss" (S,), "accuracy" (T,),
+    "log_odds" (T,), "heads/<measure>" (T, L, H), "snapshot/<step>" (L, H, N, N))."""
+
+    name: str
+    recipe: Recipe
+    model: object
+    history: dict
+
+
+def _is_run(folder: Path) -> bool:
+    return (folder / "model.safetensors").is_file() and (folder / "recipe.json").is_file()
+
+
+def run_folders(path=None) -> list[Path]:
+    """The run folders at ``path`` (default: ``$BERTLIB_TINY_BERT``, else the committed runs):
+    ``path`` itself when it is a run, else its sub-folders that are runs, sorted by name.
+    FileNotFoundError naming the folder when there is none."""
+    path = Path(os.environ.get(ENV) or COMMITTED) if path is None else Path(
+        text(str(path), "path (a run folder or a folder of runs)"))
+    path = path.expanduser().resolve()
+    if _is_run(path):
+        return [path]
+    found = sorted(p for p in path.iterdir() if _is_run(p)) if path.is_dir() else []
+    if not found:
+        raise FileNotFoundError(f"no training run in {path}: expected model.safetensors and "
+                                f"recipe.json there or in its sub-folders (write one with "
+                                f"python tools/pretrain_tiny_bert.py --seed K {path})")
+    return found
+
+
+def save_run(out, model, recipe: Recipe, history: History) -> Path:
+    """Write a run folder: the model, ``recipe.json`` and ``history.npz``. Returns the folder."""
+    kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
+    kind(history, "history", History, "the History that pretrain.train returns")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    (out / "recipe.json").write_text(json.dumps(recipe.to_json(), indent=1) + "\n")
+    np.savez_compressed(out / "history.npz", steps=np.array(history.steps), loss=history.loss,
+                        accuracy=history.accuracy, log_odds=history.log_odds,
+                        **{f"heads/{k}": v for k, v in history.heads.items()},
+                        **{f"snapshot/{k}": v for k, v in history.snapshots.items()})
+    return out
+
+
+def load_run(folder) -> Run:
+    """One run folder as a :class:`Run` (the model in eval mode, eager attention)."""
+    from transformers import BertForMaskedLM  # noqa: PLC0415  (not a bertlib import)
+
+    folder = Path(folder)
+    recipe = json.loads((folder / "recipe.json").read_text())
+    recipe = Recipe(**{**recipe, "constructions": tuple(recipe["constructions"])})
+    model = BertForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    with np.load(folder / "history.npz") as saved:
+        history = dict(saved)
+    return Run(folder.name, recipe, model, history)
+
+
+def load_runs(path=None) -> tuple[list[Run], Subject]:
+    """Every run at ``path`` (see :func:`run_folders`) and the :class:`Subject` of claims about
+    them: the prose's numbers are the committed runs', so claims assert only on those."""
+    folders = run_folders(path)
+    runs = [load_run(f) for f in folders]
+    committed = {p for p in COMMITTED.glob("*") if _is_run(p)}
+    is_reference = set(folders) == committed
+    where = folders[0] if len(folders) == 1 else folders[0].parent
+    names = ", ".join(r.name for r in runs)
+    return runs, Subject(f"the {len(runs)} run(s) in {where} ({names})", is_reference,
+                         f"{len(committed)} committed runs")

@@ -1,0 +1,75 @@
+"""Tests of bertlib.mechanism: heads ablated together, the number probe, activation patching."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib import grammar as g
+from bertlib import mechanism as mech
+from bertlib import probes
+from bertlib.ablation import ablated_heads
+
+
+def test_head_groups_are_singles_pairs_within_a_layer_and_layers():
+    groups = mech.head_groups(2, 3)
+    labels = [label for label, _ in groups]
+    assert labels[:6] == ["L0H0", "L0H1", "L0H2", "L1H0", "L1H1", "L1H2"]
+    assert labels[6:9] == ["L0H0+H1", "L0H0+H2", "L0H1+H2"] and labels[-1] == "L1 all"
+    assert dict(groups)["L1 all"] == [(1, 0), (1, 1), (1, 2)]
+    assert len(groups) == 6 + 2 * 3 + 2
+
+
+def test_ablated_heads_switches_off_exactly_the_listed_heads(tok, tiny):
+    probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
+    before = probes.measure(tiny, probe)
+    with ablated_heads([(0, 0), (0, 1)], model=tiny):
+        during = probes.measure(tiny, probe)
+    assert np.allclose(during["subject"][0], 0.0) and not np.allclose(during["subject"][1], 0.0)
+    assert np.allclose(probes.measure(tiny, probe)["p_right"], before["p_right"])
+    with pytest.raises(ValueError, match=r"head must be a whole number in 0..1"):
+        with ablated_heads([(0, 2)], model=tiny):
+            pass
+
+
+def test_ablation_grid_row_zero_is_the_intact_model(tok, tiny):
+    probe = probes.make_probe(tok, g.generate(12, g.CONSTRUCTIONS, seed=0, split="test"))
+    labels, names, acc = mech.ablation_grid(tiny, probe, mech.head_groups(2, 2))
+    table = probes.agreement_table(probe, probes.measure(tiny, probe)["correct"])
+    assert labels[0] == "none" and names == list(table)
+    assert acc.shape == (1 + 4 + 2 + 2, len(names))
+    assert np.allclose(acc[0], [table[n]["model"] for n in names])
+
+
+def test_number_probe_finds_a_planted_direction_and_not_random_labels():
+    rng = np.random.default_rng(0)
+    y = rng.random(400) < 0.5
+    x = rng.standard_normal((400, 8))
+    x[:, 3] += np.where(y, 2.0, -2.0)
+    acc, control = mech.number_probe(x, y, rng.random(400) < 0.5)
+    assert acc > 0.9 and 0.35 < control < 0.65
+    with pytest.raises(ValueError, match="labels must have shape"):
+        mech.number_probe(x, y[:10], y)
+
+
+def test_minimal_pairs_flip_the_subject_and_its_verbs_only(tok):
+    sents = g.generate(6, g.CONSTRUCTIONS, seed=3, split="test")
+    a, b = mech.minimal_pairs(tok, sents)
+    assert len(a.ids) == sum(len(s.verbs) for s in sents) and a.ids.shape == b.ids.shape
+    r = np.arange(len(a.ids))
+    assert np.all(a.ids[r, a.subject] != b.ids[r, b.subject])
+    assert np.array_equal(a.right, b.wrong) and np.array_equal(a.wrong, b.right)
+    changed = (a.ids != b.ids).sum(1)
+    assert changed.min() >= 1 and changed.max() <= 3  # the noun, and verbs of that noun
+
+
+def test_patching_the_whole_input_of_the_verb_row_reproduces_the_flipped_sentence(tok, tiny):
+    a, b = mech.minimal_pairs(tok, g.generate(8, seed=4, split="test"))
+    flipped = probes.measure(tiny, b)["log_odds"]  # right/wrong of b = wrong/right of a
+    # patching the last layer at the verb gives the verb exactly the flipped sentence's output
+    last = tiny.config.num_hidden_layers
+    assert np.array_equal(mech.patch_flip(tiny, a, b, last, "verb"), flipped > 0)
+    none = mech.patch_flip(tiny, a, a, 1, "subject")  # patching from itself changes nothing
+    assert np.array_equal(none, probes.measure(tiny, a)["log_odds"] < 0)
+    with pytest.raises(ValueError, match="where must be one of"):
+        mech.patch_flip(tiny, a, b, 1, "object")
+    assert torch.is_grad_enabled()

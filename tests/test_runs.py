@@ -1,0 +1,51 @@
+"""Tests of bertlib.runs: run folders written, found and loaded; the Subject of claims."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib import grammar as g
+from bertlib import pretrain as pt
+from bertlib import probes, runs
+
+
+def _train_small(tok, seed):
+    recipe = pt.Recipe(layers=1, heads=2, hidden=16, steps=6, batch_size=8, warmup=2, every=3,
+                       seed=seed)
+    probe = probes.make_probe(tok, g.generate(3, seed=0, split="test"))
+    model = pt.new_model(recipe.config(tok.get_vocab_size()), seed)
+    return model, recipe, pt.train(model, tok, recipe, probe, progress=False)
+
+
+def test_a_saved_run_loads_back_equal(tok, tmp_path):
+    model, recipe, history = _train_small(tok, 3)
+    runs.save_run(tmp_path / "seed3", model, recipe, history)
+    run = runs.load_run(tmp_path / "seed3")
+    assert run.name == "seed3" and run.recipe == recipe
+    assert np.array_equal(run.history["loss"], history.loss)
+    assert run.history["heads/subject"].shape == (3, 1, 2)
+    ids = torch.as_tensor(probes.encode_texts(tok, ["the cat sleeps"])[0])
+    with torch.no_grad():
+        assert torch.allclose(run.model(input_ids=ids).logits, model(input_ids=ids).logits)
+
+
+def test_one_folder_or_a_folder_of_runs_and_the_subject_is_not_the_committed_runs(tok, tmp_path,
+                                                                                    monkeypatch):
+    for seed in (5, 6):
+        runs.save_run(tmp_path / f"seed{seed}", *_train_small(tok, seed))
+    assert [p.name for p in runs.run_folders(tmp_path)] == ["seed5", "seed6"]
+    assert [p.name for p in runs.run_folders(tmp_path / "seed6")] == ["seed6"]
+    monkeypatch.setenv(runs.ENV, str(tmp_path / "seed5"))
+    loaded, subject = runs.load_runs()
+    assert [r.name for r in loaded] == ["seed5"] and not subject.is_reference
+    with pytest.raises(FileNotFoundError, match="no training run in .*empty"):
+        (tmp_path / "empty").mkdir()
+        runs.run_folders(tmp_path / "empty")
+
+
+def test_the_committed_runs_are_the_reference_of_claims(monkeypatch):
+    monkeypatch.delenv(runs.ENV, raising=False)
+    folders = runs.run_folders()
+    assert len(folders) >= 5
+    _, subject = runs.load_runs(folders[0].parent)
+    assert subject.is_reference and subject.reference == f"{len(folders)} committed runs"

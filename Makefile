@@ -12,7 +12,7 @@ NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test test-unit test-notebooks test-any-bert test-any-seed pretrain test-browser test-binder bench lint execute clean \
-	test-colab test-plain test-lowest
+	test-colab test-plain test-lowest test-pythons
 
 # On Linux, PyPI's torch is the CUDA build (about 19 nvidia-* packages, GBs that a CPU never uses):
 # torch comes first from PyPI's CPU-only twin, PyTorch's own index. Where that index cannot be
@@ -69,7 +69,13 @@ $(VENV)/.browser-installed: tests/browser/requirements.txt $(STAMP)
 # What Binder will build: repo2docker's plan for binder/ (no Docker needed) and every pin
 # resolved from PyPI for the image's Python on Linux x86-64 (needs PyPI; fails without it).
 test-binder: $(STAMP) $(VENV)/.binder-installed
-	$(BIN)/python -m pytest -p no:xdist -v -rP tests/test_binder.py tests/binder
+	$(BIN)/python -m pytest -p no:xdist -v -rP tests/test_binder.py tests/binder/test_build.py
+
+# Every pin resolved for Python 3.11-3.14 on Linux x86-64 (the whole set) and each pin's wheel for
+# macOS arm64 and Windows x86-64 (needs PyPI; pip downloads the CUDA torch wheels to read them,
+# about half an hour, so CI does not run it: run it when requirements.txt changes).
+test-pythons: $(STAMP) $(VENV)/.binder-installed
+	$(BIN)/python -m pytest -p no:xdist -v -rP tests/binder/test_pythons.py
 
 $(VENV)/.binder-installed: tests/binder/requirements.txt $(STAMP)
 	$(BIN)/python -m pip install --quiet -r tests/binder/requirements.txt
@@ -84,7 +90,8 @@ test-colab: $(STAMP)
 test-plain: $(STAMP)
 	$(BIN)/python -m pytest -p no:xdist -v -rP tests/readme/run_plain_commands.py
 
-# The lowest versions pyproject's ranges allow: unit tests + every notebook with nbval-lax.
+# The lowest versions pyproject's ranges allow: unit tests + every notebook with nbval-lax (about an
+# hour, mostly downloads, so CI does not run it: run it when pyproject's ranges change).
 test-lowest: $(STAMP)
 	$(BIN)/python tools/lowest_versions.py
 
@@ -95,6 +102,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_cost.py
 	$(BIN)/python benchmarks/window_vs_sdpa.py
+	$(BIN)/python benchmarks/numpy_bert_speed.py
 
 # The committed training runs of notebook 09 (seeds 0..4 into bertlib/data/tiny_bert/seedK).
 pretrain: $(STAMP)

@@ -1,5 +1,6 @@
 """Every pin of requirements.txt installs from PyPI on each Python the series supports (3.11 to
-3.14, binder_files.PYTHONS), as a binary wheel or a pure-Python one (`make test-binder`).
+3.14, binder_files.PYTHONS), as a binary wheel or a pure-Python one (`make test-pythons`; not in
+CI: it downloads for about half an hour).
 
 - Linux x86-64: the whole pinned set is resolved together (`pip install --dry-run`), as a learner's
   `pip install -r requirements.txt` would, for each Python.

@@ -56,6 +56,14 @@ def colab_env(checkout: Path) -> dict[str, str]:
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.update(BERTLIB_COLAB="1", BERTLIB_SOURCE=str(checkout),
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    # Colab comes with torch installed. Here the fresh venv would download PyPI's multi-GB CUDA
+    # build instead (half an hour of CI), so pip is held to the pinned torch, as Colab's own
+    # torch would hold it: everything else still resolves from bertlib's ranges.
+    pin = next(line for line in (ROOT / "requirements.txt").read_text().splitlines()
+               if line.startswith("torch=="))
+    constraint = checkout.parent / "colab-has-torch.txt"
+    constraint.write_text(pin + "\n")
+    env["PIP_CONSTRAINT"] = " ".join(filter(None, [os.environ.get("PIP_CONSTRAINT"), str(constraint)]))
     return env
 
 

@@ -101,5 +101,7 @@ def load_runs(path=None) -> tuple[list[Run], Subject]:
     is_reference = set(folders) == committed
     where = folders[0] if len(folders) == 1 else folders[0].parent
     names = ", ".join(r.name for r in runs)
-    return runs, Subject(f"the {len(runs)} run(s) in {where} ({names})", is_reference,
-                         f"{len(committed)} committed runs")
+    # The committed runs are named without their folder, so saved outputs read the same anywhere.
+    name = (f"the {len(runs)} committed runs ({names})" if is_reference
+            else f"the {len(runs)} run(s) in {where} ({names})")
+    return runs, Subject(name, is_reference, f"{len(committed)} committed runs")

@@ -88,7 +88,7 @@ def claim(bert: LoadedBert | Subject, statement: str, holds: bool, measured=None
         assert holds, f"claim no longer true for the {about}: {statement}{shown}"
         return holds
     verdict = "also holds" if holds else "does not hold"
-    print(f"[other model] '{statement}' is the {about}'s result; with "
+    print(f"[other model] '{statement}' was measured on the {about}; with "
           f"{name} it {verdict}{shown}.")
     return holds
 

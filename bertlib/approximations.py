@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertlib.attention import _attend, check_qkv_shapes
+from bertlib.attention import check_qkv_shapes, scaled_dot_product_attention
 from bertlib.checks import as_array, has_shape, same_shape, whole
 
 __all__ = [
@@ -109,7 +109,7 @@ def linformer_attention(Q, K, V, k: int, E=None, F=None, seed: int | None = 0,
     E = linformer_projections(n, k, seed) if E is None else _projection(E, "E", k, n)
     F = E if F is None else _projection(F, "F", k, n)
     E, F = E.astype(Q.dtype, copy=False), F.astype(Q.dtype, copy=False)
-    out, P = _attend(Q, E @ K, F @ V)  # P: (n, k)
+    out, P = scaled_dot_product_attention(Q, E @ K, F @ V)  # P: (n, k)
     return (out, P @ F) if return_weights else out
 
 

@@ -123,11 +123,6 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
 
 
-# The names variants.py and approximations.py import (issue 28: they may call the public ones).
-_softmax = softmax
-_attend = scaled_dot_product_attention
-
-
 # ---------------------------------------------------------------- the checks, once at the edge
 
 def check_qkv_shapes(Q_shape, K_shape, V_shape) -> None:

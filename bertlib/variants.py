@@ -21,7 +21,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from bertlib.approximations import _one_head, _scale
-from bertlib.attention import _attend, _softmax, softmax, split_heads
+from bertlib.attention import scaled_dot_product_attention, softmax, split_heads
 from bertlib.bert import BertParams, LayerParams, bert_params, encoder_layer
 from bertlib.checks import as_array, whole
 from bertlib.loading import bert_module
@@ -122,11 +122,11 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     scale = _scale(d_k)
     band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, S)
     to_global = ((Q_blocks @ K[g].T) * scale)  # (n_blocks, B, g)
-    weights = _softmax(np.concatenate([band, to_global], axis=2),
-                       where=np.concatenate([keep, np.ones(to_global.shape, bool)], axis=2))
+    weights = softmax(np.concatenate([band, to_global], axis=2),
+                      where=np.concatenate([keep, np.ones(to_global.shape, bool)], axis=2))
     w_band, w_global = weights[..., :S], weights[..., S:]
     out = (w_band @ V_slab + w_global @ V[g]).reshape(-1, V.shape[1])[:n]
-    out_g, weights_g = _attend(Q[g], K, V)  # global rows see everything
+    out_g, weights_g = scaled_dot_product_attention(Q[g], K, V)  # global rows see everything
     out[g] = out_g
     if not return_weights:
         return out
@@ -231,7 +231,7 @@ def block_sparse_attention(Q, K, V, block: int, n_random: int = 1, global_blocks
     for qb in range(layout.shape[0]):
         rows = slice(qb * block, (qb + 1) * block)
         keys = (np.flatnonzero(layout[qb])[:, None] * block + np.arange(block)).ravel()
-        out[rows], w = _attend(Q[rows], K[keys], V[keys])
+        out[rows], w = scaled_dot_product_attention(Q[rows], K[keys], V[keys])
         if dense is not None:
             dense[rows, keys] = w
     return (out, dense) if return_weights else out

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from bertlib import custom
+from bertlib.attention import softmax
 from bertlib.exercises import (
     Feedback,
     as_answer_array,
@@ -138,19 +139,14 @@ PREDICT_PRIOR = np.array([1.0, 0.0, 0.0])
 _KEYS = ("first", "second", "third")
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
-
-
 def check_zero_prior_prediction(guess) -> Feedback:
     """Check the guess of which key's weight RISES most when the scores PREDICT_SCORES are
     multiplied by the prior PREDICT_PRIOR before the softmax ("first", "second" or "third")."""
     g = as_answer_word(guess, "your guess", _KEYS, todo='write "first", "second" or "third"')
     if isinstance(g, Feedback):
         return g
-    before = _softmax(PREDICT_SCORES)
-    after = _softmax(PREDICT_SCORES * PREDICT_PRIOR)
+    before = softmax(PREDICT_SCORES)
+    after = softmax(PREDICT_SCORES * PREDICT_PRIOR)
     change = after - before
     shown = ", ".join(f"{k} {c:+.3f}" for k, c in zip(_KEYS, change, strict=True))
     right = _KEYS[int(change.argmax())]

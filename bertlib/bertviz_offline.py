@@ -189,15 +189,21 @@ class BertvizView(HTML):
         return f"[{self.alt}: run the cell to use the interactive view; a picture is stored]"
 
 
-def _head_colours(h: int) -> list:
-
-    cmap = plt.get_cmap("tab10" if h <= 10 else "tab20")
-    return [cmap(k % cmap.N) for k in range(h)]
+def _head_colours(chosen: list[int]) -> dict:
+    """A colour per chosen head: bertviz's own (d3's category10: head k gets colour k mod 10, the
+    same as matplotlib's tab10) when those differ, else ten clearly distinct hues in order."""
+    tab10 = plt.get_cmap("tab10")
+    if len({k % 10 for k in chosen}) == len(chosen):
+        return {k: tab10(k % 10) for k in chosen}
+    tab20 = plt.get_cmap("tab20")  # more than ten, or two heads 10 apart: the order decides
+    palette = [tab10(i) for i in range(10)] + [tab20(2 * i + 1) for i in range(10)]
+    return {k: palette[i % len(palette)] for i, k in enumerate(chosen)}
 
 
 def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight: float = 0.05):
     """bertviz's head view drawn by matplotlib: one layer, every selected head's
-    token-to-token lines in its own colour (opacity = weight), queries left, keys right.
+    token-to-token lines in its own colour (opacity = weight), queries left, keys right, with a
+    legend naming each head's colour.
 
     tokens: n labels; attentions: (layers, heads, n, n); heads: indices (None = all). Lines
     under ``min_weight`` are left out. Returns the Figure (the caller closes it).
@@ -206,7 +212,7 @@ def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight:
     A = np.asarray(attentions, dtype=float)
     h, n = A.shape[1], A.shape[2]
     chosen = list(range(h)) if heads is None else [int(k) for k in heads]
-    colours = _head_colours(h)
+    colours = _head_colours(chosen)
 
     fig, ax = plt.subplots(figsize=(4.6, max(2.5, 0.28 * n + 1.2)), dpi=80)
     line_view(A[layer, chosen[0]], tokens, ax=ax, color=colours[chosen[0]],
@@ -215,40 +221,54 @@ def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight:
         segments, rgba = line_segments(A[layer, k], None, min_weight, colours[k])
         ax.add_collection(LineCollection(segments, colors=rgba, linewidths=2.0))
     ax.set_title(f"layer {layer}: {len(chosen)} heads, one colour each", fontsize=10)
-    handles = [plt.Line2D([], [], color=colours[k], lw=3) for k in chosen]
-    ax.legend(handles, [str(k) for k in chosen], title="head", fontsize=7, title_fontsize=8,
-              ncols=min(len(chosen), 6), loc="upper center", bbox_to_anchor=(0.5, -0.08),
+    handles = [plt.Line2D([], [], color=colours[k], lw=4) for k in chosen]
+    ax.legend(handles, [f"head {k}" for k in chosen], fontsize=9,
+              ncols=min(len(chosen), 4), loc="upper center", bbox_to_anchor=(0.5, -0.08),
               frameon=False)
     return fig
 
 
-def model_view_figure(tokens, attentions):
-    """bertviz's model view drawn by matplotlib: a grid of every layer x head attention map
-    (rows = layers, columns = heads), one colour scale 0..1.
+def _model_view_grid(A, tokens, layers: list[int], heads: list[int]):
+    """One labelled thumbnail per (layer, head): layer names the rows, head the columns, the
+    tokens label the first column (queries) and the last row (keys); a shared colour bar."""
+    n = len(tokens)
+    side = 0.14 * n + 0.3  # inches per thumbnail: about 1.85 for 11 tokens
+    fig, axes = plt.subplots(len(layers), len(heads), squeeze=False, dpi=72, layout="constrained",
+                             figsize=(2.2 + side * len(heads), 1.4 + side * len(layers)))
+    for r, layer in enumerate(layers):
+        for c, k in enumerate(heads):
+            ax = axes[r, c]
+            image = ax.imshow(A[layer, k], cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks(range(n), tokens if r == len(layers) - 1 else [], rotation=90,
+                          fontsize=8)
+            ax.set_yticks(range(n), tokens if c == 0 else [], fontsize=8)
+            ax.tick_params(length=0)
+            if r == 0:
+                ax.set_title(f"head {k}", fontsize=10)
+            if c == 0:
+                ax.set_ylabel(f"layer {layer}", fontsize=10, fontweight="bold")
+    bar = fig.colorbar(image, ax=axes, shrink=0.8)
+    bar.set_label("attention weight (row = query, column = key)", fontsize=9)
+    return fig
 
-    tokens: n labels (the count is checked); attentions: (layers, heads, n, n). Returns the
+
+def model_view_figure(tokens, attentions, layers=None, heads=None):
+    """bertviz's model view drawn by matplotlib: a grid of attention maps, rows = layers,
+    columns = heads, each labelled with its layer, head and tokens, one colour scale 0..1 with
+    its colour bar.
+
+    tokens: n labels (the count is checked); attentions: (layers, heads, n, n). layers, heads:
+    the indices to draw (None = all; a static picture of a few stays legible). Returns the
     Figure (the caller closes it).
     """
     A = _attentions(tokens, attentions)
-    L, h, n = A.shape[:3]
-    gap = max(1, n // 6)
-    step = n + gap
-    mosaic = np.full((L * step - gap, h * step - gap), np.nan)
-    for layer in range(L):
-        for k in range(h):
-            mosaic[layer * step:layer * step + n, k * step:k * step + n] = A[layer, k]
-    cmap = plt.get_cmap("Blues").copy()
-    cmap.set_bad("white")
-    fig, ax = plt.subplots(figsize=(min(1.0 + 0.75 * h, 12), min(0.8 + 0.75 * L, 12)), dpi=72)
-    ax.imshow(mosaic, cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
-    ax.set_xticks(np.arange(h) * step + (n - 1) / 2, [str(k) for k in range(h)], fontsize=8)
-    ax.set_yticks(np.arange(L) * step + (n - 1) / 2, [str(k) for k in range(L)], fontsize=8)
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-    ax.set_title(f"every layer and head ({n} tokens; rows = queries)", fontsize=10)
-    for side in ax.spines.values():
-        side.set_visible(False)
-    ax.tick_params(length=0)
+    L, h = A.shape[:2]
+    rows = list(range(L)) if layers is None else [check_layer_head(A, k)[0] for k in layers]
+    cols = list(range(h)) if heads is None else [check_layer_head(A, 0, k)[1] for k in heads]
+    fig = _model_view_grid(A, list(tokens), rows, cols)
+    shown = "every layer and head" if (len(rows), len(cols)) == (L, h) else (
+        f"{len(rows)} of {L} layers × {len(cols)} of {h} heads")
+    fig.suptitle(f"model view: {shown}", fontsize=11)
     return fig
 
 
@@ -288,17 +308,20 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     return BertvizView(offline_bertviz_html(with_static_snapshot(out.data, png, alt)), png, alt)
 
 
-def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals: int = 3):
+def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals: int = 3,
+               layers=None, heads=None):
     """bertviz's model view (a grid of every layer x head thumbnail), rendering offline.
 
-    tokens: n labels; attentions: (layers, heads, n, n). Returns a :class:`BertvizView`,
-    with a static snapshot (:func:`model_view_figure`) until bertviz has drawn.
+    tokens: n labels; attentions: (layers, heads, n, n). layers, heads: the indices the static
+    snapshot shows (:func:`model_view_figure`; None = all); the live view always shows every
+    layer and head. Returns a :class:`BertvizView`, with the snapshot until bertviz has drawn.
     """
 
     attention, tokens = _bertviz_input(tokens, attentions, decimals)
     out = _model_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
                       sentence_b_start), html_action="return")
     png = _snapshot(model_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
-                    decimals))
-    alt = "model view: the attention map of every layer and head"
+                    decimals), layers, heads)
+    shown = "every layer and head" if layers is None and heads is None else "selected heads"
+    alt = f"model view: the attention maps of {shown}"
     return BertvizView(offline_bertviz_html(with_static_snapshot(out.data, png, alt)), png, alt)

@@ -13,6 +13,9 @@ from bertlib.exercises.nb03 import (
     BANK_RIVER,
     EMBED_PAIR,
     GUESS_TOLERANCE,
+    HEADS_TEXT,
+    QUERY,
+    TARGET,
     bank_cosine,
     bank_margin,
     check_bank_sentence,
@@ -109,12 +112,25 @@ def test_position_guess_is_about_the_sentences_it_names():
 
 
 def test_heads_reference_passes_and_matches_a_direct_computation():
-    run = run_bert("The quick brown fox jumps over the lazy dog")
-    row = np.array(run.attentions[:, :, run.tokens.index("jumps")])
+    run = run_bert(HEADS_TEXT)
+    row = np.array(run.attentions[:, :, run.tokens.index(QUERY)])
     row[..., [0, len(run.tokens) - 1]] = -1
-    direct = [tuple(x) for x in np.argwhere(row.argmax(-1) == run.tokens.index("fox")).tolist()]
+    direct = [tuple(x) for x in np.argwhere(row.argmax(-1) == run.tokens.index(TARGET)).tolist()]
     assert heads_where_top() == direct and len(direct) > 1
     assert check_heads(direct).ok
+
+
+def test_no_earlier_cell_of_the_lesson_answers_exercise_3():
+    # What notebook 03 shows before the exercise, on the bundled model: section 5's previous-token
+    # head (0, 2), which the explorer also opens on, and its next-token and "mat" heads (1, 8)
+    # and (5, 3); the head view's heads 0-2 of layer 0; the model view's still picture, every
+    # second layer x heads 0-3 (cell "model_view(..., layers=range(0, L, 2), heads=range(4))").
+    shown = {(0, 2), (1, 8), (5, 3)} | {(0, k) for k in range(3)}
+    shown |= {(layer, k) for layer in range(0, 6, 2) for k in range(4)}
+    answer = set(heads_where_top())
+    assert answer and not answer & shown
+    tokens = run_bert(HEADS_TEXT).tokens
+    assert abs(tokens.index(QUERY) - tokens.index(TARGET)) > 1  # not neighbours
 
 
 def test_heads_mistakes_are_named():

@@ -86,3 +86,39 @@ def test_bertviz_views_also_offer_the_picture_as_png(view, attentions):
     assert data["image/png"].startswith(b"\x89PNG")
     assert "bertlib-static" in data["text/html"]  # the same picture inside the live view
     assert "run the cell" in data["text/plain"] and "IPython" not in data["text/plain"]
+
+
+def test_head_view_figure_gives_each_head_a_distinct_named_colour():
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    A = np.full((1, 12, 5, 5), 0.2)
+    for heads in ([0, 1, 2], [0, 10, 11], list(range(12))):
+        fig = bertviz_offline.head_view_figure(TOKENS, A, heads=heads)
+        legend = fig.axes[0].get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == [f"head {k}" for k in heads]
+        colours = [to_hex(line.get_color()) for line in legend.get_lines()]
+        assert len(set(colours)) == len(heads)  # no two heads share a colour
+        plt.close(fig)
+    # heads 0-9 keep bertviz's own colours (d3 category10 = matplotlib tab10)
+    assert to_hex(bertviz_offline._head_colours([0, 1, 2])[1]) == to_hex(plt.get_cmap("tab10")(1))
+
+
+def test_model_view_figure_labels_a_selection_and_has_a_colour_bar():
+    import matplotlib.pyplot as plt
+
+    A = np.full((6, 12, 5, 5), 0.2)
+    fig = bertviz_offline.model_view_figure(TOKENS, A, layers=[0, 2, 4], heads=range(4))
+    maps = [ax for ax in fig.axes if ax.images]
+    assert len(maps) == 12 and len(fig.axes) == 13  # twelve thumbnails and the colour bar
+    assert [ax.get_title() for ax in maps[:4]] == [f"head {k}" for k in range(4)]
+    assert [maps[4 * r].get_ylabel() for r in range(3)] == ["layer 0", "layer 2", "layer 4"]
+    assert [t.get_text() for t in maps[0].get_yticklabels()] == TOKENS  # queries named
+    assert [t.get_text() for t in maps[8].get_xticklabels()] == TOKENS  # keys named
+    assert any("attention weight" in ax.get_ylabel() for ax in fig.axes)  # the colour bar
+    assert "3 of 6 layers × 4 of 12 heads" in fig.get_suptitle()
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0\.\.5"):
+        bertviz_offline.model_view_figure(TOKENS, A, layers=[6])
+    with pytest.raises(ValueError, match=r"head must be a whole number in 0\.\.11"):
+        bertviz_offline.model_view_figure(TOKENS, A, heads=[12])

@@ -214,7 +214,7 @@ def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight:
     chosen = list(range(h)) if heads is None else [int(k) for k in heads]
     colours = _head_colours(chosen)
 
-    fig, ax = plt.subplots(figsize=(4.6, max(2.5, 0.28 * n + 1.2)), dpi=80)
+    fig, ax = plt.subplots(figsize=(4.6, max(2.5, 0.28 * n + 1.2)), dpi=100)
     line_view(A[layer, chosen[0]], tokens, ax=ax, color=colours[chosen[0]],
               min_weight=min_weight)  # the labels, axes and the first head's lines
     for k in chosen[1:]:

@@ -139,10 +139,11 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
                                           if p.requires_grad]
     for p in frozen:  # no gradient is computed for them at all (saves time and memory)
         p.requires_grad_(False)
-    # foreach=False: one parameter at a time, so the update needs no temporaries the size of
-    # the whole model (a smaller peak memory; the same arithmetic)
+    # fused=True: one fused kernel per parameter, so the update needs no temporaries the size
+    # of the whole model (a small peak memory) and costs about a quarter of the per-parameter
+    # loop's CPU time (AdamW's arithmetic; rounded in another order)
     optimizer = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad], lr=lr,
-                                  foreach=False)
+                                  fused=True)
     losses = []
     bert.train()
     was_deterministic = torch.are_deterministic_algorithms_enabled()

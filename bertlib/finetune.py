@@ -139,10 +139,12 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
                                           if p.requires_grad]
     for p in frozen:  # no gradient is computed for them at all (saves time and memory)
         p.requires_grad_(False)
-    # foreach=False: one parameter at a time, so the update needs no temporaries the size of
-    # the whole model (a smaller peak memory; the same arithmetic)
-    optimizer = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad], lr=lr,
-                                  foreach=False)
+    # fused=True: one fused kernel per parameter, so the update needs no temporaries the size
+    # of the whole model (a small peak memory) and costs about a quarter of the per-parameter
+    # loop's CPU time (AdamW's arithmetic; rounded in another order). The fused kernel does not
+    # move torch's version counters, which run_bert's cache reads: each step moves them itself.
+    trained = [p for p in bert.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=lr, fused=True)
     losses = []
     bert.train()
     was_deterministic = torch.are_deterministic_algorithms_enabled()
@@ -157,6 +159,7 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
+                torch.autograd.graph.increment_version(trained)
                 losses.append(loss.item())
     finally:
         bert.eval()

@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 import pytest
+import scope_order
 import torch
 import torch.nn.functional as F
 
@@ -79,10 +80,22 @@ def _loads_model(item) -> bool:
     return False
 
 
-def pytest_collection_modifyitems(items):
+def pytest_configure(config):
+    """Under ``--dist loadscope``, xdist hands the scopes out in collection order (which the hook
+    below makes heaviest first) instead of its default, most tests first (tests/scope_order.py)."""
+    if getattr(config.option, "dist", None) == "loadscope":
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering: the order the run will use
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if _loads_model(item):
             item.add_marker(pytest.mark.model)
+    if hasattr(config, "workerinput"):  # an xdist worker: the scopes, heaviest first
+        order = scope_order.heaviest_first([item.nodeid for item in items],
+                                           scope_order.load_costs())
+        items[:] = [items[i] for i in order]
 
 
 # --------------------------------------------------------------------------- seeded Q, K, V

@@ -2,10 +2,11 @@
 
 With ``--dist loadscope`` each notebook (its cells share one kernel) and each test module is one
 scope, run whole by one worker; a worker takes the next scope when it runs out. xdist's own order
-is "most tests first", which puts the solution notebooks (six or seven cells, but a training run
-or a corpus pass each) behind every test module, so one worker was still running a heavy
-notebook while the other had nothing left. Handing out the scopes by their measured cost, most
-expensive first (the longest-processing-time rule), lets the small scopes fill the end.
+is "most tests first": a solution notebook has six or seven cells, so it comes after nearly every
+test module, though 09's trains a model (about 38 CPU s), and the run could end with one worker
+idle while the other finished it (about 25 s of idling, simulated with the costs below). Handing
+out the scopes by their measured cost, most expensive first (the longest-processing-time rule),
+lets the small scopes fill the end.
 
 The costs are ``scope_costs.json``: the CPU seconds of each scope run alone, measured as it says.
 A scope it does not list counts as free and goes after the listed ones in collection order, so a
@@ -21,7 +22,8 @@ COSTS_FILE = Path(__file__).with_name("scope_costs.json")
 
 
 def scope_of(nodeid: str) -> str:
-    """The loadscope scope of a test id: its module or notebook path (what xdist groups by)."""
+    """The scope of a test id: its module or notebook path (xdist puts a test class in a scope of
+    its own; here it stays with its module, which is where its cost is counted)."""
     return nodeid.split("::", 1)[0]
 
 

@@ -12,7 +12,7 @@ The costs are ``scope_costs.json``: the CPU seconds of each scope run alone, mea
 A scope it does not list counts as free and goes after the listed ones in collection order, so a
 stale table only makes the schedule a little worse, never the tests different. Refresh it
 after a notebook gets much cheaper or dearer (tests/test_scope_order.py checks that every
-notebook is listed and nothing else is).
+notebook is listed and every listed file exists).
 """
 
 import json

@@ -87,12 +87,17 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
-@pytest.hookimpl(trylast=True)  # after pytest's own reordering: the order the run will use
-def pytest_collection_modifyitems(config, items):
-    for item in items:
+def pytest_collection_modifyitems(items):
+    for item in items:  # before -m selects: this hook runs ahead of pytest's own
         if _loads_model(item):
             item.add_marker(pytest.mark.model)
-    if hasattr(config, "workerinput"):  # an xdist worker: the scopes, heaviest first
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def heaviest_scopes_first(config, items):
+    """On an xdist worker, after selection and pytest's own reordering: the scopes in the order
+    the run hands them out, dearest first (tests/scope_order.py)."""
+    if hasattr(config, "workerinput"):
         order = scope_order.heaviest_first([item.nodeid for item in items],
                                            scope_order.load_costs())
         items[:] = [items[i] for i in order]

@@ -94,9 +94,11 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
-def heaviest_scopes_first(config, items):
+def pytest_collection_modifyitems_heaviest_first(config, items):
     """On an xdist worker, after selection and pytest's own reordering: the scopes in the order
-    the run hands them out, dearest first (tests/scope_order.py)."""
+    the run hands them out, dearest first (tests/scope_order.py). A second implementation of
+    the hook in this file: pytest reads hooks only from names starting with ``pytest_``, and
+    ``specname`` says which hook this one is."""
     if hasattr(config, "workerinput"):
         order = scope_order.heaviest_first([item.nodeid for item in items],
                                            scope_order.load_costs())

@@ -46,3 +46,17 @@ def test_the_committed_costs_name_every_notebook_and_only_files_that_exist():
     assert notebooks - set(costs) == set(), "measure the new notebooks (tests/scope_costs.json)"
     assert [s for s in costs if not (ROOT / s).is_file()] == [], "a listed scope is gone"
     assert all(isinstance(c, (int, float)) and c > 0 for c in costs.values())
+
+
+def test_conftest_orders_last_and_marks_before_selection(request):
+    # pytest silently ignores a hook whose name does not start with pytest_, and -m selects in
+    # its own pytest_collection_modifyitems: the model marker must come before it, the order after
+    impls = request.config.pluginmanager.hook.pytest_collection_modifyitems.get_hookimpls()
+    where = [(impl.function.__module__, impl.function.__name__) for impl in impls]
+    ours = {name: impl for impl, (module, name) in zip(impls, where, strict=True)
+            if module == "conftest"}
+    assert ours["pytest_collection_modifyitems_heaviest_first"].trylast
+    assert not ours["pytest_collection_modifyitems"].trylast
+    # pluggy calls the implementations from the end of this list to its start
+    assert where.index(("conftest", "pytest_collection_modifyitems")) > where.index(
+        ("_pytest.mark", "pytest_collection_modifyitems"))

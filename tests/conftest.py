@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 import pytest
+import scope_order
 import torch
 import torch.nn.functional as F
 
@@ -79,10 +80,29 @@ def _loads_model(item) -> bool:
     return False
 
 
+def pytest_configure(config):
+    """Under ``--dist loadscope``, xdist hands the scopes out in collection order (which the hook
+    below makes heaviest first) instead of its default, most tests first (tests/scope_order.py)."""
+    if getattr(config.option, "dist", None) == "loadscope":
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(items):
-    for item in items:
+    for item in items:  # before -m selects: this hook runs ahead of pytest's own
         if _loads_model(item):
             item.add_marker(pytest.mark.model)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_heaviest_first(config, items):
+    """On an xdist worker, after selection and pytest's own reordering: the scopes in the order
+    the run hands them out, dearest first (tests/scope_order.py). A second implementation of
+    the hook in this file: pytest reads hooks only from names starting with ``pytest_``, and
+    ``specname`` says which hook this one is."""
+    if hasattr(config, "workerinput"):
+        order = scope_order.heaviest_first([item.nodeid for item in items],
+                                           scope_order.load_costs())
+        items[:] = [items[i] for i in order]
 
 
 # --------------------------------------------------------------------------- seeded Q, K, V

@@ -17,17 +17,29 @@ _SPEC.loader.exec_module(bench)
 pytestmark = pytest.mark.slow  # each runs a small sweep of four kernels
 
 
+#: What the memory guard is told is free: every kernel fits at n <= 256; at n = 4096 naive numpy
+#: (about 600 MB) and naive torch (about 130 MB) are refused, SDPA and tiled (a few MB) run.
+FREE_BYTES = 2 * 9 * attention_bytes(1024)
+
+
 @pytest.fixture(scope="module")
 def small_benchmark():
-    return bench.run_benchmark([64, 128, 256], d_k=16, block=32, repeats=1, progress=False)
+    """One small sweep (one fresh measuring process) shared by the tests below, with a size the
+    guard refuses for two kernels, so the same run shows the sweep going on past a refusal."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cost, "available_memory", lambda: FREE_BYTES)
+        return bench.run_benchmark([64, 128, 256, 4096], d_k=16, block=32, repeats=1,
+                                   progress=False)
 
 
 def test_benchmark_measures_every_kernel_and_the_figures(small_benchmark):
     result = small_benchmark
     assert list(result["methods"]) == ["naive numpy", "naive torch", "torch SDPA",
                                        "tiled (block 32)"]
-    for rows in result["methods"].values():
-        assert [r["n"] for r in rows] == [64, 128, 256]
+    for name, all_rows in result["methods"].items():
+        assert [r["n"] for r in all_rows] == [64, 128, 256, 4096]
+        refused = name in ("naive numpy", "naive torch")  # at 4096 (FREE_BYTES)
+        rows = all_rows[:3] if refused else all_rows
         assert all(r["error"] is None for r in rows)
         assert all(r["resident_bytes"] >= 0 for r in rows)  # seen by the OS, in one fresh process
         assert all(r["seconds"] <= r["median"] <= r["slowest"] for r in rows)
@@ -45,14 +57,15 @@ def test_benchmark_measures_every_kernel_and_the_figures(small_benchmark):
     assert f["tiled_over_sdpa_throughput_2048"] is None  # 2048 was not in this sweep
 
 
-def test_benchmark_reports_guard_refusals_and_goes_on(monkeypatch):
-    monkeypatch.setattr(cost, "available_memory", lambda: 2 * 9 * attention_bytes(64))
-    result = bench.run_benchmark([32, 64, 4096], d_k=8, block=16, repeats=1, progress=False)
-    numpy_rows = result["methods"]["naive numpy"]
-    assert numpy_rows[0]["error"] is None
-    assert numpy_rows[2]["error"].startswith("MemoryGuardError: n = 4096 needs")
-    assert numpy_rows[2]["seconds"] is None
-    assert "4096" not in result["tiled_max_abs_diff_by_n"]
+def test_benchmark_reports_guard_refusals_and_goes_on(small_benchmark):
+    result = small_benchmark
+    for name in ("naive numpy", "naive torch"):
+        last = result["methods"][name][3]
+        assert last["error"].startswith("MemoryGuardError: n = 4096 needs")
+        assert last["seconds"] is None and last["gflops"] is None
+        assert last["resident_bytes"] is None  # a refused size is not measured in the process
+    assert result["methods"]["torch SDPA"][3]["error"] is None  # the sweep went on at 4096
+    assert "4096" not in result["tiled_max_abs_diff_by_n"]  # naive torch, the reference, refused
     assert "Refused or failed" in bench.benchmark_table(result)
 
 
@@ -63,12 +76,21 @@ def test_benchmark_table_lists_sizes_and_ratios(small_benchmark):
     assert "naive torch / tiled" in table and "fitted memory exponent: naive torch 2.000" in table
 
 
-def test_main_writes_json_png_and_table(tmp_path, capsys):
+def test_main_writes_json_png_and_table(tmp_path, capsys, monkeypatch, small_benchmark):
+    # the sweep itself is the fixture's (tested above): main's part is the arguments it passes
+    # and the three files it writes from the result
+    calls = []
+
+    def recorded_run(sizes, **kwargs):
+        calls.append((sizes, kwargs))
+        return small_benchmark
+
+    monkeypatch.setattr(bench, "run_benchmark", recorded_run)
     assert bench.main(["--min-n", "32", "--max-n", "64", "--d-k", "8", "--block", "16",
                       "--repeats", "1", "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "cost.json").read_text())
-    assert result["config"]["sizes"] == [32, 64]
-    assert [r["n"] for r in result["methods"]["naive torch"]] == [32, 64]
+    assert calls == [([32, 64], {"d_k": 8, "block": 16, "repeats": 1})]
+    written = json.loads((tmp_path / "cost.json").read_text())
+    assert written == json.loads(json.dumps(small_benchmark))  # JSON makes tuples lists
     assert (tmp_path / "cost.png").stat().st_size > 1000
     assert (tmp_path / "cost.md").read_text().startswith("| n |")
     assert "wrote" in capsys.readouterr().out

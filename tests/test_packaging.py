@@ -1,6 +1,7 @@
 """pyproject.toml declares what bertlib needs at run time, in ranges that hold the exact pins."""
 
 import ast
+import functools
 import importlib.metadata
 import re
 import sys
@@ -40,9 +41,16 @@ def third_party_imports() -> set[str]:
     return {n for n in names if n not in sys.stdlib_module_names and n != "bertlib"}
 
 
+@functools.cache
+def installed_modules() -> dict[str, list[str]]:
+    """Top-level module -> the distributions that install it here, read once (it reads every
+    installed package's file list, about a second each time)."""
+    return importlib.metadata.packages_distributions()
+
+
 def distribution(module: str) -> str:
     """The distribution that installs ``module`` here (e.g. PIL -> pillow)."""
-    dists = importlib.metadata.packages_distributions().get(module)
+    dists = installed_modules().get(module)
     if not dists:
         raise AssertionError(f"bertlib imports {module!r}, which is not installed here")
     return re.sub(r"[-_.]+", "-", dists[0]).lower()

@@ -80,21 +80,30 @@ def test_explorer_switches_variant_and_knob(shown):
     assert ex.ok
 
 
-@pytest.mark.parametrize("variant, knob, words", [
+#: (variant, a knob it cannot use, words of the message shown)
+BAD_KNOBS = [
+    ("linformer", 40, r"k must be a whole number in 1..16"),
     ("sliding", 5, "w must be even"),
     ("sliding", 0, "must be a whole number &gt;= 1, got 0"),
-    ("linformer", 40, r"k must be a whole number in 1..16"),
     ("block_sparse", 5, "n=16 is not a multiple of block=5"),
     ("lsh", 3, "n_buckets must be 1 or even"),
     ("performer", -2, "must be a whole number &gt;= 1, got -2"),
-])
-def test_explorer_shows_a_message_for_a_bad_knob(shown, variant, knob, words):
-    ex = EfficientExplorer(variant=variant)
-    ex.knob.value = knob
-    assert not ex.ok and ex.error is None
-    assert words in shown[-1].data
-    ex.knob.value = VARIANTS[variant][2]  # the controls stay usable
-    assert ex.ok
+]
+
+
+def test_explorer_shows_a_message_for_each_bad_knob_and_stays_usable(shown):
+    # One explorer walks through every bad knob (one draw per variant, not two per case): after
+    # each message, the next control change (another variant, or the knob back) draws again.
+    ex = EfficientExplorer(variant=BAD_KNOBS[0][0])
+    for variant, knob, words in BAD_KNOBS:
+        if ex.variant.value != variant:
+            ex.variant.value = variant  # from the message's state: the controls stay usable
+            assert ex.ok and ex.knob.value == VARIANTS[variant][2], variant
+        ex.knob.value = knob
+        assert not ex.ok and ex.error is None, (variant, knob)
+        assert words in shown[-1].data, (variant, knob, shown[-1].data)
+    ex.knob.value = VARIANTS[variant][2]
+    assert ex.ok and ex.error is not None
 
 
 def test_explorer_refuses_a_bad_layer_or_variant():

@@ -61,20 +61,24 @@ def toy_maps():
     return W / W.sum(-1, keepdims=True), ["the", "cat", "sat", "on", "the", "mat"]
 
 
-def all_explorers():
+@pytest.fixture(scope="module")
+def explorers():
+    """One of each explorer, built once (each is a forward pass and a draw): the tests that take
+    it only display them, never move a control. The two BERT ones show the same text."""
     W, tokens = toy_maps()
     return {
         "toy": ToyAttentionExplorer(query="cat"),
         "heads": HeadExplorer(W, tokens, query="cat"),
         "efficient": EfficientExplorer(),
-        "bert": BertAttentionExplorer("The cat sat on the mat"),
+        "bert": BertAttentionExplorer("The cat sat on the mat."),
         "bert with overlay": BertAttentionExplorer("The cat sat on the mat.", overlay=heads_overlay),
     }
 
 
 # --- a static picture before the live widget ------------------------------------------------
-def test_every_explorer_shows_a_picture_then_the_widget_without_its_text_repr(displayed):
-    for name, explorer in all_explorers().items():
+def test_every_explorer_shows_a_picture_then_the_widget_without_its_text_repr(displayed,
+                                                                             explorers):
+    for name, explorer in explorers.items():
         static, live = shown_bundles(explorer.widget, displayed)
         width, height = png_size(static)
         assert width > 200 and height > 100, name
@@ -85,8 +89,8 @@ def test_every_explorer_shows_a_picture_then_the_widget_without_its_text_repr(di
         assert "run the cell" in live["text/plain"], name
 
 
-def test_the_attention_explorer_displays_itself_the_same_way(displayed):
-    explorer = BertAttentionExplorer("The cat sat on the mat")
+def test_the_attention_explorer_displays_itself_the_same_way(displayed, explorers):
+    explorer = explorers["bert"]
     explorer._ipython_display_()
     assert [o for o, _ in displayed] == [explorer.widget]  # IPython then calls the box's
     static, live = shown_bundles(explorer.widget, displayed)
@@ -112,9 +116,8 @@ def test_static_picture_follows_the_current_view_and_is_deterministic(displayed)
     assert moved["text/plain"].endswith("layer 0, head 3")
 
 
-def test_overlay_text_goes_under_the_picture(displayed):
-    plain = BertAttentionExplorer("The cat sat on the mat.")
-    overlaid = BertAttentionExplorer("The cat sat on the mat.", overlay=heads_overlay)
+def test_overlay_text_goes_under_the_picture(displayed, explorers):
+    plain, overlaid = explorers["bert"], explorers["bert with overlay"]  # the same text
     h_plain = png_size(shown_bundles(plain.widget, displayed)[0])[1]
     h_overlaid = png_size(shown_bundles(overlaid.widget, displayed)[0])[1]
     assert h_overlaid > h_plain  # two lines of overlay text below the view

@@ -133,6 +133,10 @@ def check_det_noun_head(layer, head) -> Feedback:
     """
     if layer is None and head is None:
         return not_answered("replace None with two whole numbers: layer, head")
+    if layer is None or head is None:
+        return not_answered("one of layer, head is still None: give both, as whole numbers")
+    layer, head = (int(x) if isinstance(x, float | np.floating) and float(x).is_integer() else x
+                   for x in (layer, head))  # 2.0 is the whole number 2
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback

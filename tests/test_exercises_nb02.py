@@ -108,6 +108,11 @@ def test_other_heads_fail_with_their_score_and_rank(det_noun_scores):
     assert "rank 72 of 72" in check_det_noun_head(layer, head).message
 
 
+def test_whole_floats_count_as_whole_numbers(det_noun_scores):
+    layer, head = np.unravel_index(det_noun_scores.argmax(), det_noun_scores.shape)
+    assert check_det_noun_head(float(layer), float(head)).ok  # 2.0 is 2, as in notebook 03
+
+
 def test_one_based_answer_is_flagged(det_noun_scores):
     layer, head = np.unravel_index(det_noun_scores.argmax(), det_noun_scores.shape)
     fb = check_det_noun_head(int(layer) + 1, int(head) + 1)
@@ -119,8 +124,8 @@ def test_one_based_answer_is_flagged(det_noun_scores):
     (-1, 0, "layer must be a whole number in 0..5"),
     (0, 12, "head must be a whole number in 0..11"),
     (0, "3", "head must be a whole number"),
-    (1.0, 3, "layer must be a whole number"),
-    (0, None, "head must be a whole number in 0..11 (12 heads), got None"),
+    (1.5, 3, "layer must be a whole number"),
+    (0, None, "still None"),
 ])
 def test_bad_layer_or_head_gets_a_message_not_an_error(layer, head, text):
     fb = check_det_noun_head(layer, head)

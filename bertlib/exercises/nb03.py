@@ -173,9 +173,9 @@ def check_position_guess(guess, model=None) -> Feedback:
         return guess
     measured = bank_cosine(0, model)
     if guess > 0.999 and measured < 0.999:  # checked first: "identical" is the idea to unlearn
-        return Feedback(False, f"it is {measured:.3f}, not 1: the word embedding is the same, but "
-                               "E also adds the position embedding, and the two banks sit at "
-                               "positions 1 and 5")
+        return Feedback(False, "it is below 1: the word embedding is the same, but E also adds "
+                               "the position embedding, and the two banks sit at positions 1 "
+                               "and 5. Guess again")
     off = guess - measured
     if abs(off) <= GUESS_TOLERANCE:
         return Feedback(True, f"close enough: the cosine is {measured:.3f} (you said {guess:.3f}, "
@@ -184,8 +184,9 @@ def check_position_guess(guess, model=None) -> Feedback:
     side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
                   else ("low", "the word embedding outweighs the position embedding more than "
                                "you assumed"))
-    return Feedback(False, f"too {side} by {abs(off):.3f}: the cosine is {measured:.3f} (you said "
-                           f"{guess:.3f}); {hint}")
+    far = "by more than 0.2" if abs(off) > 0.2 else "by less than 0.2"
+    return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again, or "
+                           "print nb03.bank_cosine(0) to see the value")  # no value handed over
 
 
 def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,

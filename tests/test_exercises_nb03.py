@@ -25,7 +25,7 @@ from bertlib.exercises.nb03 import (
     heads_where_top,
     river_lean,
 )
-from bertlib.models import encode, run_bert
+from bertlib.models import encode, load_bert, run_bert
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +183,15 @@ def test_bank_sentence_without_a_designed_context_fails(text):
 def test_bank_sentence_mistakes_are_named(text, words):
     fb = check_bank_sentence(text)
     assert not fb.ok and words in fb.message
+
+
+def test_embeddings_name_position_slips():
+    w = bert_params(load_bert())
+    enc = encode(*EMBED_PAIR)
+    ids, types = enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy()
+    n, b = len(ids), int(np.argmax(types == 1))
+    base = w.word[ids].astype(float) + w.token_type[types]
+    restart = base + w.position[np.r_[np.arange(b), np.arange(n - b)]]
+    assert "start again at 0" in check_embeddings(restart, restart).message
+    shifted = base + w.position[1:n + 1]
+    assert "off by one" in check_embeddings(shifted, shifted).message

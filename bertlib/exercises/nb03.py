@@ -74,7 +74,11 @@ def _embedding_variants(pair: tuple[str, str], model=None
     def ln(x):
         return layer_norm(x, w.emb_gamma, w.emb_beta, w.eps)
 
+    b = int(np.argmax(types == 1)) if types.any() else n  # sentence B's first piece
+    restart = w.position[np.r_[np.arange(b), np.arange(n - b)]]  # B counted from 0 again
     sums = {"right": word + pos + typ, "all segment A": word + pos + typ_a,
+            "positions restart": word + restart + typ,
+            "positions from 1": word + w.position[1:n + 1] + typ,
             "no position": word + typ, "no token type": word + pos, "word only": word}
     return {name: (S, ln(S)) for name, S in sums.items()}
 
@@ -83,6 +87,9 @@ _EMBED_HINTS = {
     "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
                      "first [SEP] belong to sentence B and add the token-type row of segment 1 "
                      "(the tokenizer's token_type_ids say which piece is which)",
+    "positions restart": "the positions of sentence B start again at 0: positions run on "
+                         "across the whole pair, [CLS] to the last [SEP]",
+    "positions from 1": "the positions are off by one: the first piece, [CLS], is position 0",
     "no position": "the position embeddings are missing: without them BERT could not tell "
                    "'dog bites man' from 'man bites dog'",
     "no token type": "the token-type (segment) embedding is missing: each piece also adds the "

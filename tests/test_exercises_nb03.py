@@ -195,3 +195,11 @@ def test_embeddings_name_position_slips():
     assert "start again at 0" in check_embeddings(restart, restart).message
     shifted = base + w.position[1:n + 1]
     assert "off by one" in check_embeddings(shifted, shifted).message
+
+
+def test_heads_name_a_missing_layer_and_the_reversed_direction():
+    fb = check_heads([(6, 0)])
+    assert not fb.ok and "names no head" in fb.message and "0..5" in fb.message
+    reverse = heads_where_top(TARGET, QUERY)
+    assert set(reverse) != set(heads_where_top())  # the bundled model: the two lists differ
+    assert "the other way" in check_heads(reverse).message

@@ -214,6 +214,22 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
     return [(int(layer), int(head)) for layer, head in hits]
 
 
+def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> str | None:
+    """A message for a pair that names no head, or for the two words read the wrong way round."""
+    config = _model(model).model.config
+    L, H = config.num_hidden_layers, config.num_attention_heads
+    outside = sorted((a, b) for a, b in answer if not (0 <= a < L and 0 <= b < H))
+    if outside:
+        return (f"{outside[0]} names no head: layers run 0..{L - 1} and heads 0..{H - 1} "
+                f"({L} layers of {H} heads)")
+    reverse = set(heads_where_top(target, query, model=model))
+    if answer and len(answer & reverse) > len(answer & expected):
+        return (f"most of your heads are those where {target!r} attends to {query!r}: the "
+                f"exercise reads the other way, {query!r} is the query (its row) and {target!r} "
+                "the key (a column)")
+    return None
+
+
 def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
     """Check a learner's list of (layer, head) pairs, 0-based, for the exercise above."""
     if heads is None:
@@ -233,6 +249,9 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
         return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
                                "taken off both numbers: they look 1-based, but bertlib and numpy "
                                "count layers and heads from 0 (the first layer is layer 0)")
+    slip = _heads_slip(answer, expected, query, target, model)
+    if slip is not None:
+        return Feedback(False, slip)
     with_special = set(heads_where_top(query, target, skip_special=False, model=model))
     if answer == with_special and not answer <= expected:  # a subset is a partial answer
         return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "

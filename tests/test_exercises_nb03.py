@@ -203,3 +203,8 @@ def test_heads_name_a_missing_layer_and_the_reversed_direction():
     reverse = heads_where_top(TARGET, QUERY)
     assert set(reverse) != set(heads_where_top())  # the bundled model: the two lists differ
     assert "the other way" in check_heads(reverse).message
+
+
+def test_bank_sentence_too_long_gets_no_advice_it_cannot_follow():
+    fb = check_bank_sentence("the river bank " * 300)
+    assert not fb.ok and "512" in fb.message and "truncate" not in fb.message

@@ -289,8 +289,9 @@ def _sentence_problem(text, model) -> Feedback | None:
                                f"{type(text).__name__}")
     try:
         pieces = encode(text, model=_model(model))["input_ids"][0].tolist()
-    except ValueError as error:
-        return Feedback(False, str(error))
+    except ValueError as error:  # too long: the advice to truncate is not for this checker
+        return Feedback(False, str(error).split(", or pass truncate")[0]
+                        + ": a sentence of a line or two is plenty")
     tokens = _model(model).tokenizer.convert_ids_to_tokens(pieces)
     if "bank" not in tokens:
         return Feedback(False, f"your sentence needs the word piece 'bank'; its pieces are "

@@ -181,3 +181,17 @@ def test_batched_split_heads():
     assert "should have shape (batch, h, n, d / h)" in fb.message
     fb = check_split_heads(lambda X, h: X.transpose(0, 2, 1).reshape(7, 7), batched=True)
     assert "raised ValueError" in fb.message
+
+
+def test_split_heads_names_a_non_array_and_a_lambda():
+    assert "returned a str" in check_split_heads(lambda X, h: "heads").message
+    fb = check_split_heads(lambda X, h: X.reshape(X.shape[0], h, -1).transpose(1, 0, 2))
+    assert fb.ok and "<lambda>" not in fb.message
+
+
+def test_w_o_swap_names_reversed_columns_within_heads():
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    fb = check_w_o_swap(np.eye(4)[::-1])  # anti-diagonal: heads swapped, each head's columns too
+    assert not fb.ok and "reversed" in fb.message
+    assert check_w_o_swap(np.eye(4)[[2, 3, 0, 1]]).ok

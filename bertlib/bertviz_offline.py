@@ -224,7 +224,8 @@ def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight:
         ax.set_title(f"head {k}", fontsize=10, color=colours[k], fontweight="bold")
     for ax in axes.flat[len(chosen):]:
         ax.set_visible(False)
-    fig.suptitle(f"layer {layer}: {len(chosen)} heads, one panel and colour each", fontsize=10)
+    shown = f"{len(chosen)} heads" if len(chosen) == h else f"{len(chosen)} of {h} heads"
+    fig.suptitle(f"layer {layer}: {shown}, one panel and colour each", fontsize=10)
     handles = [plt.Line2D([], [], color=colours[k], lw=4) for k in chosen]
     fig.legend(handles, [f"head {k}" for k in chosen], fontsize=9, ncols=min(len(chosen), 6),
                loc="outside lower center", frameon=False)
@@ -294,7 +295,8 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     decimals: weights are rounded to this many digits in the page.
     Returns a :class:`BertvizView` (an ``IPython.display.HTML``); the last line of a cell shows
     it. The view carries
-    a static snapshot (:func:`head_view_figure` of the layer shown first, as a PNG) that bertviz's
+    a static snapshot (:func:`head_view_figure` of the layer shown first and the selected heads,
+    or the first four when heads is None, as a PNG) that bertviz's
     drawing replaces (:func:`with_static_snapshot`), for viewers that run no scripts.
     """
 
@@ -305,8 +307,9 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     out = _head_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
                      sentence_b_start), layer=layer, heads=heads, html_action="return")
     shown = 0 if layer is None else layer
-    png = _snapshot(head_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
-                    decimals), shown, heads)
+    A = np.round(np.asarray(attentions, dtype=float), decimals)
+    still = range(min(A.shape[1], 4)) if heads is None else heads  # 12 panels: unreadable
+    png = _snapshot(head_view_figure, tokens, A, shown, still)
     alt = f"head view of layer {shown}: attention lines of each head"
     return BertvizView(offline_bertviz_html(with_static_snapshot(out.data, png, alt)), png, alt)
 

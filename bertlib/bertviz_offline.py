@@ -23,11 +23,10 @@ import torch
 from bertviz import head_view as _head_view
 from bertviz import model_view as _model_view
 from IPython.display import HTML
-from matplotlib.collections import LineCollection
 
 from bertlib.checks import as_array, whole
 from bertlib.models import check_layer_head
-from bertlib.viz import figure_png, line_segments, line_view, small_png
+from bertlib.viz import figure_png, line_view, small_png
 
 __all__ = [
     "offline_bertviz_html",
@@ -201,10 +200,12 @@ def _head_colours(chosen: list[int]) -> dict:
 
 
 def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight: float = 0.05):
-    """bertviz's head view drawn by matplotlib: one layer, every selected head's
-    token-to-token lines in its own colour (opacity = weight), queries left, keys right, with a
-    legend naming each head's colour.
+    """bertviz's head view drawn by matplotlib: one layer, one small panel per selected head
+    (at most four per row), each head's token-to-token lines in its own colour (opacity =
+    weight), queries left, keys right, with a legend naming each head's colour.
 
+    One panel per head because translucent lines of different heads drawn on one another mix
+    into colours no legend names (blue over orange reads as grey or brown).
     tokens: n labels; attentions: (layers, heads, n, n); heads: indices (None = all). Lines
     under ``min_weight`` are left out. Returns the Figure (the caller closes it).
     """
@@ -213,18 +214,21 @@ def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight:
     h, n = A.shape[1], A.shape[2]
     chosen = list(range(h)) if heads is None else [int(k) for k in heads]
     colours = _head_colours(chosen)
-
-    fig, ax = plt.subplots(figsize=(4.6, max(2.5, 0.28 * n + 1.2)), dpi=100)
-    line_view(A[layer, chosen[0]], tokens, ax=ax, color=colours[chosen[0]],
-              min_weight=min_weight)  # the labels, axes and the first head's lines
-    for k in chosen[1:]:
-        segments, rgba = line_segments(A[layer, k], None, min_weight, colours[k])
-        ax.add_collection(LineCollection(segments, colors=rgba, linewidths=2.0))
-    ax.set_title(f"layer {layer}: {len(chosen)} heads, one colour each", fontsize=10)
+    cols = min(len(chosen), 4)
+    rows = -(-len(chosen) // cols)
+    fig, axes = plt.subplots(rows, cols, squeeze=False, dpi=100, layout="constrained",
+                             figsize=(2.6 * cols, rows * max(2.2, 0.28 * n + 0.9) + 0.6))
+    for ax, k in zip(axes.flat, chosen, strict=False):
+        line_view(A[layer, k], tokens, ax=ax, color=colours[k], min_weight=min_weight)
+        ax.set_xticks([0, 1], ["query", "key"], fontsize=8)
+        ax.set_title(f"head {k}", fontsize=10, color=colours[k], fontweight="bold")
+    for ax in axes.flat[len(chosen):]:
+        ax.set_visible(False)
+    shown = f"{len(chosen)} heads" if len(chosen) == h else f"{len(chosen)} of {h} heads"
+    fig.suptitle(f"layer {layer}: {shown}, one panel and colour each", fontsize=10)
     handles = [plt.Line2D([], [], color=colours[k], lw=4) for k in chosen]
-    ax.legend(handles, [f"head {k}" for k in chosen], fontsize=9,
-              ncols=min(len(chosen), 4), loc="upper center", bbox_to_anchor=(0.5, -0.08),
-              frameon=False)
+    fig.legend(handles, [f"head {k}" for k in chosen], fontsize=9, ncols=min(len(chosen), 6),
+               loc="outside lower center", frameon=False)
     return fig
 
 
@@ -233,7 +237,7 @@ def _model_view_grid(A, tokens, layers: list[int], heads: list[int]):
     tokens label the first column (queries) and the last row (keys); a shared colour bar."""
     n = len(tokens)
     side = 0.14 * n + 0.3  # inches per thumbnail: about 1.85 for 11 tokens
-    fig, axes = plt.subplots(len(layers), len(heads), squeeze=False, dpi=72, layout="constrained",
+    fig, axes = plt.subplots(len(layers), len(heads), squeeze=False, dpi=100, layout="constrained",
                              figsize=(2.2 + side * len(heads), 1.4 + side * len(layers)))
     for r, layer in enumerate(layers):
         for c, k in enumerate(heads):
@@ -291,7 +295,8 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     decimals: weights are rounded to this many digits in the page.
     Returns a :class:`BertvizView` (an ``IPython.display.HTML``); the last line of a cell shows
     it. The view carries
-    a static snapshot (:func:`head_view_figure` of the layer shown first, as a PNG) that bertviz's
+    a static snapshot (:func:`head_view_figure` of the layer shown first and the selected heads,
+    or the first four when heads is None, as a PNG) that bertviz's
     drawing replaces (:func:`with_static_snapshot`), for viewers that run no scripts.
     """
 
@@ -302,8 +307,9 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     out = _head_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
                      sentence_b_start), layer=layer, heads=heads, html_action="return")
     shown = 0 if layer is None else layer
-    png = _snapshot(head_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
-                    decimals), shown, heads)
+    A = np.round(np.asarray(attentions, dtype=float), decimals)
+    still = range(min(A.shape[1], 4)) if heads is None else heads  # 12 panels: unreadable
+    png = _snapshot(head_view_figure, tokens, A, shown, still)
     alt = f"head view of layer {shown}: attention lines of each head"
     return BertvizView(offline_bertviz_html(with_static_snapshot(out.data, png, alt)), png, alt)
 

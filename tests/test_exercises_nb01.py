@@ -97,6 +97,18 @@ def test_window_weights_right_and_mistakes():
     assert "(6, 6)" in check_window_weights(np.ones(6)).message
 
 
+def test_window_weights_accept_pencil_precision_and_name_the_gap():
+    right = softmax(S, axis=-1, where=_window_mask(6))
+    assert check_window_weights(np.round(right, 3)).ok  # 3 decimals, as worked by pencil
+    off = right.copy()
+    off[3, 2:5] += [0.01, -0.01, 0.0]  # right positions, sums to 1, values off
+    fb = check_window_weights(off)
+    assert not fb.ok and "right positions [2, 3, 4]" in fb.message and "0.0100" in fb.message
+    neighbours = softmax(S, axis=-1, where=_window_mask(6) & ~np.eye(6, dtype=bool))
+    fb = check_window_weights(neighbours)
+    assert not fb.ok and "a word also sees itself" in fb.message
+
+
 def test_design_names_mats_key_as_a_multiple_of_cats():
     fb = check_design(W_Q)
     assert not fb and "2 times the key of 'cat'" in fb.message and "W_Q alone" in fb.message
@@ -112,7 +124,7 @@ def test_design_refuses_an_answer_that_breaks_cat_to_sat():
 def test_window_checker_does_not_print_the_right_row():
     keep = np.tri(6, 6, 0, dtype=bool) & ~np.tri(6, 6, -2, dtype=bool)  # i-1 and i only
     fb = check_window_weights(softmax(S, axis=-1, where=keep))
-    assert not fb.ok and "positions [0, 1, 2] only" in fb.message
+    assert not fb.ok and "its window is positions [0, 1, 2]" in fb.message
     right = softmax(S, axis=-1, where=keep | keep.T)
     assert f"{right[1, 2]:.3f}" not in fb.message  # the missing weight is not handed over
 
@@ -129,3 +141,11 @@ def test_design_does_not_blame_w_q_when_only_w_k_changed():
     assert not fb.ok and "Note:" in fb.message
     assert "Changing W_Q alone" not in fb.message and "no W_Q" in fb.message
     assert "Changing W_Q alone" in check_design(W_Q).message
+
+
+def test_attention_fn_names_swapped_outputs():
+    def swapped(Q, K, V):
+        A = softmax(Q @ K.T / np.sqrt(Q.shape[1]), axis=-1)
+        return A, A @ V
+    fb = check_attention_fn(swapped)
+    assert not fb.ok and "order is (Z, A)" in fb.message

@@ -108,6 +108,11 @@ def test_other_heads_fail_with_their_score_and_rank(det_noun_scores):
     assert "rank 72 of 72" in check_det_noun_head(layer, head).message
 
 
+def test_whole_floats_count_as_whole_numbers(det_noun_scores):
+    layer, head = np.unravel_index(det_noun_scores.argmax(), det_noun_scores.shape)
+    assert check_det_noun_head(float(layer), float(head)).ok  # 2.0 is 2, as in notebook 03
+
+
 def test_one_based_answer_is_flagged(det_noun_scores):
     layer, head = np.unravel_index(det_noun_scores.argmax(), det_noun_scores.shape)
     fb = check_det_noun_head(int(layer) + 1, int(head) + 1)
@@ -119,8 +124,8 @@ def test_one_based_answer_is_flagged(det_noun_scores):
     (-1, 0, "layer must be a whole number in 0..5"),
     (0, 12, "head must be a whole number in 0..11"),
     (0, "3", "head must be a whole number"),
-    (1.0, 3, "layer must be a whole number"),
-    (0, None, "head must be a whole number in 0..11 (12 heads), got None"),
+    (1.5, 3, "layer must be a whole number"),
+    (0, None, "still None"),
 ])
 def test_bad_layer_or_head_gets_a_message_not_an_error(layer, head, text):
     fb = check_det_noun_head(layer, head)
@@ -176,3 +181,17 @@ def test_batched_split_heads():
     assert "should have shape (batch, h, n, d / h)" in fb.message
     fb = check_split_heads(lambda X, h: X.transpose(0, 2, 1).reshape(7, 7), batched=True)
     assert "raised ValueError" in fb.message
+
+
+def test_split_heads_names_a_non_array_and_a_lambda():
+    assert "returned a str" in check_split_heads(lambda X, h: "heads").message
+    fb = check_split_heads(lambda X, h: X.reshape(X.shape[0], h, -1).transpose(1, 0, 2))
+    assert fb.ok and "<lambda>" not in fb.message
+
+
+def test_w_o_swap_names_reversed_columns_within_heads():
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    fb = check_w_o_swap(np.eye(4)[::-1])  # anti-diagonal: heads swapped, each head's columns too
+    assert not fb.ok and "reversed" in fb.message
+    assert check_w_o_swap(np.eye(4)[[2, 3, 0, 1]]).ok

@@ -95,7 +95,9 @@ def test_head_view_figure_gives_each_head_a_distinct_named_colour():
     A = np.full((1, 12, 5, 5), 0.2)
     for heads in ([0, 1, 2], [0, 10, 11], list(range(12))):
         fig = bertviz_offline.head_view_figure(TOKENS, A, heads=heads)
-        legend = fig.axes[0].get_legend()
+        legend = fig.legends[0]
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert [ax.get_title() for ax in panels] == [f"head {k}" for k in heads]  # one per head
         assert [t.get_text() for t in legend.get_texts()] == [f"head {k}" for k in heads]
         colours = [to_hex(line.get_color()) for line in legend.get_lines()]
         assert len(set(colours)) == len(heads)  # no two heads share a colour

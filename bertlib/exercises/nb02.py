@@ -63,6 +63,9 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     for h in (2, 4):
         d_k = d // h
         got, error = call_answer(fn, X.copy(), h, when=f"with X of shape {X.shape} and h = {h}")
+        if error is None and not hasattr(got, "shape") and not isinstance(got, list | tuple):
+            return Feedback(False, f"with X of shape {X.shape} and h = {h} your function returned "
+                                   f"a {type(got).__name__}; it should return an array")
         got = as_answer_array(got, "the result", dtype=None) if error is None else error
         if isinstance(got, Feedback):
             return got
@@ -90,7 +93,9 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
                                    "memory order, so its rows mix pieces of several tokens")
         return Feedback(False, f"with h = {h}, head 0 should hold columns 0..{d_k - 1} of every "
                                f"token, i.e. {first.tolist()}; yours holds {mine.tolist()}")
-    return Feedback(True, f"{getattr(fn, '__name__', 'your function')} is right: head i holds "
+    name = getattr(fn, "__name__", "<lambda>")
+    name = "your function" if name == "<lambda>" else name
+    return Feedback(True, f"{name} is right: head i holds "
                           f"columns i·d_k … (i+1)·d_k − 1 of every token, for h = 2 and h = 4"
                           + (", on a batch of five sentences" if batched else ""))
 
@@ -133,6 +138,10 @@ def check_det_noun_head(layer, head) -> Feedback:
     """
     if layer is None and head is None:
         return not_answered("replace None with two whole numbers: layer, head")
+    if layer is None or head is None:
+        return not_answered("one of layer, head is still None: give both, as whole numbers")
+    layer, head = (int(x) if isinstance(x, float | np.floating) and float(x).is_integer() else x
+                   for x in (layer, head))  # 2.0 is the whole number 2
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
@@ -204,6 +213,9 @@ def check_w_o_swap(W_O) -> Feedback:
     if np.allclose(got, concat, atol=1e-9):
         return Feedback(False, "this W_O leaves the order as it was ([head 0 | head 1]): it acts "
                                "like the identity")
+    if np.allclose(got, concat[:, ::-1], atol=1e-9):
+        return Feedback(False, "the heads are in the right places, but each head's two columns "
+                               "come out reversed: a head's columns keep their own order")
     which = f"output columns {right} are right" if right else "no output column is right yet"
     return Feedback(False, f"{which}; output column c is concat @ W_O[:, c] (the heads' "
                            "concatenation times column c of W_O), so column c of W_O decides "

@@ -74,7 +74,11 @@ def _embedding_variants(pair: tuple[str, str], model=None
     def ln(x):
         return layer_norm(x, w.emb_gamma, w.emb_beta, w.eps)
 
+    b = int(np.argmax(types == 1)) if types.any() else n  # sentence B's first piece
+    restart = w.position[np.r_[np.arange(b), np.arange(n - b)]]  # B counted from 0 again
     sums = {"right": word + pos + typ, "all segment A": word + pos + typ_a,
+            "positions restart": word + restart + typ,
+            "positions from 1": word + w.position[1:n + 1] + typ,
             "no position": word + typ, "no token type": word + pos, "word only": word}
     return {name: (S, ln(S)) for name, S in sums.items()}
 
@@ -83,6 +87,9 @@ _EMBED_HINTS = {
     "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
                      "first [SEP] belong to sentence B and add the token-type row of segment 1 "
                      "(the tokenizer's token_type_ids say which piece is which)",
+    "positions restart": "the positions of sentence B start again at 0: positions run on "
+                         "across the whole pair, [CLS] to the last [SEP]",
+    "positions from 1": "the positions are off by one: the first piece, [CLS], is position 0",
     "no position": "the position embeddings are missing: without them BERT could not tell "
                    "'dog bites man' from 'man bites dog'",
     "no token type": "the token-type (segment) embedding is missing: each piece also adds the "
@@ -173,9 +180,9 @@ def check_position_guess(guess, model=None) -> Feedback:
         return guess
     measured = bank_cosine(0, model)
     if guess > 0.999 and measured < 0.999:  # checked first: "identical" is the idea to unlearn
-        return Feedback(False, f"it is {measured:.3f}, not 1: the word embedding is the same, but "
-                               "E also adds the position embedding, and the two banks sit at "
-                               "positions 1 and 5")
+        return Feedback(False, "it is below 1: the word embedding is the same, but E also adds "
+                               "the position embedding, and the two banks sit at positions 1 "
+                               "and 5. Guess again")
     off = guess - measured
     if abs(off) <= GUESS_TOLERANCE:
         return Feedback(True, f"close enough: the cosine is {measured:.3f} (you said {guess:.3f}, "
@@ -184,8 +191,9 @@ def check_position_guess(guess, model=None) -> Feedback:
     side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
                   else ("low", "the word embedding outweighs the position embedding more than "
                                "you assumed"))
-    return Feedback(False, f"too {side} by {abs(off):.3f}: the cosine is {measured:.3f} (you said "
-                           f"{guess:.3f}); {hint}")
+    far = "by more than 0.2" if abs(off) > 0.2 else "by less than 0.2"
+    return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again, or "
+                           "print nb03.bank_cosine(0) to see the value")  # no value handed over
 
 
 def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,
@@ -204,6 +212,22 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
     top = row.argmax(axis=-1)
     hits = np.argwhere(top == tokens.index(target))
     return [(int(layer), int(head)) for layer, head in hits]
+
+
+def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> str | None:
+    """A message for a pair that names no head, or for the two words read the wrong way round."""
+    config = _model(model).model.config
+    L, H = config.num_hidden_layers, config.num_attention_heads
+    outside = sorted((a, b) for a, b in answer if not (0 <= a < L and 0 <= b < H))
+    if outside:
+        return (f"{outside[0]} names no head: layers run 0..{L - 1} and heads 0..{H - 1} "
+                f"({L} layers of {H} heads)")
+    reverse = set(heads_where_top(target, query, model=model))
+    if answer and len(answer & reverse) > len(answer & expected):
+        return (f"most of your heads are those where {target!r} attends to {query!r}: the "
+                f"exercise reads the other way, {query!r} is the query (its row) and {target!r} "
+                "the key (a column)")
+    return None
 
 
 def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
@@ -225,6 +249,9 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
         return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
                                "taken off both numbers: they look 1-based, but bertlib and numpy "
                                "count layers and heads from 0 (the first layer is layer 0)")
+    slip = _heads_slip(answer, expected, query, target, model)
+    if slip is not None:
+        return Feedback(False, slip)
     with_special = set(heads_where_top(query, target, skip_special=False, model=model))
     if answer == with_special and not answer <= expected:  # a subset is a partial answer
         return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "
@@ -262,8 +289,9 @@ def _sentence_problem(text, model) -> Feedback | None:
                                f"{type(text).__name__}")
     try:
         pieces = encode(text, model=_model(model))["input_ids"][0].tolist()
-    except ValueError as error:
-        return Feedback(False, str(error))
+    except ValueError as error:  # too long: the advice to truncate is not for this checker
+        return Feedback(False, str(error).split(", or pass truncate")[0]
+                        + ": a sentence of a line or two is plenty")
     tokens = _model(model).tokenizer.convert_ids_to_tokens(pieces)
     if "bank" not in tokens:
         return Feedback(False, f"your sentence needs the word piece 'bank'; its pieces are "

@@ -38,8 +38,9 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     head: 0..h−1. query: a position 0..n−1 or a token (its first occurrence).
     Left: head ``head``'s (n, n) matrix, the query's row outlined. Right: the query's weights
     weights[:, query, :] in all h heads, an (h, n) grid: the chosen head's row on the left panel's
-    colour scale (Blues, 0 to 1, the colour bar), the other heads greyed (a light grey ramp, 0 to
-    1, with its own colour bar below). Raises ValueError/TypeError for a bad head or query.
+    colour scale (Blues, 0 to 1, the colour bar), the other heads greyed (a white-to-dark grey ramp,
+    0 to 1, with its own colour bar below); each weight is printed when n ≤ 12.
+    Raises ValueError/TypeError for a bad head or query.
     """
     W = _check_maps(weights, tokens)
     h, n, _ = W.shape
@@ -54,8 +55,8 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
 
     rows = W[:, i, :]  # (h, n)
-    greys = ListedColormap(plt.get_cmap("Greys")(0.1 + 0.5 * np.linspace(0, 1, 256)))
-    rgba = greys(rows)  # the other heads: a lighter grey ramp, 0..1 like the chosen head
+    greys = ListedColormap(plt.get_cmap("Greys")(0.02 + 0.8 * np.linspace(0, 1, 256)))
+    rgba = greys(rows)  # the other heads: white to dark grey, 0..1 like the chosen head
     rgba[head] = plt.get_cmap("Blues")(rows[head])  # the chosen head, same 0..1 scale as left
     ax_all.imshow(rgba, aspect="auto")
     ax_all.set_xticks(range(n), tokens, rotation=90)
@@ -65,9 +66,11 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     ax_all.set_xlabel("key (attended to)")
     ax_all.set_ylabel("head")
     ax_all.set_title(f"query {tokens[i]!r} (position {i}) in all {h} heads")
-    for j, v in enumerate(rows[head]):
-        ax_all.text(j, head, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if v > 0.6 else "black")
+    for k, j in np.ndindex(rows.shape) if n <= 12 else ((head, j) for j in range(n)):
+        v, text = rows[k, j], f"{rows[k, j]:.2f}"  # every weight printed (when they fit)
+        ax_all.text(j, k, "1" if text == "1.00" else text[1:], ha="center", va="center",
+                    fontsize=7, fontweight="bold" if k == head else "normal",
+                    color="white" if v > 0.55 else "black")
     fig.colorbar(ScalarMappable(Normalize(0, 1), greys), ax=ax_all, label="weight (other heads)",
                  location="bottom", shrink=0.6)
     if title:

@@ -20,9 +20,8 @@ both sides of the cross block, where it counts as a special token); across the s
 - [CLS], [SEP], punctuation and 34 stop words (:data:`STOP_WORDS`; ``stop_words=()``: none) get 0;
 - two content words get their similarity: 1 for the same word; otherwise the lexicon's score
   (:data:`RELATION_SCORES`), the cosine of the model's own input word embeddings clipped at 0,
-  or WordNet as Xia et al. computed it (1 for synonyms and antonyms, else the Wu-Palmer
-  similarity averaged over all pairs of senses of the two words) when ``nltk`` and its WordNet
-  data are installed;
+  or WordNet as their UER function computes it (1 for synonyms and antonyms, which their ESIM
+  script leaves to Wu-Palmer; else Wu-Palmer averaged over sense pairs) with ``nltk``'s data;
 - every word piece of a word carries the word's value; padding (in a batch) gets 0.
 """
 
@@ -82,7 +81,7 @@ PUNCTUATION = ("remove", "keep")
 FIRST_SEP = ("zero", "sentence_a")
 
 #: Lexicon relation -> similarity, mimicking Wu-Palmer's fall with path length in a taxonomy.
-#: Synonyms and antonyms both get 1, as in the paper: the prior says "compare these two words".
+#: Synonyms and antonyms both get 1, as in their UER function (their ESIM script: synonyms).
 RELATION_SCORES = {
     "synonym": 1.0,
     "antonym": 1.0,
@@ -166,7 +165,8 @@ def _embedding_similarity(words_a, words_b, pieces_a, pieces_b, bert) -> np.ndar
 def _wordnet_similarity(words_a: list[str], words_b: list[str]) -> np.ndarray:
     """Xia et al.'s WordNet similarity of each word of a with each word of b: (len(a), len(b)).
 
-    1 for the same word, for words that share a synset (synonyms) or are antonyms; otherwise the
+    1 for the same word (their code: only if it is a lemma of its senses, so not "dogs"), for
+    words that share a synset (synonyms) or are antonyms (their UER function); otherwise the
     Wu-Palmer similarity 2·depth(LCS) / (depth(s1) + depth(s2)) averaged over all pairs of
     synsets (s1 of word a, s2 of word b, both ways), leaving out the pairs with no common
     ancestor (None), as the authors' code does (0 when no pair has one); 0 when either word has

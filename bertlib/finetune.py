@@ -205,7 +205,9 @@ class LinkEffects(NamedTuple):
     standard (no prior), prior (the prior in layer 0), control (the prior with this one link set
     to 0); negative_heads: the share of heads whose scores to the linked word are all < 0;
     zeroed_positive: the share of the query's scores to keys of b that S sets to 0 which are > 0
-    (all heads). zero_negative: over all pairs, the share of scores at S = 0 that are < 0.
+    (all heads); pair: the index (in ``pairs``) of the pair the link is in, so an interval can
+    resample whole pairs or groups of pairs rather than links, which are not independent.
+    zero_negative: over all pairs, the share of scores at S = 0 that are < 0.
     """
 
     words: list
@@ -214,6 +216,7 @@ class LinkEffects(NamedTuple):
     control: np.ndarray
     negative_heads: np.ndarray
     zeroed_positive: np.ndarray
+    pair: np.ndarray
     zero_negative: float
 
 
@@ -226,10 +229,10 @@ def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
     """
     kind(model, "model", LoadedBert, "the LoadedBert that load_bert() returns")
     pairs = items(pairs, "pairs", "(sentence_a, sentence_b)")
-    bert, rows, negatives, total = bert_module(model), [], 0, 0
+    bert, rows, pair_of, negatives, total = bert_module(model), [], [], 0, 0
     layer = bert.encoder.layer[0].attention.self
     h = bert.config.num_attention_heads
-    for a, b in [(p[0], p[1]) for p in pairs]:
+    for index, (a, b) in enumerate((p[0], p[1]) for p in pairs):
         batch = pair_batch([(a, b)], model=model, **prior_options)
         words = batch_word_ids(model, a, b, prior_options)
         with torch.no_grad():
@@ -241,9 +244,10 @@ def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
         negatives += int((scores[:, S == 0] < 0).sum())
         total += int((S == 0).sum()) * h
         pieces = model.tokenizer.convert_ids_to_tokens(batch.inputs["input_ids"][0])
-        rows += _links_of(scores, S, words, batch.mask_b[0].bool(), pieces)
+        found = _links_of(scores, S, words, batch.mask_b[0].bool(), pieces)
+        rows, pair_of = rows + found, pair_of + [index] * len(found)
     return LinkEffects([r[0] for r in rows], *(np.array([r[k] for r in rows]) for k in range(1, 6)),
-                       negatives / total)
+                       np.array(pair_of, dtype=int), negatives / total)
 
 
 def batch_word_ids(model, a: str, b: str, prior_options: dict) -> list:

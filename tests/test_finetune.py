@@ -130,12 +130,22 @@ def test_link_effects_match_the_models_own_layer_0(bert):
     assert effects.standard[k] == pytest.approx(standard[:, cat, feline].sum(-1).mean().item(),
                                                 abs=1e-6)
     assert effects.prior[k] == pytest.approx(guided[:, cat, feline].sum(-1).mean().item(), abs=1e-6)
-    for values in effects[1:6]:
+    for values in effects[1:7]:
         assert values.shape == (3,)
     assert ((effects.negative_heads >= 0) & (effects.negative_heads <= 1)).all()
     assert 0 < effects.zero_negative < 1
     # the control removes the link: cat's row then has 0 at feline, like every other key of b
     assert effects.control[k] != effects.prior[k]
+
+
+def test_link_effects_say_which_pair_each_link_is_in(bert):
+    # links of one pair are not independent: each link carries its pair's index, so an interval
+    # can resample pairs (or groups of pairs); a pair with no link adds no row
+    effects = F.link_effects(bert, [(A, B), ("The sky is blue.", "A dog barked."), (A, B)])
+    assert effects.pair.dtype.kind == "i"
+    assert effects.pair.tolist() == [0, 0, 0, 2, 2, 2]
+    assert effects.words[3:] == effects.words[:3]
+    assert np.array_equal(effects.prior[3:], effects.prior[:3])
 
 
 def test_link_effects_bad_inputs(bert):

@@ -97,6 +97,9 @@ def test_position_guess_right_wrong_and_one():
     assert check_position_guess(measured - GUESS_TOLERANCE / 2).ok
     fb = check_position_guess(measured - 0.3)
     assert "too low by more than 0.2" in fb.message and f"{measured:.3f}" not in fb.message
+    for wrong in (measured - 0.3, measured + 0.15, 1.0, -1.0):  # no miss reveals the value
+        message = check_position_guess(wrong).message
+        assert f"{measured:.2f}" not in message and "bank_cosine" not in message
 
 
 def test_position_guess_band_lets_a_reasoned_guess_pass():

@@ -192,8 +192,8 @@ def check_position_guess(guess, model=None) -> Feedback:
                   else ("low", "the word embedding outweighs the position embedding more than "
                                "you assumed"))
     far = "by more than 0.2" if abs(off) > 0.2 else "by less than 0.2"
-    return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again, or "
-                           "print nb03.bank_cosine(0) to see the value")  # no value handed over
+    return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again "
+                           "(the worked solution shows the value and why)")  # value withheld
 
 
 def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,

@@ -211,3 +211,17 @@ def test_heads_name_a_missing_layer_and_the_reversed_direction():
 def test_bank_sentence_too_long_gets_no_advice_it_cannot_follow():
     fb = check_bank_sentence("the river bank " * 300)
     assert not fb.ok and "512" in fb.message and "truncate" not in fb.message
+
+
+def test_heads_refuse_a_pair_named_twice():
+    right = heads_where_top()
+    fb = check_heads(right + right[:1])
+    assert not fb.ok and f"{right[0]} appears 2 times" in fb.message
+
+
+def test_bank_sentence_words_are_whole_words_and_one_bank_is_measured():
+    fb = check_bank_sentence("We sat on the waterside bank.")  # pieces "waters" + "##ide"
+    assert "yours uses" not in fb.message
+    assert "yours uses water" in check_bank_sentence("The water reached the bank.").message
+    fb = check_bank_sentence("The bank that lends money is far from the bank of the lake.")
+    assert not fb.ok and "2 banks" in fb.message

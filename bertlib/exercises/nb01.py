@@ -143,9 +143,13 @@ def check_attention_fn(fn: Callable) -> Feedback:
             continue
         break
     else:
+        off = float(np.abs(A - softmax(S / math.sqrt(3), axis=-1)).max())
+        if off < 1e-2:
+            return Feedback(False, f"A is off by up to {off:.1e}, more than the {ATOL:g} "
+                                   "accepted: rounded values? Return A unrounded")
         if not _close(A.sum(axis=1), np.ones(4)):
-            return Feedback(False, f"the rows of A must sum to 1, yours sum to "
-                                   f"{np.round(A.sum(axis=1), 3).tolist()}")
+            return Feedback(False, f"the rows of A must sum to 1 (within {ATOL:g}), yours sum "
+                                   f"to {np.round(A.sum(axis=1), 6).tolist()}")
         return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
     if Z.shape == (4, 3) and _close(Z, A @ K):
         return Feedback(False, "A is right, but Z averages the keys; it must average the values")

@@ -97,6 +97,18 @@ def _ragged_message(value, name: str) -> str:
             f"{lengths[i]} (a list built in a loop that is not emptied for each new row?)")
 
 
+def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
+    """What is wrong with an A (4, 5) that matches no known variant of softmax(S / √d_k)."""
+    off = float(np.abs(A - softmax(S / math.sqrt(3), axis=-1)).max())
+    if off < 1e-2:
+        return Feedback(False, f"A is off by up to {off:.1e}, more than the {ATOL:g} "
+                               "accepted: rounded values? Return A unrounded")
+    if not _close(A.sum(axis=1), np.ones(4)):
+        return Feedback(False, f"the rows of A must sum to 1 (within {ATOL:g}), yours sum "
+                               f"to {np.round(A.sum(axis=1), 6).tolist()}")
+    return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
+
+
 def check_attention_fn(fn: Callable) -> Feedback:
     """Check a learner's ``fn(Q, K, V) -> (Z, A)``: A = softmax(Q Kᵀ / √d_k) per row, Z = A V.
 
@@ -143,14 +155,7 @@ def check_attention_fn(fn: Callable) -> Feedback:
             continue
         break
     else:
-        off = float(np.abs(A - softmax(S / math.sqrt(3), axis=-1)).max())
-        if off < 1e-2:
-            return Feedback(False, f"A is off by up to {off:.1e}, more than the {ATOL:g} "
-                                   "accepted: rounded values? Return A unrounded")
-        if not _close(A.sum(axis=1), np.ones(4)):
-            return Feedback(False, f"the rows of A must sum to 1 (within {ATOL:g}), yours sum "
-                                   f"to {np.round(A.sum(axis=1), 6).tolist()}")
-        return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
+        return _a_not_softmax(A, S)
     if Z.shape == (4, 3) and _close(Z, A @ K):
         return Feedback(False, "A is right, but Z averages the keys; it must average the values")
     if Z.shape != (4, 2):

@@ -225,7 +225,8 @@ def head_view_figure(tokens, attentions, layer: int = 0, heads=None, min_weight:
     for ax in axes.flat[len(chosen):]:
         ax.set_visible(False)
     shown = f"{len(chosen)} heads" if len(chosen) == h else f"{len(chosen)} of {h} heads"
-    fig.suptitle(f"layer {layer}: {shown}, one panel and colour each", fontsize=10)
+    fig.suptitle(f"layer {layer}: {shown}, one panel and colour each\n"
+                 f"a line's opacity is its weight (under {min_weight:g}: not drawn)", fontsize=10)
     handles = [plt.Line2D([], [], color=colours[k], lw=4) for k in chosen]
     fig.legend(handles, [f"head {k}" for k in chosen], fontsize=9, ncols=min(len(chosen), 6),
                loc="outside lower center", frameon=False)

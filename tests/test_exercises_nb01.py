@@ -11,6 +11,7 @@ from bertlib import toy
 from bertlib.attention import scaled_dot_product_attention, softmax
 from bertlib.exercises import Feedback
 from bertlib.exercises.nb01 import (
+    ATOL,
     _window_mask,
     check_attention_fn,
     check_causal_guess,
@@ -149,3 +150,10 @@ def test_attention_fn_names_swapped_outputs():
         return A, A @ V
     fb = check_attention_fn(swapped)
     assert not fb.ok and "order is (Z, A)" in fb.message
+
+
+def test_attention_fn_rounded_answer_is_named_and_sums_print_the_evidence():
+    fb = check_attention_fn(lambda Q, K, V: tuple(np.round(x, 3) for x in loops(Q, K, V)))
+    assert not fb and "rounded" in fb.message and f"{ATOL:g}" in fb.message
+    fb = check_attention_fn(lambda Q, K, V: (loops(Q, K, V)[0], 1.1 * loops(Q, K, V)[1]))
+    assert not fb and "within" in fb.message and "1.1" in fb.message

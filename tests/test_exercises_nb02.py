@@ -195,3 +195,12 @@ def test_w_o_swap_names_reversed_columns_within_heads():
     fb = check_w_o_swap(np.eye(4)[::-1])  # anti-diagonal: heads swapped, each head's columns too
     assert not fb.ok and "reversed" in fb.message
     assert check_w_o_swap(np.eye(4)[[2, 3, 0, 1]]).ok
+
+
+def test_w_o_swap_names_a_scaled_permutation():
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    swap = np.zeros((4, 4))
+    swap[2:, :2] = swap[:2, 2:] = np.eye(2)
+    fb = check_w_o_swap(2 * swap)
+    assert not fb.ok and "multiplied by [2.0, 2.0, 2.0, 2.0]" in fb.message

@@ -97,6 +97,9 @@ def test_position_guess_right_wrong_and_one():
     assert check_position_guess(measured - GUESS_TOLERANCE / 2).ok
     fb = check_position_guess(measured - 0.3)
     assert "too low by more than 0.2" in fb.message and f"{measured:.3f}" not in fb.message
+    for wrong in (measured - 0.3, measured + 0.15, 1.0, -1.0):  # no miss reveals the value
+        message = check_position_guess(wrong).message
+        assert f"{measured:.2f}" not in message and "bank_cosine" not in message
 
 
 def test_position_guess_band_lets_a_reasoned_guess_pass():
@@ -208,3 +211,17 @@ def test_heads_name_a_missing_layer_and_the_reversed_direction():
 def test_bank_sentence_too_long_gets_no_advice_it_cannot_follow():
     fb = check_bank_sentence("the river bank " * 300)
     assert not fb.ok and "512" in fb.message and "truncate" not in fb.message
+
+
+def test_heads_refuse_a_pair_named_twice():
+    right = heads_where_top()
+    fb = check_heads(right + right[:1])
+    assert not fb.ok and f"{right[0]} appears 2 times" in fb.message
+
+
+def test_bank_sentence_words_are_whole_words_and_one_bank_is_measured():
+    fb = check_bank_sentence("We sat on the waterside bank.")  # pieces "waters" + "##ide"
+    assert "yours uses" not in fb.message
+    assert "yours uses water" in check_bank_sentence("The water reached the bank.").message
+    fb = check_bank_sentence("The bank that lends money is far from the bank of the lake.")
+    assert not fb.ok and "2 banks" in fb.message

@@ -101,6 +101,9 @@ def test_head_view_figure_gives_each_head_a_distinct_named_colour():
         assert [t.get_text() for t in legend.get_texts()] == [f"head {k}" for k in heads]
         colours = [to_hex(line.get_color()) for line in legend.get_lines()]
         assert len(set(colours)) == len(heads)  # no two heads share a colour
+        assert "opacity is its weight" in fig.get_suptitle()  # the still says how to read a line
+        alphas = {round(c[3], 6) for ax in panels for c in ax.collections[0].get_colors()}
+        assert alphas == {0.2}  # and it is true: every weight is 0.2
         plt.close(fig)
     # heads 0-9 keep bertviz's own colours (d3 category10 = matplotlib tab10)
     assert to_hex(bertviz_offline._head_colours([0, 1, 2])[1]) == to_hex(plt.get_cmap("tab10")(1))

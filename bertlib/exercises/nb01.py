@@ -80,6 +80,35 @@ def check_causal_guess(word) -> Feedback:
                            f"{Q[i].tolist()} against the keys of {seen}")
 
 
+def _ragged_message(value, name: str) -> str:
+    """"" when ``value`` is array-like of one shape; else which row has a different length."""
+    try:
+        np.shape(value)
+        return ""
+    except ValueError:
+        pass
+    try:
+        lengths = [len(row) for row in value]
+    except TypeError:
+        return f"{name} mixes rows and single numbers: every row needs one entry per column"
+    first = lengths[0]
+    i = next((k for k, n in enumerate(lengths) if n != first), 1)
+    return (f"the rows of {name} have different lengths: row 0 has {first} entries, row {i} has "
+            f"{lengths[i]} (a list built in a loop that is not emptied for each new row?)")
+
+
+def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
+    """What is wrong with an A (4, 5) that matches no known variant of softmax(S / √d_k)."""
+    off = float(np.abs(A - softmax(S / math.sqrt(3), axis=-1)).max())
+    if off < 1e-2:
+        return Feedback(False, f"A is off by up to {off:.1e}, more than the {ATOL:g} "
+                               "accepted: rounded values? Return A unrounded")
+    if not _close(A.sum(axis=1), np.ones(4)):
+        return Feedback(False, f"the rows of A must sum to 1 (within {ATOL:g}), yours sum "
+                               f"to {np.round(A.sum(axis=1), 6).tolist()}")
+    return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
+
+
 def check_attention_fn(fn: Callable) -> Feedback:
     """Check a learner's ``fn(Q, K, V) -> (Z, A)``: A = softmax(Q Kᵀ / √d_k) per row, Z = A V.
 
@@ -94,6 +123,10 @@ def check_attention_fn(fn: Callable) -> Feedback:
         return error
     if not isinstance(result, tuple) or len(result) != 2:
         return Feedback(False, "return two things: (Z, A), the outputs and the weights")
+    ragged = [_ragged_message(r, name) for r, name in zip(result, "ZA", strict=True)]
+    ragged = [m for m in ragged if m]
+    if ragged:
+        return Feedback(False, ragged[-1])  # A's problem first: Z is built from A
     if [np.shape(r) for r in result] == [(4, 5), (4, 2)]:
         return Feedback(False, "you returned the weights first: the order is (Z, A), outputs "
                                "then weights")
@@ -122,10 +155,7 @@ def check_attention_fn(fn: Callable) -> Feedback:
             continue
         break
     else:
-        if not _close(A.sum(axis=1), np.ones(4)):
-            return Feedback(False, f"the rows of A must sum to 1, yours sum to "
-                                   f"{np.round(A.sum(axis=1), 3).tolist()}")
-        return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
+        return _a_not_softmax(A, S)
     if Z.shape == (4, 3) and _close(Z, A @ K):
         return Feedback(False, "A is right, but Z averages the keys; it must average the values")
     if Z.shape != (4, 2):

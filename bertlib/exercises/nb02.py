@@ -216,7 +216,21 @@ def check_w_o_swap(W_O) -> Feedback:
     if np.allclose(got, concat[:, ::-1], atol=1e-9):
         return Feedback(False, "the heads are in the right places, but each head's two columns "
                                "come out reversed: a head's columns keep their own order")
+    scale = _column_scales(got, want)
+    if all(s is not None for s in scale):
+        return Feedback(False, "each output column holds the right concatenated column, but "
+                               f"multiplied by {[round(s, 3) for s in scale]}: moving a column "
+                               "must leave its values as they are")
     which = f"output columns {right} are right" if right else "no output column is right yet"
     return Feedback(False, f"{which}; output column c is concat @ W_O[:, c] (the heads' "
                            "concatenation times column c of W_O), so column c of W_O decides "
                            "which concatenated column lands there")
+
+
+def _column_scales(got: np.ndarray, want: np.ndarray) -> list[float | None]:
+    """Per column c of (n, m) arrays: s when got[:, c] = s · want[:, c], else None."""
+    scales = []
+    for g, w in zip(got.T, want.T, strict=True):
+        s = float(g @ w / (w @ w)) if w @ w > 0 else 0.0
+        scales.append(s if np.allclose(g, s * w, atol=1e-9) else None)
+    return scales

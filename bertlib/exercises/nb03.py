@@ -19,6 +19,8 @@ Every checker works for any BERT (the expected answer is computed on the model i
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from bertlib.bert import bert_params, layer_norm
@@ -192,8 +194,8 @@ def check_position_guess(guess, model=None) -> Feedback:
                   else ("low", "the word embedding outweighs the position embedding more than "
                                "you assumed"))
     far = "by more than 0.2" if abs(off) > 0.2 else "by less than 0.2"
-    return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again, or "
-                           "print nb03.bank_cosine(0) to see the value")  # no value handed over
+    return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again "
+                           "(the worked solution shows the value and why)")  # value withheld
 
 
 def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,
@@ -236,10 +238,15 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
         return _not_answered("put your list of (layer, head) pairs in `your_heads`")
     expected = set(heads_where_top(query, target, model=model))
     try:
-        answer = {(int(layer), int(head)) for layer, head in heads}
+        pairs = [(int(layer), int(head)) for layer, head in heads]
     except (TypeError, ValueError):
         return Feedback(False, "give a list of (layer, head) pairs of whole numbers, e.g. "
                                "[(0, 2), (3, 11)]")
+    answer = set(pairs)
+    if len(answer) < len(pairs):
+        twice = next(p for p in pairs if pairs.count(p) > 1)
+        return Feedback(False, f"{twice} appears {pairs.count(twice)} times in your list: name "
+                               "each head once")
     if answer == expected:
         return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
                               f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
@@ -296,7 +303,11 @@ def _sentence_problem(text, model) -> Feedback | None:
     if "bank" not in tokens:
         return Feedback(False, f"your sentence needs the word piece 'bank'; its pieces are "
                                f"{tokens}")
-    used = sorted(set(tokens) & set(FORBIDDEN))
+    if tokens.count("bank") > 1:
+        return Feedback(False, f"your sentence has {tokens.count('bank')} banks; the check "
+                               "measures one bank, so keep a single 'bank' and let the other "
+                               "words say which kind it is")
+    used = sorted(set(re.findall(r"[a-z]+", text.lower())) & set(FORBIDDEN))  # words, not pieces
     if used:
         return Feedback(False, f"without the words {', '.join(FORBIDDEN)}: yours uses "
                                f"{', '.join(used)}")

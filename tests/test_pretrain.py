@@ -62,7 +62,9 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
     assert np.array_equal(a.loss, b.loss) and np.array_equal(a.log_odds, b.log_odds)
     assert a.steps == [0, 10, 20, 30] and sorted(a.snapshots) == [0, 30]
     assert seen == [10, 20, 30] * 2
-    assert a.heads["subject"].shape == (4, 2, 2) and a.log_odds.shape == (4,)
+    assert a.heads["subject"].shape == a.heads["subject_far"].shape == (4, 2, 2)
+    assert a.log_odds.shape == (4,) and a.number_probe.shape == (4, 2, 2)  # (T, layers, 2)
+    assert np.array_equal(a.number_probe, b.number_probe)
     assert a.loss[-5:].mean() < a.loss[:5].mean()
     first = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, probe,
                      steps=10, progress=False)

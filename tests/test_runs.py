@@ -23,7 +23,8 @@ def test_a_saved_run_loads_back_equal(tok, tmp_path):
     run = runs.load_run(tmp_path / "seed3")
     assert run.name == "seed3" and run.recipe == recipe
     assert np.array_equal(run.history["loss"], history.loss)
-    assert run.history["heads/subject"].shape == (3, 1, 2)
+    assert run.history["heads/subject"].shape == run.history["heads/subject_far"].shape == (3, 1, 2)
+    assert np.array_equal(run.history["number_probe"], history.number_probe)
     ids = torch.as_tensor(probes.encode_texts(tok, ["the cat sleeps"])[0])
     with torch.no_grad():
         assert torch.allclose(run.model(input_ids=ids).logits, model(input_ids=ids).logits)

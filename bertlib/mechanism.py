@@ -34,7 +34,8 @@ from bertlib.ablation import ablated_heads
 from bertlib.checks import has_shape, one_of, whole
 from bertlib.probes import Probe, agreement_table, make_probe, plural_of
 
-__all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "agreement_correct",
+__all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_drops",
+           "agreement_correct",
            "hidden_states", "number_probe", "control_labels", "verb_number_probe",
            "minimal_pairs", "patch_flip", "POSITIONS"]
 
@@ -73,6 +74,18 @@ def agreement_correct(model, probe: Probe) -> np.ndarray:
             r = torch.arange(len(rows))
             out[rows] = (at[r, probe.right[rows]] > at[r, probe.wrong[rows]]).numpy()
     return out
+
+
+def ablation_drops(model, probe: Probe, groups) -> tuple[float, np.ndarray]:
+    """Agreement accuracy over all of ``probe``'s rows, intact and with each group of heads
+    switched off (weights 0). groups: as :func:`head_groups` or :func:`cross_layer_groups`
+    return. Returns (intact accuracy, (G,) accuracy drop: intact minus switched off)."""
+    base = float(agreement_correct(model, probe).mean())
+    drops = []
+    for _, heads in groups:
+        with ablated_heads(heads, "zero", model):
+            drops.append(base - float(agreement_correct(model, probe).mean()))
+    return base, np.array(drops)
 
 
 def ablation_grid(model, probe: Probe, groups) -> tuple[list[str], list[str], np.ndarray]:

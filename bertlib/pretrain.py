@@ -172,7 +172,7 @@ class _Recorder:
     def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int], control):
         self.model, self.probe, self.snapshot_steps = model, probe, snapshot_steps
         self.steps, self.accuracy, self.log_odds, self.heads, self.snapshots = [], [], [], {}, {}
-        self.control, self.number = control, []
+        self.control, self.number, self.losses = control, [], []
 
     def __call__(self, step: int) -> None:
         self.model.eval()
@@ -182,7 +182,8 @@ class _Recorder:
         self.log_odds.append(m["log_odds"].mean())
         for key in ("subject", "subject_far", "previous", "next", "[CLS]", "[SEP]"):
             self.heads.setdefault(key, []).append(m[key])
-        self.number.append(verb_number_probe(self.model, self.probe, self.control))
+        if self.control is not None:
+            self.number.append(verb_number_probe(self.model, self.probe, self.control))
         if step in self.snapshot_steps:
             self.snapshots[step] = _forward(self.model, self.probe.ids[:1],
                                             self.probe.mask[:1])[1][0]
@@ -190,12 +191,13 @@ class _Recorder:
     def history(self, losses: list[float], seconds: float) -> History:
         return History(self.steps, np.array(losses), np.array(self.accuracy),
                        np.array(self.log_odds), {k: np.array(v) for k, v in self.heads.items()},
-                       self.snapshots, seconds, np.array(self.number))
+                       self.snapshots, seconds,
+                       None if self.control is None else np.array(self.number))
 
 
 def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
           snapshot_steps: Sequence[int] = (), progress: bool = True,
-          on_record: Callable | None = None) -> History:
+          on_record: Callable | None = None, number_probe: bool = True) -> History:
     """Masked-LM pre-training of ``model`` with ``recipe`` (see :class:`Recipe`): every step a
     fresh batch of training sentences, BERT's corruption (:func:`bertlib.mlm.mask_batch`), then
     :func:`mlm_step` with AdamW (weight decay 0.01) and the warm-up / linear-decay schedule.
@@ -203,7 +205,9 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
     steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
     steps (and at 0 and the end) runs :func:`measure` and the number probe
     (:func:`bertlib.mechanism.verb_number_probe`) on ``probe``; ``on_record(recorder)`` is
-    then called (e.g. to redraw a plot). Deterministic for a given seed and thread count.
+    then called (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
+    ``log_odds`` and ``losses`` so far). number_probe=False skips the number probe (History's
+    number_probe is then None), which does not change the training itself. Deterministic for a given seed and thread count.
     """
     kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
     steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
@@ -213,8 +217,9 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
     torch.manual_seed(recipe.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
     sched = _schedule(opt, recipe.warmup, recipe.steps)
-    record = _Recorder(model, probe, snapshot_steps, control_labels(tokenizer, probe))
-    losses = []
+    record = _Recorder(model, probe, snapshot_steps,
+                       control_labels(tokenizer, probe) if number_probe else None)
+    losses = record.losses  # training loss per step so far, for on_record
     record(0)
     bar = _progress(steps, progress)
     start = time.process_time()

@@ -70,6 +70,11 @@ def test_ablation_grid_row_zero_is_the_intact_model(tok, tiny):
         off = probes.agreement_table(probe, probes.measure(tiny, probe)["correct"])
     labels, _, acc = mech.ablation_grid(tiny, probe, mech.cross_layer_groups(2, 2))
     assert np.allclose(acc[labels.index("L0H1+L1H0")], [off[n]["model"] for n in names])
+    base, drops = mech.ablation_drops(tiny, probe, mech.cross_layer_groups(2, 2))
+    whole = probes.measure(tiny, probe)["correct"].mean()
+    assert base == pytest.approx(whole) and drops.shape == (4,)
+    n = np.array([table[k]["n"] for k in names])  # the overall drop is the rows' weighted mean
+    assert drops[1] == pytest.approx(whole - (acc[labels.index("L0H1+L1H0")] * n).sum() / n.sum())
 
 
 def test_number_probe_finds_a_planted_direction_and_not_random_labels():

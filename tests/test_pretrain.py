@@ -69,6 +69,9 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
     first = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, probe,
                      steps=10, progress=False)
     assert np.array_equal(first.loss, a.loss[:10])  # the first steps of the same recipe
+    plain = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, probe,
+                     progress=False, number_probe=False)
+    assert plain.number_probe is None and np.array_equal(plain.loss, a.loss)  # same training
     with pytest.raises(ValueError, match=r"steps must be a whole number in 1..30"):
         pt.train(model, tok, recipe, probe, steps=31)
     with pytest.raises(TypeError, match="recipe must be a bertlib.pretrain.Recipe"):

@@ -30,7 +30,6 @@ from transformers import BertConfig, BertForMaskedLM
 from bertlib import grammar
 from bertlib.ablation import ablated_head
 from bertlib.checks import heads_dividing, kind, whole
-from bertlib.mechanism import control_labels, verb_number_probe
 from bertlib.mlm import IGNORE_INDEX, mask_batch
 from bertlib.probes import SPECIALS, Probe, _forward, encode_texts, measure
 
@@ -124,7 +123,7 @@ class History(NamedTuple):
     (L, H, N, N) of the probe's first row; seconds: CPU time of the training loop;
     number_probe: (T, L, 2) a linear probe's test accuracy for the subject's number at the
     masked verb after each layer, and on the control task
-    (:func:`bertlib.mechanism.verb_number_probe`)."""
+    (:func:`bertlib.mechanism.verb_number_probe`), or None when not measured."""
 
     steps: list[int]
     loss: np.ndarray
@@ -169,10 +168,10 @@ def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
 class _Recorder:
     """What :func:`train` measures on the probe at its evaluation steps."""
 
-    def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int], control):
+    def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int], number_probe):
         self.model, self.probe, self.snapshot_steps = model, probe, snapshot_steps
         self.steps, self.accuracy, self.log_odds, self.heads, self.snapshots = [], [], [], {}, {}
-        self.control, self.number, self.losses = control, [], []
+        self.number_probe, self.number, self.losses = number_probe, [], []
 
     def __call__(self, step: int) -> None:
         self.model.eval()
@@ -182,8 +181,8 @@ class _Recorder:
         self.log_odds.append(m["log_odds"].mean())
         for key in ("subject", "subject_far", "previous", "next", "[CLS]", "[SEP]"):
             self.heads.setdefault(key, []).append(m[key])
-        if self.control is not None:
-            self.number.append(verb_number_probe(self.model, self.probe, self.control))
+        if self.number_probe is not None:
+            self.number.append(self.number_probe(self.model, self.probe))
         if step in self.snapshot_steps:
             self.snapshots[step] = _forward(self.model, self.probe.ids[:1],
                                             self.probe.mask[:1])[1][0]
@@ -192,22 +191,24 @@ class _Recorder:
         return History(self.steps, np.array(losses), np.array(self.accuracy),
                        np.array(self.log_odds), {k: np.array(v) for k, v in self.heads.items()},
                        self.snapshots, seconds,
-                       None if self.control is None else np.array(self.number))
+                       None if self.number_probe is None else np.array(self.number))
 
 
 def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
           snapshot_steps: Sequence[int] = (), progress: bool = True,
-          on_record: Callable | None = None, number_probe: bool = True) -> History:
+          on_record: Callable | None = None, number_probe: Callable | None = None) -> History:
     """Masked-LM pre-training of ``model`` with ``recipe`` (see :class:`Recipe`): every step a
     fresh batch of training sentences, BERT's corruption (:func:`bertlib.mlm.mask_batch`), then
     :func:`mlm_step` with AdamW (weight decay 0.01) and the warm-up / linear-decay schedule.
 
     steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
-    steps (and at 0 and the end) runs :func:`measure` and the number probe
-    (:func:`bertlib.mechanism.verb_number_probe`) on ``probe``; ``on_record(recorder)`` is
+    steps (and at 0 and the end) runs :func:`measure` on ``probe``, and ``number_probe(model,
+    probe)`` when given (an (L, 2) array, e.g. :func:`bertlib.mechanism.verb_number_probe` with
+    its control labels, as ``tools/pretrain_tiny_bert.py`` passes); ``on_record(recorder)`` is
     then called (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
-    ``log_odds`` and ``losses`` so far). number_probe=False skips the number probe (History's
-    number_probe is then None), which does not change the training itself. Deterministic for a given seed and thread count.
+    ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None or False) History's
+    number_probe is None; measuring never changes the training. Deterministic for a given seed
+    and thread count.
     """
     kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
     steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
@@ -217,8 +218,7 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
     torch.manual_seed(recipe.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
     sched = _schedule(opt, recipe.warmup, recipe.steps)
-    record = _Recorder(model, probe, snapshot_steps,
-                       control_labels(tokenizer, probe) if number_probe else None)
+    record = _Recorder(model, probe, snapshot_steps, number_probe or None)
     losses = record.losses  # training loss per step so far, for on_record
     record(0)
     bar = _progress(steps, progress)

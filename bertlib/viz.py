@@ -14,7 +14,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from bertlib.checks import as_array, whole
+from bertlib.checks import as_array, number, whole
 
 __all__ = [
     "attention_weights",
@@ -197,8 +197,7 @@ def route_arcs(tokens, arcs, ax=None, title: str = ""):
     for query, key, weight, _ in arcs:
         whole(query, "query", 0, n - 1)
         whole(key, "key", 0, n - 1)
-        if not 0 <= float(weight) <= 1:
-            raise ValueError(f"an arc's weight must be in 0..1, got {weight}")
+        number(weight, "an arc's weight", 0, 1)
     if ax is None:
         _, ax = plt.subplots(figsize=(max(6.0, 0.75 * n), 2.8))
     for i, t in enumerate(tokens):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from bertlib import grammar as g
+from bertlib import mechanism as mech
 from bertlib import pretrain as pt
 from bertlib import probes, runs
 
@@ -14,7 +15,9 @@ def _train_small(tok, seed):
                        seed=seed)
     probe = probes.make_probe(tok, g.generate(3, seed=0, split="test"))
     model = pt.new_model(recipe.config(tok.get_vocab_size()), seed)
-    return model, recipe, pt.train(model, tok, recipe, probe, progress=False)
+    control = mech.control_labels(tok, probe)
+    return model, recipe, pt.train(model, tok, recipe, probe, progress=False,
+                                   number_probe=lambda m, p: mech.verb_number_probe(m, p, control))
 
 
 def test_a_saved_run_loads_back_equal(tok, tmp_path):

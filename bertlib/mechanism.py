@@ -4,12 +4,15 @@ probe for the subject's number, and activation patching.
 - :func:`head_groups` / :func:`ablation_grid`: every single head, every pair of heads of one
   layer and every whole layer switched off at once (:func:`bertlib.ablation.ablated_heads`), the
   agreement accuracy per "construction · role" (Michel et al. 2019 ablate heads; pairs show heads
-  that stand in for each other, which one-at-a-time ablation cannot).
+  that stand in for each other, which one-at-a-time ablation cannot); :func:`cross_layer_groups`:
+  every pair of heads of two layers, switched off together (a route across layers needs both);
+  :func:`agreement_correct`: the agreement test alone, cheap enough to repeat per group.
 - :func:`hidden_states` / :func:`number_probe`: a logistic-regression probe for the subject's
   number on the hidden state at one position and layer, with a train / test split and a control
   task (Hewitt & Liang 2019: the same probe on labels that are a random function of the subject's
   noun, so a probe that only memorises words scores as well there). Selectivity = accuracy −
-  control accuracy.
+  control accuracy. :func:`control_labels` / :func:`verb_number_probe`: that control and the
+  probe at the masked verb after each layer (recorded while training).
 - :func:`minimal_pairs` / :func:`patch_flip`: each probe row beside the same sentence with its
   subject's number flipped (and every verb that agrees with it); the hidden state at one position
   after one layer is copied from the flipped sentence into the original, and we count how often
@@ -29,10 +32,12 @@ import torch
 from bertlib import grammar
 from bertlib.ablation import ablated_heads
 from bertlib.checks import has_shape, one_of, whole
-from bertlib.probes import Probe, agreement_table, make_probe, measure
+from bertlib.probes import Probe, agreement_table, make_probe, plural_of
 
-__all__ = ["head_groups", "ablation_grid", "hidden_states", "number_probe", "minimal_pairs",
-           "patch_flip", "POSITIONS"]
+__all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_drops",
+           "agreement_correct",
+           "hidden_states", "number_probe", "control_labels", "verb_number_probe",
+           "minimal_pairs", "patch_flip", "POSITIONS"]
 
 
 def head_groups(layers: int, heads: int) -> list[tuple[str, list[tuple[int, int]]]]:
@@ -46,18 +51,56 @@ def head_groups(layers: int, heads: int) -> list[tuple[str, list[tuple[int, int]
     return groups + [(f"L{l} all", [(l, h) for h in range(heads)]) for l in range(layers)]
 
 
+def cross_layer_groups(layers: int, heads: int) -> list[tuple[str, list[tuple[int, int]]]]:
+    """[(label, [(layer, head), (later layer, head)]), ...]: every pair of heads of two different
+    layers ("L0H1+L1H3"), the pairs a route across layers (a relay) needs switched off together."""
+    whole(layers, "layers", 1)
+    whole(heads, "heads", 1)
+    return [(f"L{a}H{i}+L{b}H{j}", [(a, i), (b, j)]) for a, b in combinations(range(layers), 2)
+            for i in range(heads) for j in range(heads)]
+
+
+def agreement_correct(model, probe: Probe) -> np.ndarray:
+    """(R,) bool: the masked verb's right form is more probable than the wrong one (the
+    "correct" of :func:`bertlib.probes.measure`, cheaper: no attention maps, no gradients, one
+    forward pass per sentence length without its padding, the output layer at the verb only)."""
+    out = np.zeros(len(probe.ids), dtype=bool)
+    with torch.no_grad():
+        for n in np.unique(probe.length):
+            rows = np.flatnonzero(probe.length == n)
+            hidden = model.bert(input_ids=torch.as_tensor(probe.ids[rows, :n]),
+                                attention_mask=torch.as_tensor(probe.mask[rows, :n]))[0]
+            at = model.cls(hidden[torch.arange(len(rows)), torch.as_tensor(probe.verb[rows])])
+            r = torch.arange(len(rows))
+            out[rows] = (at[r, probe.right[rows]] > at[r, probe.wrong[rows]]).numpy()
+    return out
+
+
+def ablation_drops(model, probe: Probe, groups) -> tuple[float, np.ndarray]:
+    """Agreement accuracy over all of ``probe``'s rows, intact and with each group of heads
+    switched off (weights 0). groups: as :func:`head_groups` or :func:`cross_layer_groups`
+    return. Returns (intact accuracy, (G,) accuracy drop: intact minus switched off)."""
+    base = float(agreement_correct(model, probe).mean())
+    drops = []
+    for _, heads in groups:
+        with ablated_heads(heads, "zero", model):
+            drops.append(base - float(agreement_correct(model, probe).mean()))
+    return base, np.array(drops)
+
+
 def ablation_grid(model, probe: Probe, groups) -> tuple[list[str], list[str], np.ndarray]:
     """Agreement accuracy with each group of heads switched off (weights 0).
 
-    groups: as :func:`head_groups` returns. Returns (group labels (G,), row names (K,) as in
-    :func:`bertlib.probes.agreement_table`, accuracy (G + 1, K)); row 0 is nothing switched off.
+    groups: as :func:`head_groups` or :func:`cross_layer_groups` return. Returns (group labels
+    (G,), row names (K,) as in :func:`bertlib.probes.agreement_table`, accuracy (G + 1, K));
+    row 0 is nothing switched off.
     """
-    base = agreement_table(probe, measure(model, probe)["correct"])
+    base = agreement_table(probe, agreement_correct(model, probe))
     names = list(base)
     acc = [[base[n]["model"] for n in names]]
     for _, heads in groups:
         with ablated_heads(heads, "zero", model):
-            table = agreement_table(probe, measure(model, probe)["correct"])
+            table = agreement_table(probe, agreement_correct(model, probe))
         acc.append([table[n]["model"] for n in names])
     return ["none"] + [label for label, _ in groups], names, np.array(acc)
 
@@ -95,6 +138,28 @@ def number_probe(features, labels, control, train_share: float = 0.5,
         w, b = _fit_logistic(x[:cut], torch.as_tensor(target[:cut], dtype=torch.float64), l2)
         scores.append(float(((x[cut:] @ w + b > 0).numpy() == target[cut:]).mean()))
     return scores[0], scores[1]
+
+
+def control_labels(tokenizer, probe: Probe, seed: int = 0) -> np.ndarray:
+    """The control task's labels (R,) bool: a coin flip per subject noun (singular and plural
+    forms share it; seeded, one flip per noun in alphabetical order of the nouns present), so a
+    probe that recognises the noun scores as well on it as on the number."""
+    lemma = [tokenizer.id_to_token(int(i)).removesuffix("s")
+             for i in probe.ids[np.arange(len(probe.ids)), probe.subject]]
+    nouns = sorted(set(lemma))
+    coin = dict(zip(nouns, np.random.default_rng(seed).random(len(nouns)) < 0.5, strict=True))
+    return np.array([coin[w] for w in lemma], dtype=bool)
+
+
+def verb_number_probe(model, probe: Probe, control) -> np.ndarray:
+    """:func:`number_probe` for the subject's number on the masked verb's hidden state after each
+    layer. control: (R,) bool (:func:`control_labels`). Returns (L, 2): test accuracy and control
+    test accuracy after layer 0, 1, ..."""
+    states = hidden_states(model, probe)                      # (R, L + 1, N, d)
+    at_verb = states[np.arange(len(states)), 1:, probe.verb]  # (R, L, d)
+    plural = plural_of(probe)[0]                              # the verb's = its subject's
+    return np.array([number_probe(at_verb[:, layer], plural, control)
+                     for layer in range(at_verb.shape[1])])
 
 
 def _fit_logistic(x, y, l2: float, iterations: int = 200):

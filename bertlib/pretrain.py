@@ -118,8 +118,12 @@ class History(NamedTuple):
     """What :func:`train` recorded. steps: (T,) evaluation steps (0 = before training);
     loss: (S,) training loss per step; accuracy: (T,) agreement accuracy on the probe;
     log_odds: (T,) mean log p(right form) − log p(wrong form) at the masked verb;
-    heads: name -> (T, L, H) shares (see :func:`measure`); snapshots: step -> attention maps
-    (L, H, N, N) of the probe's first row; seconds: CPU time of the training loop."""
+    heads: name -> (T, L, H) shares (see :func:`measure`; "subject_far" is the verb -> subject
+    share on the rows whose subject is not the previous word); snapshots: step -> attention maps
+    (L, H, N, N) of the probe's first row; seconds: CPU time of the training loop;
+    number_probe: (T, L, 2) a linear probe's test accuracy for the subject's number at the
+    masked verb after each layer, and on the control task
+    (:func:`bertlib.mechanism.verb_number_probe`), or None when not measured."""
 
     steps: list[int]
     loss: np.ndarray
@@ -128,6 +132,7 @@ class History(NamedTuple):
     heads: dict[str, np.ndarray]
     snapshots: dict[int, np.ndarray]
     seconds: float
+    number_probe: np.ndarray | None = None
 
 
 def _batch_ids(tokenizer, n: int, rng: np.random.Generator, constructions: Sequence[str],
@@ -163,9 +168,10 @@ def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
 class _Recorder:
     """What :func:`train` measures on the probe at its evaluation steps."""
 
-    def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int]):
+    def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int], number_probe):
         self.model, self.probe, self.snapshot_steps = model, probe, snapshot_steps
         self.steps, self.accuracy, self.log_odds, self.heads, self.snapshots = [], [], [], {}, {}
+        self.number_probe, self.number, self.losses = number_probe, [], []
 
     def __call__(self, step: int) -> None:
         self.model.eval()
@@ -173,8 +179,10 @@ class _Recorder:
         self.steps.append(step)
         self.accuracy.append(m["correct"].mean())
         self.log_odds.append(m["log_odds"].mean())
-        for key in ("subject", "previous", "next", "[CLS]", "[SEP]"):
+        for key in ("subject", "subject_far", "previous", "next", "[CLS]", "[SEP]"):
             self.heads.setdefault(key, []).append(m[key])
+        if self.number_probe is not None:
+            self.number.append(self.number_probe(self.model, self.probe))
         if step in self.snapshot_steps:
             self.snapshots[step] = _forward(self.model, self.probe.ids[:1],
                                             self.probe.mask[:1])[1][0]
@@ -182,19 +190,25 @@ class _Recorder:
     def history(self, losses: list[float], seconds: float) -> History:
         return History(self.steps, np.array(losses), np.array(self.accuracy),
                        np.array(self.log_odds), {k: np.array(v) for k, v in self.heads.items()},
-                       self.snapshots, seconds)
+                       self.snapshots, seconds,
+                       None if self.number_probe is None else np.array(self.number))
 
 
 def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
           snapshot_steps: Sequence[int] = (), progress: bool = True,
-          on_record: Callable | None = None) -> History:
+          on_record: Callable | None = None, number_probe: Callable | None = None) -> History:
     """Masked-LM pre-training of ``model`` with ``recipe`` (see :class:`Recipe`): every step a
     fresh batch of training sentences, BERT's corruption (:func:`bertlib.mlm.mask_batch`), then
     :func:`mlm_step` with AdamW (weight decay 0.01) and the warm-up / linear-decay schedule.
 
     steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
-    steps (and at 0 and the end) runs :func:`measure` on ``probe``; ``on_record(recorder)`` is
-    then called (e.g. to redraw a plot). Deterministic for a given seed and thread count.
+    steps (and at 0 and the end) runs :func:`measure` on ``probe``, and ``number_probe(model,
+    probe)`` when given (an (L, 2) array, e.g. :func:`bertlib.mechanism.verb_number_probe` with
+    its control labels, as ``tools/pretrain_tiny_bert.py`` passes); ``on_record(recorder)`` is
+    then called (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
+    ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None or False) History's
+    number_probe is None; measuring never changes the training. Deterministic for a given seed
+    and thread count.
     """
     kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
     steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
@@ -204,7 +218,8 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
     torch.manual_seed(recipe.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
     sched = _schedule(opt, recipe.warmup, recipe.steps)
-    record, losses = _Recorder(model, probe, snapshot_steps), []
+    record = _Recorder(model, probe, snapshot_steps, number_probe or None)
+    losses = record.losses  # training loss per step so far, for on_record
     record(0)
     bar = _progress(steps, progress)
     start = time.process_time()

@@ -178,8 +178,9 @@ def measure(model, probe: Probe) -> dict[str, np.ndarray]:
     """Run the probe. Returns per row "correct" (R,) bool (right form more probable than the
     wrong one), "log_odds" (R,) (log p(right) − log p(wrong)), "p_right" (R,) (softmax
     probability of the right form), and per head (L, H): "subject" (masked verb -> its
-    subject), "previous", "next", "[CLS]", "[SEP]" shares (averaged over rows, each over its
-    real tokens)."""
+    subject), "subject_far" (the same, only over the rows whose subject is not the word just
+    before the verb; NaN when there is none), "previous", "next", "[CLS]", "[SEP]" shares
+    (averaged over rows, each over its real tokens)."""
     logits, maps = _forward(model, probe.ids, probe.mask)
     r = np.arange(len(probe.ids))
     at_verb = logits[r, probe.verb].astype(np.float64)
@@ -189,6 +190,9 @@ def measure(model, probe: Probe) -> dict[str, np.ndarray]:
            "log_odds": at_verb[r, probe.right] - at_verb[r, probe.wrong],
            "p_right": p[r, probe.right],
            "subject": maps[r, :, :, probe.verb, probe.subject].mean(0)}
+    far = probe.verb - probe.subject > 1
+    out["subject_far"] = (maps[r[far], :, :, probe.verb[far], probe.subject[far]].mean(0)
+                          if far.any() else np.full(maps.shape[1:3], np.nan))
     shares = {"previous": [], "next": [], "[CLS]": [], "[SEP]": []}
     for n in np.unique(probe.length):
         A = maps[probe.length == n][..., :n, :n]

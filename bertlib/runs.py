@@ -35,7 +35,8 @@ COMMITTED = Path(__file__).resolve().parent / "data" / "tiny_bert"
 class Run(NamedTuple):
     """One training run: its name (the folder's), recipe, trained model (eval mode, eager
     attention) and history (name -> array: "steps" (T,), "loss" (S,), "accuracy" (T,),
-    "log_odds" (T,), "heads/<measure>" (T, L, H), "snapshot/<step>" (L, H, N, N))."""
+    "log_odds" (T,), "heads/<measure>" (T, L, H), "number_probe" (T, L, 2),
+    "snapshot/<step>" (L, H, N, N); see :class:`bertlib.pretrain.History`)."""
 
     name: str
     recipe: Recipe
@@ -74,6 +75,8 @@ def save_run(out, model, recipe: Recipe, history: History) -> Path:
     (out / "recipe.json").write_text(json.dumps(recipe.to_json(), indent=1) + "\n")
     np.savez_compressed(out / "history.npz", steps=np.array(history.steps), loss=history.loss,
                         accuracy=history.accuracy, log_odds=history.log_odds,
+                        **({} if history.number_probe is None
+                           else {"number_probe": history.number_probe}),
                         **{f"heads/{k}": v for k, v in history.heads.items()},
                         **{f"snapshot/{k}": v for k, v in history.snapshots.items()})
     return out

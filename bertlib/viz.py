@@ -14,7 +14,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from bertlib.checks import as_array, whole
+from bertlib.checks import as_array, number, whole
 
 __all__ = [
     "attention_weights",
@@ -180,3 +180,47 @@ def small_png(png: bytes, colours: int = PNG_COLOURS) -> bytes:
     palette.save(buffer, format="PNG", optimize=True)
     return buffer.getvalue()
 
+
+
+def route_arcs(tokens, arcs, ax=None, title: str = ""):
+    """One sentence's tokens on a line, with an arc for each attention link of a route.
+
+    tokens: (n,) strings. arcs: [(query, key, weight, label), ...]: an arc from token ``query``
+    (attending) to token ``key`` (attended to), drawn above the line for the first layer's heads
+    and below for later ones when labels start with "L0"/"L1"..., its width growing with
+    ``weight`` (0..1), labelled "label weight" at its top. ValueError for a position outside
+    0..n − 1 or a weight outside 0..1. Returns the Axes.
+    """
+    tokens = [str(t) for t in tokens]
+    n = len(tokens)
+    whole(n, "the number of tokens", 2)
+    for query, key, weight, _ in arcs:
+        whole(query, "query", 0, n - 1)
+        whole(key, "key", 0, n - 1)
+        number(weight, "an arc's weight", 0, 1)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(6.0, 0.75 * n), 2.8))
+    for i, t in enumerate(tokens):
+        ax.text(i, 0, t, ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#ccc"})
+    t = np.linspace(0, np.pi, 50)
+    for k, (query, key, weight, label) in enumerate(arcs):
+        later = not str(label).startswith("L0")
+        side = -1 if later else 1
+        height = side * (0.35 + 0.12 * abs(query - key))
+        x = (query + key) / 2 + (query - key) / 2 * np.cos(t)
+        y = 0.18 * side + height * np.sin(t)
+        color = plt.cm.tab10(k % 10)
+        ax.plot(x, y, color=color, lw=0.8 + 5 * float(weight), alpha=0.85)
+        ax.annotate("", xy=(key, 0.18 * side), xytext=(x[-3], y[-3]),
+                    arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2})
+        ax.text((query + key) / 2, 0.18 * side + height + 0.08 * side,
+                f"{label} {float(weight):.2f}", ha="center",
+                va="bottom" if side > 0 else "top", fontsize=8, color=color)
+    top = max([0.6] + [0.5 + 0.12 * abs(q - k) for q, k, _, _ in arcs])
+    ax.set_xlim(-0.7, n - 0.3)
+    ax.set_ylim(-top - 0.2, top + 0.2)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

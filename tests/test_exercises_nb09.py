@@ -8,6 +8,7 @@ import numpy as np
 from bertlib.exercises import nb09
 from bertlib.pretrain import new_model, tiny_config
 from bertlib.probes import build_tokenizer
+from bertlib.runs import COMMITTED, load_run
 
 V = build_tokenizer().get_vocab_size()
 
@@ -15,7 +16,7 @@ V = build_tokenizer().get_vocab_size()
 def _run(layer):
     final = np.zeros((2, 4))
     final[layer, 1] = 0.9
-    return SimpleNamespace(history={"heads/subject": np.stack([np.zeros((2, 4)), final])})
+    return SimpleNamespace(history={"heads/subject_far": np.stack([np.zeros((2, 4)), final])})
 
 
 def test_runs_prediction_counts_the_layers_itself():
@@ -36,8 +37,13 @@ def test_attractor_prediction_measures_the_model_itself():
     assert "between 0 and 1" in nb09.check_attractor_prediction(3, None).message
     assert "BertForMaskedLM you trained" in nb09.check_attractor_prediction(0.5, 0.7).message
     untrained = new_model(tiny_config(V, 1, 2, 16), 0)
-    answer = nb09.check_attractor_prediction(0.0, untrained)
-    assert "measured" in answer.message and "verbs" in answer.message
+    answer = nb09.check_attractor_prediction(0.5, untrained)  # a coin flip's guess on a coin flip
+    assert not answer and "not learned agreement yet" in answer.message
+    trained = load_run(COMMITTED / "seed0").model  # learned agreement, attractors included
+    measured = float(nb09.check_attractor_prediction(0.5, trained).message.split()[1])
+    assert nb09.check_attractor_prediction(measured, trained)
+    low = nb09.check_attractor_prediction(max(0.0, measured - 0.3), trained)
+    assert not low and "pessimistic by 0.30" in low.message and "less often" in low.message
 
 
 def test_design():
@@ -48,4 +54,7 @@ def test_design():
     assert "= 8 dimensions" in nb09.check_design(tiny_config(V, 3, 8, 64)).message
     over = nb09.check_design(tiny_config(V, 3, 4, 64))
     assert not over and "over the budget" in over.message
-    assert nb09.check_design(tiny_config(V, 3, 3, 48))
+    assert nb09.check_design(tiny_config(V, 3, 3, 48))  # the most heads of 16 that fit
+    small = nb09.check_design(tiny_config(V, 3, 2, 32))
+    assert not small and "one more head" in small.message
+    assert nb09.design_parameters(V, 3) <= nb09.DESIGN_BUDGET < nb09.design_parameters(V, 4)

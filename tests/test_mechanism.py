@@ -19,6 +19,34 @@ def test_head_groups_are_singles_pairs_within_a_layer_and_layers():
     assert len(groups) == 6 + 2 * 3 + 2
 
 
+def test_cross_layer_groups_pair_every_head_with_every_head_of_a_later_layer():
+    groups = mech.cross_layer_groups(3, 2)
+    assert len(groups) == 3 * 2 * 2  # layer pairs (0,1) (0,2) (1,2), 2 x 2 heads each
+    assert groups[0] == ("L0H0+L1H0", [(0, 0), (1, 0)]) and groups[-1][0] == "L1H1+L2H1"
+    with pytest.raises(ValueError, match="heads must be a whole number >= 1"):
+        mech.cross_layer_groups(2, 0)
+
+
+def test_agreement_correct_is_measure_s_correct_without_padding(tok, tiny):
+    probe = probes.make_probe(tok, g.generate(20, g.CONSTRUCTIONS, seed=5, split="test"))
+    assert len(set(probe.length)) > 2  # rows of several lengths, so the padding is really cut
+    expected = probes.measure(tiny, probe)["correct"]
+    assert np.array_equal(mech.agreement_correct(tiny, probe), expected)
+
+
+def test_control_labels_flip_a_coin_per_noun_and_the_verb_probe_has_one_row_per_layer(tok, tiny):
+    probe = probes.make_probe(tok, g.generate(40, g.CONSTRUCTIONS, seed=6, split="test"))
+    control = mech.control_labels(tok, probe)
+    nouns = [tok.id_to_token(int(i)).removesuffix("s")
+             for i in probe.ids[np.arange(len(probe.ids)), probe.subject]]
+    by_noun = {}
+    for noun, c in zip(nouns, control, strict=True):
+        assert by_noun.setdefault(noun, c) == c  # singular and plural share one label
+    assert 0 < control.mean() < 1 and np.array_equal(control, mech.control_labels(tok, probe))
+    scores = mech.verb_number_probe(tiny, probe, control)
+    assert scores.shape == (2, 2) and ((scores >= 0) & (scores <= 1)).all()
+
+
 def test_ablated_heads_switches_off_exactly_the_listed_heads(tok, tiny):
     probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
     before = probes.measure(tiny, probe)
@@ -38,6 +66,15 @@ def test_ablation_grid_row_zero_is_the_intact_model(tok, tiny):
     assert labels[0] == "none" and names == list(table)
     assert acc.shape == (1 + 4 + 2 + 2, len(names))
     assert np.allclose(acc[0], [table[n]["model"] for n in names])
+    with ablated_heads([(0, 1), (1, 0)], model=tiny):
+        off = probes.agreement_table(probe, probes.measure(tiny, probe)["correct"])
+    labels, _, acc = mech.ablation_grid(tiny, probe, mech.cross_layer_groups(2, 2))
+    assert np.allclose(acc[labels.index("L0H1+L1H0")], [off[n]["model"] for n in names])
+    base, drops = mech.ablation_drops(tiny, probe, mech.cross_layer_groups(2, 2))
+    whole = probes.measure(tiny, probe)["correct"].mean()
+    assert base == pytest.approx(whole) and drops.shape == (4,)
+    n = np.array([table[k]["n"] for k in names])  # the overall drop is the rows' weighted mean
+    assert drops[1] == pytest.approx(whole - (acc[labels.index("L0H1+L1H0")] * n).sum() / n.sum())
 
 
 def test_number_probe_finds_a_planted_direction_and_not_random_labels():

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from bertlib import grammar as g
+from bertlib import mechanism as mech
 from bertlib import pretrain as pt
 from bertlib import probes
 from bertlib.mlm import mask_batch
@@ -53,20 +54,27 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
     torch.set_num_threads(1)
     probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
     recipe = pt.Recipe(**SMALL)
+    control = mech.control_labels(tok, probe)
     runs, seen = [], []
     for _ in range(2):
         model = pt.new_model(recipe.config(tok.get_vocab_size()), 0)
         runs.append(pt.train(model, tok, recipe, probe, snapshot_steps=(0, 30), progress=False,
-                             on_record=lambda r: seen.append(r.steps[-1])))
+                             on_record=lambda r: seen.append(r.steps[-1]),
+                             number_probe=lambda m, p: mech.verb_number_probe(m, p, control)))
     a, b = runs
     assert np.array_equal(a.loss, b.loss) and np.array_equal(a.log_odds, b.log_odds)
     assert a.steps == [0, 10, 20, 30] and sorted(a.snapshots) == [0, 30]
     assert seen == [10, 20, 30] * 2
-    assert a.heads["subject"].shape == (4, 2, 2) and a.log_odds.shape == (4,)
+    assert a.heads["subject"].shape == a.heads["subject_far"].shape == (4, 2, 2)
+    assert a.log_odds.shape == (4,) and a.number_probe.shape == (4, 2, 2)  # (T, layers, 2)
+    assert np.array_equal(a.number_probe, b.number_probe)
     assert a.loss[-5:].mean() < a.loss[:5].mean()
     first = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, probe,
                      steps=10, progress=False)
     assert np.array_equal(first.loss, a.loss[:10])  # the first steps of the same recipe
+    plain = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, probe,
+                     progress=False)
+    assert plain.number_probe is None and np.array_equal(plain.loss, a.loss)  # same training
     with pytest.raises(ValueError, match=r"steps must be a whole number in 1..30"):
         pt.train(model, tok, recipe, probe, steps=31)
     with pytest.raises(TypeError, match="recipe must be a bertlib.pretrain.Recipe"):

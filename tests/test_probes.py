@@ -82,9 +82,14 @@ def test_measure_shapes_and_rows_sum(tok, tiny):
     probe = probes.make_probe(tok, g.generate(6, g.CONSTRUCTIONS, seed=2))
     m = probes.measure(tiny, probe)
     assert m["correct"].shape == m["p_right"].shape == probe.verb.shape
-    for key in ("subject", "previous", "next", "[CLS]", "[SEP]"):
+    for key in ("subject", "subject_far", "previous", "next", "[CLS]", "[SEP]"):
         assert m[key].shape == (2, 2)
         assert ((m[key] >= 0) & (m[key] <= 1)).all()
+    far = probe.verb - probe.subject > 1
+    assert 0 < far.sum() < len(far)  # both kinds of rows, so the two measures differ
+    assert np.allclose(m["subject_far"], probes.measure(tiny, probes.subset(probe, far))["subject"])
+    near = probes.measure(tiny, probes.subset(probe, ~far))["subject_far"]
+    assert np.isnan(near).all()  # no far row: NaN, not a number made up
 
 
 def test_subset_keeps_the_chosen_rows(tok):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from bertlib import grammar as g
+from bertlib import mechanism as mech
 from bertlib import pretrain as pt
 from bertlib import probes, runs
 
@@ -14,7 +15,9 @@ def _train_small(tok, seed):
                        seed=seed)
     probe = probes.make_probe(tok, g.generate(3, seed=0, split="test"))
     model = pt.new_model(recipe.config(tok.get_vocab_size()), seed)
-    return model, recipe, pt.train(model, tok, recipe, probe, progress=False)
+    control = mech.control_labels(tok, probe)
+    return model, recipe, pt.train(model, tok, recipe, probe, progress=False,
+                                   number_probe=lambda m, p: mech.verb_number_probe(m, p, control))
 
 
 def test_a_saved_run_loads_back_equal(tok, tmp_path):
@@ -23,7 +26,8 @@ def test_a_saved_run_loads_back_equal(tok, tmp_path):
     run = runs.load_run(tmp_path / "seed3")
     assert run.name == "seed3" and run.recipe == recipe
     assert np.array_equal(run.history["loss"], history.loss)
-    assert run.history["heads/subject"].shape == (3, 1, 2)
+    assert run.history["heads/subject"].shape == run.history["heads/subject_far"].shape == (3, 1, 2)
+    assert np.array_equal(run.history["number_probe"], history.number_probe)
     ids = torch.as_tensor(probes.encode_texts(tok, ["the cat sleeps"])[0])
     with torch.no_grad():
         assert torch.allclose(run.model(input_ids=ids).logits, model(input_ids=ids).logits)

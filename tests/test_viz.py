@@ -87,3 +87,16 @@ def test_attention_weights_is_the_one_check_of_an_n_by_n_map():
         viz.attention_weights(np.zeros((0, 0)), [])
     with pytest.raises(TypeError, match="array of numbers"):
         viz.attention_weights("weights", TOKENS)
+
+
+def test_route_arcs_draws_one_labelled_arc_per_link_and_names_bad_positions():
+    tokens = ["[CLS]", "the", "key", "near", "the", "cabinets", "[MASK]", "[SEP]"]
+    ax = viz.route_arcs(tokens, [(3, 2, 0.9, "L0H1"), (6, 3, 0.4, "L1H0")], title="one")
+    labels = [t.get_text() for t in ax.texts]
+    assert tokens == labels[:len(tokens)] and "L0H1 0.90" in labels and "L1H0 0.40" in labels
+    widths = [line.get_linewidth() for line in ax.lines]
+    assert len(widths) == 2 and widths[0] > widths[1]  # the stronger link is drawn thicker
+    with pytest.raises(ValueError, match=r"key must be a whole number in 0..7"):
+        viz.route_arcs(tokens, [(3, 9, 0.5, "L0H1")])
+    with pytest.raises(ValueError, match=r"weight must be a number in \[0, 1\]"):
+        viz.route_arcs(tokens, [(3, 2, 1.5, "L0H1")])

@@ -6,9 +6,9 @@
 
 Each run folder holds model.safetensors + config.json (a BertForMaskedLM), recipe.json and
 history.npz (evaluation steps, loss per step, agreement accuracy and log-odds on the probe,
-per-head shares, attention snapshots); notebook 09 reads it through bertlib.runs
-(BERTLIB_TINY_BERT=OUT). Deterministic: seeds fixed and one torch thread, so a rerun on the same
-kind of CPU gives the same numbers (tests/test_pretrain_tool.py checks it).
+per-head shares, the number probe at the masked verb, attention snapshots); notebook 09 reads it
+through bertlib.runs (BERTLIB_TINY_BERT=OUT). Deterministic: seeds fixed and one torch thread,
+so a rerun on the same kind of CPU gives the same numbers (tests/test_pretrain_tool.py checks it).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def build(out: Path, seed: int, progress: bool = False) -> Path:
     import torch
 
     from bertlib import grammar, probes, runs
+    from bertlib import mechanism as mech
     from bertlib import pretrain as pt
 
     torch.set_num_threads(1)
@@ -41,8 +42,10 @@ def build(out: Path, seed: int, progress: bool = False) -> Path:
     probe = probes.make_probe(tok, grammar.generate(recipe.probe_sentences,
                                                     grammar.CONSTRUCTIONS,
                                                     seed=recipe.probe_seed, split="test"))
+    control = mech.control_labels(tok, probe)
     history = pt.train(model, tok, recipe, probe, progress=progress,
-                       snapshot_steps=[s for s in SNAPSHOT_STEPS if s <= recipe.steps])
+                       snapshot_steps=[s for s in SNAPSHOT_STEPS if s <= recipe.steps],
+                       number_probe=lambda m, p: mech.verb_number_probe(m, p, control))
     return runs.save_run(out, model, recipe, history)
 
 

@@ -73,7 +73,7 @@ test-binder: $(STAMP) $(VENV)/.binder-installed
 
 # Every pin resolved for Python 3.11-3.14 on Linux x86-64 (the whole set) and each pin's wheel for
 # macOS arm64 and Windows x86-64 (needs PyPI; in .ci/run). pip reads each wheel's METADATA through
-# a local index (tests/binder/metadata_index.py) instead of downloading the wheels (~14 GB).
+# a local index (tests/binder/metadata_index.py) instead of downloading the wheels (~13 GB).
 test-pythons: $(STAMP)
 	$(BIN)/python -m pytest -p no:xdist -v -rP tests/binder/test_metadata_index.py \
 	  tests/binder/test_pythons.py

@@ -4,7 +4,7 @@ so that `pip install --dry-run` resolves from METADATA files instead of download
 Why: pip 26 resolves from metadata alone when the index advertises it (`core-metadata`, PEP 714).
 The PyPI this project's machines and CI reach does not advertise it, so pip downloaded every
 wheel it considered, the CUDA build of torch and its nvidia-* packages included: about 3 GB per
-Python, 14 GB per `make test-pythons` run, with no cache (the files come without cache headers).
+Python, about 13 GB per `make test-pythons` run, with no cache (the files come without cache headers).
 
 What it changes, and what not: the project pages are PyPI's own (`/simple/<name>/`, JSON API),
 with the same files, versions, Requires-Python and yanked flags, so pip chooses exactly as

@@ -7,7 +7,9 @@ Every runtime dependency in pyproject.toml is pinned to the lower bound of its r
 virtual environment go those pins, the test tools pinned in requirements.txt, nothing else. Then
 the unit tests run, and every notebook (lessons and solutions) runs with ``--nbval-lax``: each
 cell must run without an error; outputs are not compared, since they were saved with the pins of
-requirements.txt. Exit status: pytest's (a resolve or install failure exits 2 and names it).
+requirements.txt. The tests run on 2 workers with ``--dist loadscope``, as ``make test`` does.
+Exit status: pytest's (a resolve or install failure exits 2 and names it). ``make test-lowest``
+runs it, in .ci/run; it prints how long the install and the tests took (wall clock, for the log).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -53,6 +56,7 @@ def main() -> int:
     args = parser.parse_args()
     venv = args.venv or Path(tempfile.mkdtemp(prefix="bertlib-lowest-")) / "venv"
     python = venv / "bin" / "python"
+    start = time.monotonic()
     try:
         if run([sys.executable, "-m", "venv", "--clear", str(venv)]):
             return 2
@@ -72,11 +76,15 @@ def main() -> int:
         if wrong:
             print(f"not installed: {wrong}", file=sys.stderr)
             return 2
+        print(f"installed in {(time.monotonic() - start) / 60:.1f} min", flush=True)
+        start = time.monotonic()
         env_python = str(python)
-        return run([env_python, "-m", "pytest", "-n", "2", "--dist", "loadscope",
-                    "-p", "no:cacheprovider", "--ignore=tests/browser", "--ignore=tests/binder",
-                    "--nbval-lax", "tests", "notebooks"], cwd=ROOT,
-                   env={**_env(), "PYTHONPATH": str(ROOT)})
+        status = run([env_python, "-m", "pytest", "-n", "2", "--dist", "loadscope",
+                      "-p", "no:cacheprovider", "--ignore=tests/browser", "--ignore=tests/binder",
+                      "--nbval-lax", "tests", "notebooks"], cwd=ROOT,
+                     env={**_env(), "PYTHONPATH": str(ROOT)})
+        print(f"tests and notebooks ran in {(time.monotonic() - start) / 60:.1f} min")
+        return status
     finally:
         if not args.keep:
             shutil.rmtree(venv, ignore_errors=True)

@@ -231,8 +231,11 @@ def test_heads_refuse_a_pair_named_twice():
 
 
 def test_bank_sentence_words_are_whole_words_and_one_bank_is_measured():
-    fb = check_bank_sentence("We sat on the waterside bank.")  # pieces "waters" + "##ide"
-    assert "yours uses" not in fb.message
+    for word in ("waterside", "riverbank", "waterfowl", "streamy", "Rivers", "downstream"):
+        fb = check_bank_sentence(f"We saw the {word} by the bank.")
+        assert not fb.ok and f"yours uses {word.lower()}" in fb.message, fb.message
+    assert "contains 'river'" in check_bank_sentence("The riverbank was a bank.").message
+    assert "yours uses" not in check_bank_sentence("Willows lined the bank of the lake.").message
     assert "yours uses water" in check_bank_sentence("The water reached the bank.").message
     fb = check_bank_sentence("The bank that lends money is far from the bank of the lake.")
     assert not fb.ok and "2 banks" in fb.message

@@ -96,7 +96,7 @@ def rnn_vs_attention(tokens: list[str], target: int | None = None):
             fontsize=9, ha="left")
     for x, t in zip(xs, tokens, strict=True):
         box(ax, (x, 0.55), t, "key", width=1.0, height=0.5)
-    box(ax, (xs[target], 1.75), f"z ({tokens[target]})", "output", width=1.1, height=0.5)
+    box(ax, (xs[target], 1.75), f"new {tokens[target]}", "output", width=1.1, height=0.5)
     for x in xs:
         arrow(ax, (x, 0.8), (xs[target], 1.5))
     return fig
@@ -150,7 +150,7 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
     s = K @ Q[query]
     e = np.exp(s / np.sqrt(d_k) - (s / np.sqrt(d_k)).max())
     w = e / e.sum()
-    fmt = lambda v: "[" + ", ".join(f"{x:.2f}" for x in v) + "]"  # noqa: E731
+    fmt = lambda v, p=2: "[" + ", ".join(f"{x:.{p}f}" for x in v) + "]"  # noqa: E731
     fig, ax = canvas(12.5, 1.0 * n + 1.8, title=f"One query worked through: {tokens[query]!r}, "
                      f"q = {fmt(Q[query])}", scale=0.8)
     cols = [(0.8, "key word", "input"), (2.6, "score q·k_j", "scores"),
@@ -162,13 +162,13 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
     for j in range(n):
         y = top - 1.0 * (j + 1)
         cells = [tokens[j], f"{s[j]:.2f}", f"{s[j] / np.sqrt(d_k):.2f}", f"{w[j]:.3f}",
-                 f"{w[j]:.3f} × {fmt(V[j])}\n= {fmt(w[j] * V[j])}"]
+                 f"{w[j]:.3f} × {fmt(V[j])}\n= {fmt(w[j] * V[j], 3)}"]  # 3 places, as w_j
         for (x, _, colour), text in zip(cols, cells, strict=True):
             box(ax, (x, y), text, colour, width=2.6 if x > 9 else 1.4, height=0.7, fontsize=8)
         for x0, x1 in ((1.5, 1.9), (3.3, 4.0), (5.4, 6.1), (7.5, 8.3)):
             arrow(ax, (x0, y), (x1, y))
     z = w @ V
-    box(ax, (9.6, 0.45), f"sum: z = {fmt(z)}", "output", width=2.6, height=0.6, fontsize=9)
+    box(ax, (9.6, 0.45), f"sum: z = {fmt(z, 3)}", "output", width=2.6, height=0.6, fontsize=8)
     arrow(ax, (9.6, top - 1.0 * n - 0.35), (9.6, 0.75))
     ax.text(6.8, 0.45, f"weights sum to {w.sum():.3f}", ha="center", va="center", fontsize=8)
     return fig
@@ -346,10 +346,11 @@ def embeddings_and_stack(n: int, d: int, n_layers: int, vocab: int, positions: i
         xs[-1] += 0.8
         ax.text((xs[-2] + xs[-1]) / 2, 2.3, "…", ha="center", va="center", fontsize=14)
     arrow(ax, (6.55, 2.3), (xs[0] - 0.6, 2.3), f"E ({n}, {d})", fontsize=7)
-    ax.text(6.95, 1.85, "hidden_states[0]", ha="center", va="top", fontsize=7)
+    ax.text(6.95, 1.85, "= hidden_states[0]", ha="center", va="top", fontsize=7)
     for k, (x, layer) in enumerate(zip(xs, shown, strict=True)):
         box(ax, (x, 2.3), f"encoder\nlayer {layer}", "weights", width=1.2, height=1.4, fontsize=8)
-        ax.text(x, 1.45, f"hidden_states[{layer + 1}]", ha="center", va="top", fontsize=7)
+        ax.text(x, 1.45, f"its output:\nhidden_states[{layer + 1}]", ha="center", va="top",
+                fontsize=7)
         if k and shown[k] == shown[k - 1] + 1:
             arrow(ax, (xs[k - 1] + 0.6, 2.3), (x - 0.6, 2.3))
         elif k:  # into and out of the "…"

@@ -18,7 +18,7 @@ def texts(fig):
 def test_rnn_vs_attention_labels_words_states_and_step_counts():
     fig = diagrams.rnn_vs_attention(["the", "river", "bank"], target=2)
     words = texts(fig)
-    assert all(w in words for w in ("river", "s0", "s2", "2 steps", "1 step"))
+    assert all(w in words for w in ("river", "s0", "s2", "2 steps", "1 step", "new bank"))
     plt.close(fig)
     with pytest.raises(ValueError, match="target"):
         diagrams.rnn_vs_attention(["a", "b"], target=5)
@@ -63,7 +63,8 @@ def test_one_query_flow_works_every_number_through():
     words = texts(fig)
     # cat's query [2, 1] against sat's key [2, 0]: score 4, ÷ √2 = 2.83, weight 0.625
     assert "'cat'" in fig.axes[0].get_title()
-    for label in ("4.00", "2.83", "0.625", "÷ √d_k = √2", "z = [0.70, 0.85]",
+    for label in ("4.00", "2.83", "0.625", "÷ √d_k = √2", "z = [0.698, 0.851]",
+                  "0.075 × [0.00, 1.00]\n= [0.000, 0.075]",
                   "weights sum to 1.000"):
         assert label in words
     plt.close(fig)

@@ -44,7 +44,7 @@ def test_embeddings_and_stack_names_the_three_tables_and_every_layer_shown():
     fig = embeddings_and_stack(n=8, d=384, n_layers=6, vocab=30522, positions=512)
     words = texts(fig)
     for label in ("W_word (30522, 384)", "W_pos (512, 384)", "W_type (2, 384)", "LayerNorm",
-                  "hidden_states[0]", "layer 0", "layer 1", "layer 5", "hidden_states[6]", "…",
+                  "= hidden_states[0]", "layer 0", "layer 1", "layer 5", "its output:\nhidden_states[6]", "…",
                   "(8, 384)"):
         assert label in words
     plt.close(fig)

@@ -197,6 +197,22 @@ def test_w_o_swap_names_reversed_columns_within_heads():
     assert check_w_o_swap(np.eye(4)[[2, 3, 0, 1]]).ok
 
 
+def test_w_o_swap_names_zero_columns_and_one_head_reversed():
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    fb = check_w_o_swap(np.zeros((4, 4)))
+    assert not fb.ok and "all 0" in fb.message and "multiplied by" not in fb.message
+    one_zero = np.eye(4)[[2, 3, 0, 1]]
+    one_zero[:, 3] = 0
+    assert "column(s) [3] of your W_O are all 0" in check_w_o_swap(one_zero).message
+    head0_reversed = np.eye(4)[[3, 2, 0, 1]]  # row r: concat column r lands in output column
+    fb = check_w_o_swap(head0_reversed)
+    assert not fb.ok and "head 0 is in the right place" in fb.message
+    assert "columns 2 and 3 swapped" in fb.message
+    head1_reversed = np.eye(4)[[2, 3, 1, 0]]
+    assert "head 1 is in the right place" in check_w_o_swap(head1_reversed).message
+
+
 def test_w_o_swap_names_a_scaled_permutation():
     from bertlib.exercises.nb02 import check_w_o_swap
 

@@ -156,6 +156,17 @@ def test_heads_mistakes_are_named():
     assert "pairs of whole numbers" in check_heads(3).message
 
 
+def test_one_based_is_diagnosed_only_when_the_shift_nearly_gives_the_answer():
+    right = heads_where_top()
+    one_based = [(layer + 1, head + 1) for layer, head in right]
+    with_zero = [one_based[0], (0, 0)]  # a 0 cannot be counted from 1
+    assert "1-based" not in check_heads(with_zero).message
+    every = [(layer, head) for layer in range(1, 6) for head in range(1, 12)]
+    wrong = [p for p in every if p not in one_based and p not in right][:12] + one_based[:1]
+    fb = check_heads(wrong)  # 13 pairs, one of them right after the shift
+    assert not fb.ok and "1-based" not in fb.message and "do not qualify" in fb.message
+
+
 def test_unknown_word_is_an_error():
     with pytest.raises(ValueError, match="not a word piece"):
         heads_where_top("cat", "fox")
@@ -220,8 +231,11 @@ def test_heads_refuse_a_pair_named_twice():
 
 
 def test_bank_sentence_words_are_whole_words_and_one_bank_is_measured():
-    fb = check_bank_sentence("We sat on the waterside bank.")  # pieces "waters" + "##ide"
-    assert "yours uses" not in fb.message
+    for word in ("waterside", "riverbank", "waterfowl", "streamy", "Rivers", "downstream"):
+        fb = check_bank_sentence(f"We saw the {word} by the bank.")
+        assert not fb.ok and f"yours uses {word.lower()}" in fb.message, fb.message
+    assert "contains 'river'" in check_bank_sentence("The riverbank was a bank.").message
+    assert "yours uses" not in check_bank_sentence("Willows lined the bank of the lake.").message
     assert "yours uses water" in check_bank_sentence("The water reached the bank.").message
     fb = check_bank_sentence("The bank that lends money is far from the bank of the lake.")
     assert not fb.ok and "2 banks" in fb.message

@@ -216,6 +216,9 @@ def check_w_o_swap(W_O) -> Feedback:
     if np.allclose(got, concat[:, ::-1], atol=1e-9):
         return Feedback(False, "the heads are in the right places, but each head's two columns "
                                "come out reversed: a head's columns keep their own order")
+    slip = _swap_slip(W, got, want)
+    if slip is not None:
+        return Feedback(False, slip)
     scale = _column_scales(got, want)
     if all(s is not None for s in scale):
         return Feedback(False, "each output column holds the right concatenated column, but "
@@ -225,6 +228,23 @@ def check_w_o_swap(W_O) -> Feedback:
     return Feedback(False, f"{which}; output column c is concat @ W_O[:, c] (the heads' "
                            "concatenation times column c of W_O), so column c of W_O decides "
                            "which concatenated column lands there")
+
+
+def _swap_slip(W: np.ndarray, got: np.ndarray, want: np.ndarray) -> str | None:
+    """A named slip of the W_O design task: zero columns, or one head's two columns reversed."""
+    zero = [c for c in range(4) if np.allclose(W[:, c], 0, atol=1e-12)]
+    if zero:
+        return (f"column(s) {zero} of your W_O are all 0, so output column(s) {zero} are 0 "
+                "whatever the heads say: each column of W_O needs a 1 in the row of the "
+                "concatenated column that should land there")
+    for head, block in ((1, [0, 1]), (0, [2, 3])):  # output columns 0-1 carry head 1, 2-3 head 0
+        rest = [c for c in range(4) if c not in block]
+        if (np.allclose(got[:, rest], want[:, rest], atol=1e-9)
+                and np.allclose(got[:, block], want[:, block[::-1]], atol=1e-9)):
+            return (f"head {head} is in the right place, but its two columns come out in "
+                    f"reverse order (output columns {block[0]} and {block[1]} swapped): within "
+                    "a head the columns keep their own order")
+    return None
 
 
 def _column_scales(got: np.ndarray, want: np.ndarray) -> list[float | None]:

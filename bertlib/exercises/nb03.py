@@ -51,8 +51,10 @@ BANK_FIRST = "Bank holidays are long."
 GUESS_TOLERANCE = 0.1
 #: Exercise 4's baseline: *bank* with no context. A design must lean further to the river side.
 BANK_NEUTRAL = "There is a bank."
-#: Exercise 4 must not use these words of the lesson's river sentences (copying them is no design).
-FORBIDDEN = ("river", "rivers", "water", "waters", "stream", "streams")
+#: Exercise 4 must not use a word that contains one of these words of the lesson's river sentences
+#: (copying them is no design). Any containing word counts: the model reads "riverbank" as the
+#: pieces river + ##bank, so the river word is there whatever the spelling.
+FORBIDDEN = ("river", "water", "stream")
 
 
 def _not_answered(what: str) -> Feedback:
@@ -232,6 +234,15 @@ def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> s
     return None
 
 
+def _looks_one_based(answer: set, shifted: set, expected: set) -> bool:
+    """True when nearly every pair of ``answer``, minus 1, is a right head and none holds a 0."""
+    if not answer or any(0 in pair for pair in answer):
+        return False  # a 0 cannot be 1-based counting
+    hits = len(shifted & expected)
+    nearly_all_right = len(shifted - expected) <= len(answer) // 5
+    return nearly_all_right and hits >= min(2, len(expected)) and hits > len(answer & expected)
+
+
 def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
     """Check a learner's list of (layer, head) pairs, 0-based, for the exercise above."""
     if heads is None:
@@ -252,7 +263,7 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
                               f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
                               f"{target!r}")
     shifted = {(layer - 1, head - 1) for layer, head in answer}
-    if answer and len(shifted & expected) > len(answer & expected):
+    if _looks_one_based(answer, shifted, expected):
         return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
                                "taken off both numbers: they look 1-based, but bertlib and numpy "
                                "count layers and heads from 0 (the first layer is layer 0)")
@@ -307,17 +318,20 @@ def _sentence_problem(text, model) -> Feedback | None:
         return Feedback(False, f"your sentence has {tokens.count('bank')} banks; the check "
                                "measures one bank, so keep a single 'bank' and let the other "
                                "words say which kind it is")
-    used = sorted(set(re.findall(r"[a-z]+", text.lower())) & set(FORBIDDEN))  # words, not pieces
+    words = sorted(set(re.findall(r"[a-z]+", text.lower())))
+    used = [f"{word} (it contains {ban!r})" if word != ban else word
+            for word in words for ban in FORBIDDEN if ban in word]
     if used:
-        return Feedback(False, f"without the words {', '.join(FORBIDDEN)}: yours uses "
-                               f"{', '.join(used)}")
+        return Feedback(False, f"without any word that contains {', '.join(FORBIDDEN)} (the "
+                               "model reads 'riverbank' as river + ##bank, so the river word "
+                               f"is still there): yours uses {', '.join(used)}")
     return None
 
 
 def check_bank_sentence(text, model=None) -> Feedback:
     """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
     BANK_RIVER's than to BANK_MONEY's, and lean further that way than BANK_NEUTRAL's, without
-    any word of FORBIDDEN."""
+    any word that contains a word of FORBIDDEN."""
     if text is None:
         return _not_answered("write your sentence in `my_sentence`")
     problem = _sentence_problem(text, model)

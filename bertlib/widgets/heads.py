@@ -68,7 +68,7 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     ax_all.set_title(f"query {tokens[i]!r} (position {i}) in all {h} heads")
     for k, j in np.ndindex(rows.shape) if n <= 12 else ((head, j) for j in range(n)):
         v, text = rows[k, j], f"{rows[k, j]:.2f}"  # every weight printed (when they fit)
-        ax_all.text(j, k, "1" if text == "1.00" else text[1:], ha="center", va="center",
+        ax_all.text(j, k, text if text == "1.00" else text[1:], ha="center", va="center",
                     fontsize=9, fontweight="bold" if k == head else "normal",
                     color="white" if v > 0.55 else "black")
     fig.colorbar(ScalarMappable(Normalize(0, 1), greys), ax=ax_all, label="weight (other heads)",

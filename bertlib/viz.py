@@ -20,6 +20,7 @@ __all__ = [
     "attention_weights",
     "attention_heatmap",
     "weight_bars",
+    "shown_decimals",
     "line_view",
     "line_segments",
     "figure_png",
@@ -44,12 +45,14 @@ def attention_weights(weights, tokens) -> np.ndarray:
 
 def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str = "",
                       vmin: float = 0.0, vmax: float | None = 1.0, annotate: bool | None = None,
-                      cmap: str = "Blues"):
+                      cmap: str = "Blues", cbar_label: str | None = None):
     """Draw an attention matrix (n_q, n_k) with token tick labels; returns the matplotlib Axes.
 
     Rows are queries (who attends), columns keys (attended to). One colour scale: ``vmin`` to
     ``vmax`` (pass the same values to every panel of a figure). ``annotate`` writes the numbers
-    in the cells (default: when the matrix is at most 8 x 8).
+    in the cells (default: when the matrix is at most 8 x 8), with :func:`shown_decimals` digits.
+    ``cbar_label`` names the colour bar; by default "attention weight" when every row sums to 1
+    (softmax rows), no label otherwise (scores, priors: pass a label of your own).
     """
     W = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)", finite=False)
     col_tokens = row_tokens if col_tokens is None else col_tokens
@@ -71,13 +74,21 @@ def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str 
     if annotate is None:
         annotate = max(W.shape) <= 8
     if annotate:
-        top = np.nanmax(W) if vmax is None else vmax
+        top, digits = (np.nanmax(W) if vmax is None else vmax), shown_decimals(max(W.shape))
         for i in range(W.shape[0]):
             for j in range(W.shape[1]):
-                ax.text(j, i, f"{W[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                ax.text(j, i, f"{W[i, j]:.{digits}f}", ha="center", va="center", fontsize=8,
                         color="white" if W[i, j] > 0.6 * top else "black")
-    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    if cbar_label is None:
+        cbar_label = "attention weight" if np.allclose(np.nansum(W, axis=-1), 1.0) else ""
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=cbar_label)
     return ax
+
+
+def shown_decimals(n: int) -> int:
+    """Decimals a figure prints for n tokens: 3 up to 6 (the toy sentence, as its tables print
+    them, so 0.625 is not drawn as 0.62), 2 beyond (the numbers must fit their cells)."""
+    return 3 if whole(n, "n", low=0) <= 6 else 2
 
 
 def weight_bars(weights, tokens, ax=None, title: str = "", highlight: int | None = None):
@@ -99,7 +110,7 @@ def weight_bars(weights, tokens, ax=None, title: str = "", highlight: int | None
     if title:
         ax.set_title(title)
     for j, v in enumerate(w):
-        ax.text(j, v + 0.02, f"{v:.2f}", ha="center", fontsize=8)
+        ax.text(j, v + 0.02, f"{v:.{shown_decimals(len(w))}f}", ha="center", fontsize=8)
     return ax
 
 

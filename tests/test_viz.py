@@ -22,6 +22,23 @@ def test_heatmap_has_token_labels_and_shape_errors():
         attention_heatmap(np.eye(4), TOKENS)
 
 
+def test_heatmap_colour_bar_is_labelled_and_the_toy_prints_three_decimals():
+    w = np.array([[0.625, 0.375], [0.5, 0.5]])
+    ax = attention_heatmap(w, ["cat", "sat"])
+    cbar = ax.figure.axes[-1]
+    assert cbar.get_ylabel() == "attention weight"  # softmax rows: labelled by default
+    assert "0.625" in [t.get_text() for t in ax.texts]  # as the toy's tables print it
+    scores = attention_heatmap(np.array([[2.0, -1.0], [0.0, 3.0]]), ["a", "b"], vmin=-3, vmax=3)
+    assert scores.figure.axes[-1].get_ylabel() == ""  # not softmax rows: no "attention weight"
+    named = attention_heatmap(w, ["cat", "sat"], cbar_label="prior")
+    assert named.figure.axes[-1].get_ylabel() == "prior"
+    assert viz.shown_decimals(6) == 3 and viz.shown_decimals(9) == 2
+    with pytest.raises(ValueError, match="n must be"):
+        viz.shown_decimals(-1)
+    bars = weight_bars(np.array([0.625, 0.375]), ["sat", "mat"])
+    assert "0.625" in [t.get_text() for t in bars.texts]
+
+
 def test_weight_bars_checks_lengths():
     weight_bars(np.full(5, 0.2), TOKENS, highlight=2)
     with pytest.raises(ValueError, match="one weight per token"):

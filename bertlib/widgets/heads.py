@@ -38,8 +38,9 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     head: 0..h−1. query: a position 0..n−1 or a token (its first occurrence).
     Left: head ``head``'s (n, n) matrix, the query's row outlined. Right: the query's weights
     weights[:, query, :] in all h heads, an (h, n) grid: the chosen head's row on the left panel's
-    colour scale (Blues, 0 to 1, the colour bar), the other heads greyed (a white-to-dark grey ramp,
-    0 to 1, with its own colour bar below); each weight is printed when n ≤ 12.
+    colour scale (32 even steps of Blues, 0 to 1; the colour bar's label and the title say so),
+    the other heads greyed (a white-to-dark grey ramp, 0 to 1, with its own colour bar below);
+    each weight is printed when n ≤ 12.
     Raises ValueError/TypeError for a bad head or query.
     """
     W = _check_maps(weights, tokens)
@@ -50,14 +51,18 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     fig, (ax_head, ax_all) = plt.subplots(
         1, 2, figsize=(5.5 + 0.9 * n, 0.45 * max(n, h) + 2.2),
         gridspec_kw={"width_ratios": [1, 1]}, layout="constrained")
+    # 32 even steps of Blues: the static picture's palette PNG keeps each one, so its colour bar
+    # is not cut into uneven bands (a 256-step ramp beside the grey one loses most of its steps)
+    blues = ListedColormap(plt.get_cmap("Blues")(np.linspace(0, 1, 32)))
     attention_heatmap(W[head], tokens, ax=ax_head, title=f"head {head}: every query",
-                      annotate=n <= 10)
+                      annotate=n <= 10, cmap=blues,
+                      cbar_label=f"attention weight (head {head}, also its blue row, right)")
     ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
 
     rows = W[:, i, :]  # (h, n)
     greys = ListedColormap(plt.get_cmap("Greys")(0.02 + 0.8 * np.linspace(0, 1, 256)))
     rgba = greys(rows)  # the other heads: white to dark grey, 0..1 like the chosen head
-    rgba[head] = plt.get_cmap("Blues")(rows[head])  # the chosen head, same 0..1 scale as left
+    rgba[head] = blues(rows[head])  # the chosen head, same 0..1 scale as left
     ax_all.imshow(rgba, aspect="auto")
     ax_all.set_xticks(range(n), tokens, rotation=90)
     ax_all.set_yticks(range(h), [f"head {k}" for k in range(h)])
@@ -65,7 +70,8 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     ax_all.yaxis.set_label_position("right")
     ax_all.set_xlabel("key (attended to)")
     ax_all.set_ylabel("head")
-    ax_all.set_title(f"query {tokens[i]!r} (position {i}) in all {h} heads")
+    ax_all.set_title(f"query {tokens[i]!r} (position {i}) in all {h} heads\n"
+                     f"head {head} in blue (left colour bar), the others grey (bar below)")
     for k, j in np.ndindex(rows.shape) if n <= 12 else ((head, j) for j in range(n)):
         v, text = rows[k, j], f"{rows[k, j]:.2f}"  # every weight printed (when they fit)
         ax_all.text(j, k, text if text == "1.00" else text[1:], ha="center", va="center",

@@ -14,6 +14,7 @@ from bertlib.widgets.explorer import (
     TOP_KEYS,
     BertAttentionExplorer,
     selected_weights,
+    view_figure,
     view_html,
 )
 
@@ -180,3 +181,19 @@ def test_displays_itself(explorer, monkeypatch):
 
 def test_uses_the_given_model(explorer):
     assert explorer.model is load_bert()
+
+
+def test_static_picture_is_titled_with_the_sentence_shown(monkeypatch):
+    from bertlib.widgets import explorer as module
+
+    titles = []
+
+    def spy(*args):
+        fig = view_figure(*args)
+        titles.append(fig._suptitle.get_text())
+        return fig
+
+    monkeypatch.setattr(module, "view_figure", spy)
+    ex = BertAttentionExplorer("The cat sat on the mat", text_pair="It purred")
+    assert "image/png" in ex._static()
+    assert titles[-1] == "'The cat sat on the mat' / 'It purred'"

@@ -90,9 +90,10 @@ def _html_text(source: str) -> str:
 
 
 def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int | None,
-                caption: str = ""):
+                caption: str = "", title: str = ""):
     """The explorer's view drawn by matplotlib (its static picture): heatmap (left) and
-    token-to-token lines (right) of one head or the mean of the heads, ``caption`` under them.
+    token-to-token lines (right) of one head or the mean of the heads, ``caption`` under them,
+    ``title`` (e.g. the sentence) above them.
 
     tokens: n labels; attentions: (layers, heads, n, n). Returns the Figure (the caller closes
     it). Raises ValueError/TypeError for a bad layer or head, like :func:`view_html`.
@@ -117,6 +118,8 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
         raise
     if caption:
         fig.text(0.01, -0.06, caption, va="top", ha="left", fontsize=9)
+    if title:
+        fig.suptitle(title)
     return fig
 
 
@@ -147,6 +150,7 @@ class BertAttentionExplorer:
         self.view_source = ""  # the HTML of the last valid view
         self.weights: np.ndarray | None = None  # the (n, n) map it shows
         self.tokens: list[str] = []
+        self.shown_text = ""  # the sentence (and sentence B) whose attention is shown
         self.attentions: np.ndarray | None = None
         self._layer, self._head = self.n_layers - 1, None
         self._muted = False
@@ -226,6 +230,7 @@ class BertAttentionExplorer:
         if problem:
             return self._show_problem(problem)
         self.tokens, self.attentions = run.tokens, run.attentions
+        self.shown_text = " / ".join(repr(t) for t in (text, pair) if t.strip())  # static title
         return self._redraw()
 
     def _on_layer(self, change=None) -> bool:
@@ -276,7 +281,7 @@ class BertAttentionExplorer:
             return static_bundle(None, self.message)
         caption = _html_text(self.overlay_html.value) if self.overlay is not None else ""
         fig, problem = attempt(view_figure, self.tokens, self.attentions, self._layer,
-                               self._head, caption)
+                               self._head, caption, self.shown_text)
         if problem:
             return static_bundle(None, problem)
         try:

@@ -346,7 +346,8 @@ def embeddings_and_stack(n: int, d: int, n_layers: int, vocab: int, positions: i
         xs[-1] += 0.8
         ax.text((xs[-2] + xs[-1]) / 2, 2.3, "…", ha="center", va="center", fontsize=14)
     arrow(ax, (6.55, 2.3), (xs[0] - 0.6, 2.3), f"E ({n}, {d})", fontsize=7)
-    ax.text(6.95, 1.85, "= hidden_states[0]", ha="center", va="top", fontsize=7)
+    ax.text(5.8, 1.45, "its output E:\nhidden_states[0]", ha="center", va="top",
+            fontsize=7)  # below the box, in line with the layers' outputs, clear of every box
     for k, (x, layer) in enumerate(zip(xs, shown, strict=True)):
         box(ax, (x, 2.3), f"encoder\nlayer {layer}", "weights", width=1.2, height=1.4, fontsize=8)
         ax.text(x, 1.45, f"its output:\nhidden_states[{layer + 1}]", ha="center", va="top",

@@ -44,7 +44,7 @@ def test_embeddings_and_stack_names_the_three_tables_and_every_layer_shown():
     fig = embeddings_and_stack(n=8, d=384, n_layers=6, vocab=30522, positions=512)
     words = texts(fig)
     for label in ("W_word (30522, 384)", "W_pos (512, 384)", "W_type (2, 384)", "LayerNorm",
-                  "= hidden_states[0]", "layer 0", "layer 1", "layer 5", "its output:\nhidden_states[6]", "…",
+                  "its output E:\nhidden_states[0]", "layer 0", "layer 1", "layer 5", "its output:\nhidden_states[6]", "…",
                   "(8, 384)"):
         assert label in words
     plt.close(fig)
@@ -54,3 +54,18 @@ def test_embeddings_and_stack_names_the_three_tables_and_every_layer_shown():
     plt.close("all")
     with pytest.raises(ValueError, match="n_layers"):
         embeddings_and_stack(n=5, d=256, n_layers=0, vocab=100, positions=64)
+
+
+def test_embeddings_and_stack_labels_under_the_boxes_touch_no_box():
+    from matplotlib.patches import FancyBboxPatch
+
+    fig = embeddings_and_stack(n=8, d=384, n_layers=6, vocab=30522, positions=512)
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    boxes = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    assert len(boxes) >= 8
+    for text in ax.texts:
+        if "hidden_states" in text.get_text():  # the outputs' labels, hidden_states[0] included
+            extent = text.get_window_extent(renderer)
+            assert not any(extent.overlaps(b) for b in boxes), text.get_text()
+    plt.close(fig)

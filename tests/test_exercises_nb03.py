@@ -1,6 +1,10 @@
 """bertlib.exercises.nb03: the checkers accept right answers, name typical mistakes, and say
 "not answered yet" (without raising) for the unsolved stubs."""
 
+import json
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -26,6 +30,8 @@ from bertlib.exercises.nb03 import (
     river_lean,
 )
 from bertlib.models import encode, load_bert, run_bert
+
+LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "03_inside_bert.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +139,15 @@ def test_no_earlier_cell_of_the_lesson_answers_exercise_3():
     shown |= {(layer, k) for layer in range(0, 6, 2) for k in range(4)}
     answer = set(heads_where_top())
     assert answer and not answer & shown
+    # and the selection the lesson's model-view cell really stores (read from the notebook, so
+    # a new selection there is checked too): every (layer, head) of its still picture
+    cells = json.loads(LESSON.read_text())["cells"]
+    call = next(re.search(r"model_view\(fox\.tokens, fox\.attentions, layers=(.+?), heads=(.+)\)"
+                          r"\s*(?:#.*)?$", "".join(c["source"]), re.M) for c in cells
+                if "model_view(fox.tokens" in "".join(c["source"]))
+    layers, heads = (eval(x, {"range": range, "L": 6}) for x in call.groups())  # noqa: S307
+    model_view_heads = {(layer, k) for layer in layers for k in heads}
+    assert model_view_heads and not answer & model_view_heads, answer & model_view_heads
     tokens = run_bert(HEADS_TEXT).tokens
     assert abs(tokens.index(QUERY) - tokens.index(TARGET)) > 1  # not neighbours
 

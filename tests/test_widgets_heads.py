@@ -47,7 +47,7 @@ def test_left_panel_is_the_chosen_heads_matrix_with_query_outlined(toy_maps):
     assert fig.axes[1].get_title().startswith("query 'cat' (position 1) in all 2 heads\n")
     assert "head 0 in blue (left colour bar)" in fig.axes[1].get_title()
     left_bar = fig.axes[2]  # the left map's colour bar names the head and its row on the right
-    assert left_bar.get_ylabel() == "attention weight (head 0, also its blue row, right)"
+    assert left_bar.get_ylabel() == "attention weight (head 0: this map and its blue row)"
     cmap = left.get_images()[0].get_cmap()
     np.testing.assert_allclose(rgba_rows(fig)[0], cmap(w[0, 1]))  # the row: the left bar's colours
 

@@ -56,7 +56,7 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     blues = ListedColormap(plt.get_cmap("Blues")(np.linspace(0, 1, 32)))
     attention_heatmap(W[head], tokens, ax=ax_head, title=f"head {head}: every query",
                       annotate=n <= 10, cmap=blues,
-                      cbar_label=f"attention weight (head {head}, also its blue row, right)")
+                      cbar_label=f"attention weight (head {head}: this map and its blue row)")
     ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
 
     rows = W[:, i, :]  # (h, n)

@@ -32,6 +32,8 @@ def test_band_bytes_right_and_wrong():
     assert "w + 1 keys" in check_band_bytes(8192 * 128 * 4).message
     assert "float64" in check_band_bytes(8192 * 129 * 8).message
     assert "number of bytes" in check_band_bytes("lots").message
+    assert "too low" in check_band_bytes(1000).message
+    assert "×" not in check_band_bytes(6291456).message  # no formula in the message
 
 
 def test_unanswered_stubs_say_so_without_raising():
@@ -54,10 +56,12 @@ def smallest_window(Q, K, V, target):
 
 def test_window_design_right_answer_and_named_mistakes():
     Q, K, V = qkv()
-    best = smallest_window(Q, K, V, 0.2)
+    best = smallest_window(Q, K, V, 0.22)  # the checker's default target
     assert check_window_design(best, Q, K, V).ok
+    assert check_window_design(float(best), Q, K, V).ok
     assert "find the smallest" in check_window_design(best + 2, Q, K, V).message
     if best > 2:
         assert "widen the window" in check_window_design(best - 2, Q, K, V).message
     assert "even whole number" in check_window_design(5, Q, K, V).message
     assert "even whole number" in check_window_design(True, Q, K, V).message
+    assert "in 2..48" in check_window_design(10**9, Q, K, V).message

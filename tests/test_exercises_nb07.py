@@ -30,6 +30,8 @@ def test_relative_positions_checker_accepts_the_answer_and_names_mistakes():
     other[3, 0] = 0
     fb = nb07.check_relative_positions(other, n, k)
     assert not fb and "entry (i=3, j=0) should be 3, got 0" in fb.message
+    fb = nb07.check_relative_positions(family.relative_positions(n, 3), n, k)
+    assert not fb and "the buckets for k = 3" in fb.message
 
 
 def test_albert_checker_accepts_the_count_and_names_mistakes():
@@ -44,7 +46,9 @@ def test_albert_checker_accepts_the_count_and_names_mistakes():
         "pooler": c.total - c.pooler,
         "LayerNorm": c.total - 2 * E - 4 * H,  # the embedding LayerNorm and the layer's two
         "E wide": c.total - c.embeddings + (V + 514) * H + 2 * H,
-        "off by +1": c.total + 1,
+        "too high, by less than 10 %": c.total + 1,
+        "too low, by more than a factor 100": 5,
+        "whole number >= 1": -5,
         "parameter count must be a whole number": "many",
         "must be a whole number": c.total + 0.5,
         "not answered yet": None,
@@ -116,6 +120,31 @@ def test_scores_checker_accepts_the_formula_and_spots_c2p_with_the_wrong_index()
     assert not fb and "c2p reads K_r at δ(i, j)" in fb.message
 
 
+def _transformed(change):
+    # the right scores with one change applied to a term or to the result
+    def fn(H, P_rel, W_qc, W_kc, W_qr, W_kr, k, h):
+        out = []
+        for Ws in zip(*(_blocks(W, h) for W in (W_qc, W_kc, W_qr, W_kr)), strict=True):
+            r = family.disentangled_attention(H, P_rel, *Ws, k)
+            out.append(change(r))
+        return np.stack(out)
+    return fn
+
+
+def _softmax(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda r: (r.c2c + r.c2p + r.p2c.T) * r.scale, "your p2c is transposed"),
+    (lambda r: _softmax(r.scores), "weights after the softmax"),
+])
+def test_scores_checker_names_a_transposed_p2c_and_softmaxed_weights(change, needle):
+    fb = nb07.check_disentangled_scores(_transformed(change))
+    assert not fb and needle in fb.message, fb.message
+
+
 def test_score_memory_checker_accepts_h_n_squared_and_names_mistakes():
     n, h, d, L = 512, 12, 768, 12
     assert nb07.check_score_memory(h * n * n, n, h, d, L)
@@ -126,7 +155,8 @@ def test_score_memory_checker_accepts_h_n_squared_and_names_mistakes():
         "all 12 layers": L * h * n * n,
         "size of the layer's output": n * d,
         "count the weights once": 2 * h * n * n,
-        "off by a factor": 5,
+        "too low, by more than a factor 100": 5,
+        "a size in bytes": 4 * h * n * n,
         "must be a whole number": "many",
         "not answered yet": None,
     }
@@ -145,7 +175,7 @@ def test_albert_design_checker_wants_the_most_distinct_layers_within_budget():
         (256, 2): "over the budget",
         (32, 2): "choose E in 64..768",
         (128, 13): "groups must be in 1..12",
-        (128.0, 2): "E must be a whole number",
+        (128.5, 2): "E must be a whole number",
         (None, None): "not answered yet",
     }
     for (E, groups), needle in cases.items():

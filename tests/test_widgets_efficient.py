@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import IPython.display  # noqa: E402
 
 from bertlib.attention import scaled_dot_product_attention  # noqa: E402
-from bertlib.variants import sliding_window_attention  # noqa: E402
+from bertlib.variants import bert_qkv, sliding_window_attention  # noqa: E402
 from bertlib.widgets.efficient import (  # noqa: E402
     DEFAULT_TEXT,
     VARIANTS,
@@ -111,3 +111,15 @@ def test_explorer_refuses_a_bad_layer_or_variant():
         EfficientExplorer(layer=6)
     with pytest.raises(ValueError, match="variant must be one of"):
         EfficientExplorer(variant="dense")
+
+
+def test_explorer_can_start_at_a_chosen_knob(shown):
+    ex = EfficientExplorer(knob=6)
+    _, _, err = variant_vs_full("sliding", 6, *(m[ex.head.value] for m in ex_qkv(ex)))
+    assert ex.knob.value == 6 and ex.ok and ex.error == pytest.approx(err)
+    with pytest.raises(TypeError, match="knob must be a whole number"):
+        EfficientExplorer(knob="6")
+
+
+def ex_qkv(ex):
+    return bert_qkv(ex.run.hidden_states[ex.layer.value], ex.layer.value)

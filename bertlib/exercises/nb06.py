@@ -2,11 +2,14 @@
 
 - :func:`check_window_mask`: build Longformer's (n, n) sliding-window mask by hand.
 - :func:`check_band_bytes`: predict the bytes of the band of scores, then check.
+- :func:`how_far`, :func:`whole_if_float`: shared by the checkers of 06 and 07.
 - :func:`check_window_design` (design): the smallest window whose output stays within a target
   error of full attention on a real head.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -43,8 +46,29 @@ def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
                            f"(itself and {w // 2} on each side)")
 
 
+def how_far(value: float, expected: float) -> str:
+    """'too high' or 'too low' and by roughly how much, as a band of ratios (never the exact gap,
+    so that a wrong guess does not make the answer computable). value, expected: numbers > 0."""
+    ratio = max(value, expected) / max(min(value, expected), 1e-300)
+    way = "too high" if value > expected else "too low"
+    bands = ((1.1, "by less than 10 %"), (2, "by less than a factor 2"),
+             (10, "by a factor between 2 and 10"), (100, "by a factor between 10 and 100"))
+    for limit, band in bands:
+        if ratio < limit:
+            return f"{way}, {band}"
+    return f"{way}, by more than a factor 100"
+
+
+def whole_if_float(answer):
+    """A float that is a whole number (14.0, 1.7683968e7) as an int; anything else unchanged."""
+    if isinstance(answer, float | np.floating) and math.isfinite(answer) and answer.is_integer():
+        return int(answer)
+    return answer
+
+
 def check_band_bytes(n_bytes, n: int = 8192, w: int = 128, dtype_bytes: int = 4) -> Feedback:
-    """Exercise: bytes of the (n, w + 1) band of scores, vs the n² of full attention."""
+    """Exercise: bytes of the (n, w + 1) band of scores, vs the n² of full attention. The feedback
+    names the usual slips and otherwise says only too high or too low, and by roughly how much."""
     value = as_answer_number(n_bytes, "the number of bytes", 0,
                              todo="replace None with your number of bytes")
     if isinstance(value, Feedback):
@@ -54,29 +78,39 @@ def check_band_bytes(n_bytes, n: int = 8192, w: int = 128, dtype_bytes: int = 4)
         full = n * n * dtype_bytes
         return Feedback(True, f"{expected:,} bytes, {full / expected:.1f}× less than the "
                               f"{full:,} of the full n×n scores")
+    edges = sum(min(i + w // 2, n - 1) - max(i - w // 2, 0) + 1 for i in range(n)) * dtype_bytes
     hints = {
         n * n * dtype_bytes: "that is the full n×n matrix; the band keeps only w + 1 keys a row",
         n * w * dtype_bytes: "close: a row holds w + 1 keys (w/2 each side and the token itself)",
         n * (w + 1): f"count bytes, not numbers: each float32 takes {dtype_bytes} bytes",
         n * (w + 1) * 8: f"these scores are float32 ({dtype_bytes} bytes each), not float64",
+        edges: "you counted the shorter rows near the two ends exactly; a band stored as one "
+               "array keeps the same number of slots in every row (the edge rows padded)",
     }
-    return Feedback(False, hints.get(value, f"{value:,.0f} is not it: n rows × (w + 1) keys × "
-                                            f"{dtype_bytes} bytes"))
+    if value in hints:
+        return Feedback(False, hints[value])
+    for unit, size in (("MiB", 2**20), ("MB", 10**6), ("KiB", 2**10), ("kB", 10**3)):
+        if abs(value * size - expected) <= 0.01 * expected:
+            return Feedback(False, f"that looks like the size in {unit}; give it in bytes")
+    shown = f"{value:,.0f}" if value.is_integer() and value < 1e15 else f"{value:.6g}"
+    return Feedback(False, f"{shown} bytes is {how_far(value, expected)}: how many scores "
+                           "does one row keep, how many rows are there, and how many bytes is one "
+                           "float32?")
 
 
-def check_window_design(w, Q, K, V, global_idx=(), target: float = 0.2) -> Feedback:
+def check_window_design(w, Q, K, V, global_idx=(), target: float = 0.22) -> Feedback:
     """Design task: the smallest even window w whose sliding-window attention (with these global
     tokens) has a relative output error ≤ ``target`` against full attention on one head.
 
     Q, K: (n, d_k); V: (n, d_v), e.g. one head of the real BERT. The feedback gives the error of
     the chosen w and whether w − 2 would already do.
     """
-    w = as_answer_whole(w, "w (an even whole number)", low=2,
+    w = as_answer_whole(whole_if_float(w), "w (an even whole number)", low=2, high=2 * len(Q),
                         todo="replace None with your window w (an even number)")
     if isinstance(w, Feedback):
         return w
     if w % 2:
-        return Feedback(False, f"w must be an even whole number >= 2, got {w}")
+        return Feedback(False, f"w must be an even whole number in 2..{2 * len(Q)}, got {w}")
     full = scaled_dot_product_attention(Q, K, V)[0]
 
     def error(width):

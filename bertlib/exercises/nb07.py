@@ -14,6 +14,7 @@ from bertlib.exercises import (
     as_answer_whole,
     call_answer,
 )
+from bertlib.exercises.nb06 import how_far, whole_if_float
 
 __all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores",
            "check_score_memory", "check_albert_design"]
@@ -43,6 +44,11 @@ def check_relative_positions(answer, n: int = 6, k: int = 2) -> Feedback:
     if np.array_equal(got, np.clip(offsets + k, 0, 2 * k)):
         return Feedback(False, f"your largest bucket is 2k = {2 * k}, one too many: there are 2k "
                                f"buckets, numbered 0..{2 * k - 1}")
+    other_k = [kk for kk in range(1, n + 1) if kk != k
+               and np.array_equal(got, family.relative_positions(n, kk))]
+    if other_k:
+        return Feedback(False, f"these are the buckets for k = {other_k[0]}; this exercise has "
+                               f"k = {k}, so {2 * k} buckets")
     wrong = np.argwhere(got != want)[0]
     return Feedback(False, f"entry (i={wrong[0]}, j={wrong[1]}) should be "
                            f"{want[wrong[0], wrong[1]]}, got {got[wrong[0], wrong[1]]:g}")
@@ -51,7 +57,7 @@ def check_relative_positions(answer, n: int = 6, k: int = 2) -> Feedback:
 def check_albert_parameters(answer, V: int = 30000, E: int = 128, H: int = 1024, L: int = 24,
                             I: int = 4096, P: int = 512, T: int = 2) -> Feedback:
     """Check an AlbertModel parameter count: embeddings, E→H map, ONE shared layer, pooler."""
-    got = as_answer_whole(answer, "a parameter count",
+    got = as_answer_whole(whole_if_float(answer), "a parameter count", low=1,
                           todo="add up the parameters of each part of AlbertModel")
     if isinstance(got, Feedback):
         return got
@@ -72,9 +78,9 @@ def check_albert_parameters(answer, V: int = 30000, E: int = 128, H: int = 1024,
     }
     if got in mistakes:
         return Feedback(False, mistakes[got])
-    return Feedback(False, f"off by {got - c.total:+,}, which is none of the usual slips; count "
-                           "each part of AlbertModel on its own: the embedding tables and their "
-                           "LayerNorm, the E→H map, the encoder layers, the pooler")
+    return Feedback(False, f"{got:,} is {how_far(got, c.total)}, and none of the usual slips; "
+                           "count each part of AlbertModel on its own: the embedding tables and "
+                           "their LayerNorm, the E→H map, the encoder layers, the pooler")
 
 
 def _split(W, h: int) -> list:
@@ -101,6 +107,9 @@ def _score_mistakes(X, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]
     c2p_ji = np.stack([r.c2c + r.p2c + (X @ Wq @ (P_rel @ Wk).T)[rows, delta.T]
                        for r, Wq, Wk in zip(heads, *(_split(W, h) for W in (Ws[0], Ws[3])),
                                             strict=True)])
+    right = np.stack([r.scores for r in heads])
+    weights = np.exp(right - right.max(-1, keepdims=True))  # the softmax, row by row
+    p2c_t = np.stack([(r.c2c + r.c2p + r.p2c.T) * r.scale for r in heads])
     whole = family.disentangled_attention(X, P_rel, *Ws, k)  # all d columns as one head
     mistakes = [
         (raw / np.sqrt(3 * d), "you divided by √(3·d) with d the model width; each head's dot "
@@ -112,6 +121,10 @@ def _score_mistakes(X, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]
          "p2c read at δ(i, j) is what transformers computes; the paper (and this exercise) reads "
          "Q_r at δ(j, i)"),
         (c2p_ji / np.sqrt(3 * d_k), "c2p reads K_r at δ(i, j) (query i, key j), not δ(j, i)"),
+        (p2c_t, "your p2c is transposed: entry (i, j) must be the KEY j's content K^c_j against "
+                "the position vector Q^r at δ(j, i), not query i's content"),
+        (weights / weights.sum(-1, keepdims=True),
+         "these are the attention weights after the softmax; return the scaled scores before it"),
         (np.stack([(r.c2c + r.c2p) * r.scale for r in heads]),
          "the position→content term p2c is missing"),
         (np.stack([(r.c2c + r.p2c) * r.scale for r in heads]),
@@ -155,14 +168,15 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
             return Feedback(False, message)
     gap = float(np.abs(got - scores).max())
     return Feedback(False, f"your scores differ from the formula by up to {gap:.3g}, and not by "
-                           "a missing term, a wrong scale or a swapped index; check how each head "
-                           "takes its columns, then one term at a time")
+                           "one of the slips this checker knows (a missing term, a wrong scale, a "
+                           "swapped index, a transposed term); check how each head takes its "
+                           "columns, then one term at a time")
 
 
 def check_score_memory(answer, n: int = 512, h: int = 12, d: int = 768, L: int = 12) -> Feedback:
     """Check a prediction of how many attention weights ONE layer of a BERT holds for one
     sequence of n tokens: h·n² (one n × n matrix per head), not the n²·d of some tutorials."""
-    got = as_answer_whole(answer, "the number of attention weights",
+    got = as_answer_whole(whole_if_float(answer), "the number of attention weights", low=1,
                           todo=f"how many attention weights does one layer with {h} heads hold "
                                f"for {n} tokens?")
     if isinstance(got, Feedback):
@@ -180,10 +194,14 @@ def check_score_memory(answer, n: int = 512, h: int = 12, d: int = 768, L: int =
                "with n²",
         2 * h * n * n: "count the weights once: the scores before the softmax are replaced by the "
                        "weights after it",
+        4 * h * n * n: "that is a size in bytes (4 bytes per float32 weight); the question asks "
+                       "how many weights, one number each",
+        8 * h * n * n: "that is a size in bytes (8 bytes per float64 number); the question asks "
+                       "how many weights, one number each",
     }
     if got in mistakes:
         return Feedback(False, mistakes[got])
-    return Feedback(False, f"off by a factor {got / want:.3g}: count one number per query, per "
+    return Feedback(False, f"{got:,} is {how_far(got, want)}: count one number per query, per "
                            "key, per head")
 
 
@@ -192,7 +210,7 @@ def check_albert_design(E, groups, budget: int = 20_000_000, V: int = 30000, H: 
     """Check an ALBERT design (embedding size E, number of distinct layer groups) against a
     parameter budget: it must fit, with E >= ``min_E``, and keep as many distinct layers as fit."""
     todo = f"choose E and groups for a {L}-layer ALBERT with H={H} under {budget:,} parameters"
-    E, groups = (as_answer_whole(value, name, todo=todo)
+    E, groups = (as_answer_whole(whole_if_float(value), name, todo=todo)
                  for value, name in ((E, "E"), (groups, "groups")))
     for value in (E, groups):
         if isinstance(value, Feedback):

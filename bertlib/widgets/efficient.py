@@ -20,7 +20,7 @@ from bertlib.approximations import (
     relative_error,
 )
 from bertlib.attention import scaled_dot_product_attention
-from bertlib.checks import one_of
+from bertlib.checks import one_of, whole
 from bertlib.loading import load_bert
 from bertlib.models import check_layer_head, run_bert
 from bertlib.variants import bert_qkv, block_sparse_attention, sliding_window_attention
@@ -76,7 +76,9 @@ class EfficientExplorer:
     """
 
     def __init__(self, text: str = DEFAULT_TEXT, variant: str = "sliding", layer: int = 2,
-                 head: int = 0) -> None:
+                 head: int = 0, knob: int | None = None) -> None:
+        """knob: the variant's starting knob (None = its default in VARIANTS); a knob the variant
+        cannot use shows the variant's message in the view, as when typed in the box."""
         one_of(variant, "variant", VARIANTS)
         model = load_bert()
         layer, head = check_layer_head(model, layer, head, allow_mean=False)
@@ -84,7 +86,8 @@ class EfficientExplorer:
         n_layers, n_heads = self.run.attentions.shape[:2]
         self.variant = widgets.Dropdown(options=[(v[0], k) for k, v in VARIANTS.items()],
                                   value=variant, description="variant")
-        self.knob = widgets.IntText(value=VARIANTS[variant][2], description=VARIANTS[variant][1],
+        start = VARIANTS[variant][2] if knob is None else whole(knob, "knob", low=1)
+        self.knob = widgets.IntText(value=start, description=VARIANTS[variant][1],
                               continuous_update=False, layout=widgets.Layout(width="180px"))
         self.layer = widgets.Dropdown(options=list(range(n_layers)), value=layer,
                                       description="layer", layout=widgets.Layout(width="140px"))

@@ -308,6 +308,9 @@ def check_block_map(M) -> Feedback:
         needs.append("within its sentence is undefined (nan): no query sends any weight to a "
                      "far word, so there is nothing to keep inside a sentence")
     elif not f["within_segment"] >= max(t["block"], f["within_chance"] + t["block_over_chance"]):
-        needs.append(f"within its sentence {f['within_segment']:.2f} is too low: keep that "
-                     "far weight inside the query's own sentence")
+        over = f["within_segment"] - f["within_chance"]
+        needs.append(f"within its sentence {f['within_segment']:.2f} is too low: it needs "
+                     f"{t['block']} and {t['block_over_chance']} over chance (yours is "
+                     f"{over:+.2f} over chance); keep that far weight inside the query's own "
+                     "sentence")
     return Feedback(False, f"labelled {label} ({numbers}); " + "; ".join(needs))

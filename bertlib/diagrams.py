@@ -245,8 +245,9 @@ def tiled_softmax_picture(n_blocks: int = 3):
     """The tiled online softmax of notebook 05: queries meet the keys one block at a time.
 
     Top row: key/value blocks K_j, V_j (B, d_k). Middle: each block's scores S_j = s·Q K_jᵀ
-    (n, B), the only n-by-something matrix alive. Bottom: the running state (m, ℓ: (n, 1);
-    O: (n, d_v)) handed from block to block, rescaled by e^(m − m'); last, out = O / ℓ.
+    (n, B), s = 1/√d_k, the only n-by-something matrix alive. Bottom: the running state (m, ℓ:
+    (n, 1); O: (n, d_v)) handed from block to block, rescaled by e^(m − m′), m′ the new running
+    maximum; last, out = O / ℓ. The footnote defines every symbol drawn.
     n_blocks: how many key blocks to draw (2..6). Returns the matplotlib Figure.
     """
     whole(n_blocks, "n_blocks", 2, 6)
@@ -271,8 +272,10 @@ def tiled_softmax_picture(n_blocks: int = 3):
     ax.text(1.2 + step / 2, 2.75, "at every block", ha="center", fontsize=8, color="#333333")
     box(ax, (width - 1.1, 1.2), "out = O / ℓ\n(n, d_v)", colour="output", width=1.7, height=0.9)
     arrow(ax, previous, (width - 1.95, 1.2))
-    ax.text(width / 2, 0.2, "B = block size; each step keeps one (n, B) block of scores, so "
-            "memory grows like n, not n²", ha="center", fontsize=8)
+    ax.text(width / 2, 0.25, "s = 1/√d_k (the scale); m = running max so far, m′ = new max "
+            "after this block, ℓ = running sum, O = running output; B = block size.\n"
+            "Each step keeps one (n, B) block of scores, so memory grows like n, not n²",
+            ha="center", va="center", fontsize=8)
     return fig
 
 

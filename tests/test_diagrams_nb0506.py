@@ -20,6 +20,16 @@ def test_tiled_softmax_picture_labels_every_block_and_the_state():
     plt.close(fig)
 
 
+def test_tiled_softmax_picture_defines_every_symbol_it_draws():
+    """s (the scale) and m′ (the new running maximum) appear in the boxes and arrows: the
+    footnote says what they are, so the picture reads without the prose."""
+    fig = tiled_softmax_picture(2)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    for symbol in ["s = 1/√d_k", "m′ = new max", "ℓ = running sum", "B = block size"]:
+        assert symbol in texts
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("bad, error", [(1, ValueError), (7, ValueError), (2.5, TypeError),
                                         (True, TypeError)])
 def test_tiled_softmax_picture_rejects_bad_block_counts(bad, error):

@@ -166,7 +166,7 @@ def test_block_map_design_passes_and_near_misses_say_what_fails():
     assert nb04.check_block_map(block_map()).ok
     n = len(nb04.TOKENS)
     fb = nb04.check_block_map(np.full((n, n), 1.0 / n))
-    assert not fb.ok and "too low" in fb.message
+    assert not fb.ok and "too low" in fb.message and "+0.00 over chance" in fb.message
     fb = nb04.check_block_map(np.eye(n))
     assert not fb.ok and "far mass 0.00 < 0.2" in fb.message
     assert "undefined (nan)" in fb.message and "nan is too low" not in fb.message

@@ -1,5 +1,6 @@
 """bertlib.exercises.nb05: each checker accepts the right answer and names each typical mistake."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,8 +13,9 @@ from bertlib.exercises.nb05 import (
 )
 from bertlib.kernels import naive_attention
 
-N, H = 2048, 12
+N, H = 3072, 12
 ANSWER = 2 * H * N * N * 4  # computed by hand: scores + weights of 12 heads, float32
+D_K = 64
 
 
 def test_memory_answer_matches_a_measurement_on_meta_tensors():
@@ -28,19 +30,39 @@ def test_memory_answer_matches_a_measurement_on_meta_tensors():
 
 def test_memory_right_answer_and_tolerance():
     fb = check_memory_prediction(ANSWER)
-    assert isinstance(fb, Feedback) and fb.ok and "384 MiB" in fb.message
-    assert check_memory_prediction(ANSWER * 1.04).ok
+    assert isinstance(fb, Feedback) and fb.ok and "864 MiB" in fb.message
+    assert check_memory_prediction(int(ANSWER * 1.04)).ok
     assert not check_memory_prediction(ANSWER * 1.2).ok
 
 
+@pytest.mark.parametrize("factor", [0.92, 0.95, 1.05, 1.08])
+def test_memory_tolerance_is_symmetric(factor):
+    fb = check_memory_prediction(ANSWER * factor)
+    assert fb.ok and f"{abs(factor - 1):.0%} too {'high' if factor > 1 else 'low'}" in fb.message
+
+
+@pytest.mark.parametrize("factor", [0.85, 1.15])
+def test_memory_outside_the_band_says_which_way_and_how_far(factor):
+    fb = check_memory_prediction(ANSWER * factor)
+    assert not fb.ok and f"15% too {'high' if factor > 1 else 'low'}" in fb.message
+
+
+def test_memory_honest_whole_peak_counts_pass():
+    """Adding the output, or Q, K, V, or all four (n × d_k float32 per head each) still passes."""
+    per_head = N * D_K * 4 * H
+    for extra in (1, 3, 4):
+        assert check_memory_prediction(ANSWER + extra * per_head).ok, extra
+
+
 @pytest.mark.parametrize("attempt, words", [
-    (H * N * N * 4, "ONE 2048 × 2048 matrix per head"),
+    (H * N * N * 4, "ONE 3072 × 3072 matrix per head"),
     (2 * N * N * 4, "that is one head"),
     (N * N * 4, "one matrix of one head"),
     (2 * H * N * N * 8, "float64"),
     (2 * H * N * N, "numbers, not bytes"),
-    (384, "MiB"),
-    (ANSWER * 3, "factor of 3"),
+    (864, "MiB"),
+    (ANSWER * 3, "3x the answer"),
+    (ANSWER / 3, "1/3 of the answer"),
 ])
 def test_memory_mistakes_are_named(attempt, words):
     fb = check_memory_prediction(attempt)
@@ -88,8 +110,15 @@ def test_block_budget_right_answer_is_512_for_32_mib():
     (300, "power of two"),
     (None, "replace None"),
     (0, "whole number"),
-    (2.0, "whole number"),
+    (2.5, "whole number"),
+    (8192 * 4, "acts as 8192"),
 ])
 def test_block_budget_mistakes_are_named(attempt, words):
     fb = check_block_for_budget(attempt)
     assert not fb.ok and words in fb.message
+
+
+@pytest.mark.parametrize("whole", [512.0, np.float64(512)])
+def test_block_budget_accepts_whole_number_floats_like_the_other_checkers(whole):
+    assert check_block_for_budget(whole).ok
+    assert check_qkv_crossover(193.0).ok

@@ -2,7 +2,9 @@
 
 Reproduce: :func:`check_share_to`, :func:`check_entropy`, :func:`check_rollout` call the
 learner's function on small random attention maps whose answer is known from
-:mod:`bertlib.analysis`, and name the usual mistake when the result is wrong.
+:mod:`bertlib.analysis`, and name the usual mistake when the result is wrong. A function that
+gets its answer by calling the very :mod:`bertlib.analysis` function the lesson used (seen while
+it runs, however it was imported) is told to write the steps itself.
 Predict, then check: :func:`check_sep_prediction` (does [SEP] get more attention in pairs?).
 Design: :func:`check_block_map` (an attention map that the rules call "block"; says how close).
 Every checker says "not answered yet" (without raising) for the unsolved stub.
@@ -10,7 +12,10 @@ Every checker says "not answered yet" (without raising) for the unsolved stub.
 
 from __future__ import annotations
 
+import inspect
+import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -50,12 +55,40 @@ def _maps(seed: int = 4, layers: int = 2, heads: int = 3) -> np.ndarray:
     return x / x.sum(-1, keepdims=True)
 
 
-def _call(fn: Callable, *args, nan_hint: str | None = None):
-    """(result as an array, None) or (None, Feedback: not answered, raised, not an array).
+@contextmanager
+def _watch(library_fn: Callable | None):
+    """Collects, in the yielded list, each call of ``library_fn`` made inside the block (seen by
+    its code object, so any import route counts); the previous profiler is restored after."""
+    seen: list[bool] = []
+    if library_fn is None:
+        yield seen
+        return
+    code = inspect.unwrap(library_fn).__code__
+    previous = sys.getprofile()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is code:
+            seen.append(True)
+
+    sys.setprofile(profile)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+def _call(fn: Callable, *args, nan_hint: str | None = None, library: Callable | None = None):
+    """(result as an array, None) or (None, Feedback: not answered, raised, not an array, or
+    the library function ``library`` called instead of the steps written out).
 
     nan_hint: the message for a result containing NaN, when the exercise has a usual cause."""
-    result, error = call_answer(fn, *args, todo="fill in the function so that it returns an "
-                                                "array, then run this cell again")
+    with _watch(library) as seen:
+        result, error = call_answer(fn, *args, todo="fill in the function so that it returns an "
+                                                    "array, then run this cell again")
+    if error is None and seen:
+        return None, Feedback(False, f"your function calls bertlib's `{library.__name__}`, the one "
+                                     "the lesson used: this exercise asks you to reproduce it, so "
+                                     "write its steps yourself (the formula is in the lesson)")
     if error is None and nan_hint is not None and _has_nan(result):
         return None, Feedback(False, nan_hint)
     result = as_answer_array(result, "the result") if error is None else error
@@ -80,7 +113,7 @@ def check_share_to(fn: Callable) -> Feedback:
     """
     A = _maps()
     is_sep = np.array([t == "[SEP]" for t in TOKENS])
-    got, error = _call(fn, A.copy(), list(TOKENS), "[SEP]")
+    got, error = _call(fn, A.copy(), list(TOKENS), "[SEP]", library=to_token_shares)
     if error is not None:
         return error
     want = A[..., is_sep].sum(-1).mean(-1)
@@ -117,7 +150,7 @@ def check_entropy(fn: Callable) -> Feedback:
     A = _maps(seed=7)
     got, error = _call(fn, A.copy(), nan_hint=(
         "NaN: some weights are exactly 0, and 0·log 0 gives NaN in numpy; Clark et al. smooth "
-        "the weights first (section 3), so no log of 0 is ever taken"))
+        "the weights first (section 3), so no log of 0 is ever taken"), library=attention_entropy)
     if error is not None:
         return error
     want = attention_entropy(A)
@@ -136,6 +169,13 @@ def check_entropy(fn: Callable) -> Feedback:
     if np.allclose(got, n * want, atol=1e-6):
         return Feedback(False, f"you summed over the queries; average over them (divide by "
                                f"n = {n})")
+    if np.allclose(got, want / n, atol=1e-6):
+        return Feedback(False, f"yours is n = {n} times too small: you averaged over the keys "
+                               "instead of summing over them; a query's entropy is a sum over "
+                               "its keys (only the queries are averaged)")
+    if np.allclose(got, want / np.log(n), atol=1e-6):
+        return Feedback(False, "you divided by log n (the entropy of a uniform head), so a "
+                               "uniform head scores 1; give it in nats, where it scores log n")
     if np.allclose(got, attention_entropy(A, smoothing=0.0), atol=1e-6):
         return Feedback(False, "you left out the smoothing (0·log 0 counted as 0): Clark et al. "
                                "smooth first, α' = 0.9999·α + 0.0001/n")
@@ -151,7 +191,7 @@ def check_rollout(fn: Callable) -> Feedback:
     A_l = 0.5·mean_h W_l + 0.5·I (rows renormalised), Ã_0 = A_0, Ã_l = A_l · Ã_{l−1}.
     """
     A = _maps(seed=11, layers=3)
-    got, error = _call(fn, A.copy())
+    got, error = _call(fn, A.copy(), library=attention_rollout)
     if error is not None:
         return error
     want = attention_rollout(A)
@@ -268,6 +308,9 @@ def check_block_map(M) -> Feedback:
         needs.append("within its sentence is undefined (nan): no query sends any weight to a "
                      "far word, so there is nothing to keep inside a sentence")
     elif not f["within_segment"] >= max(t["block"], f["within_chance"] + t["block_over_chance"]):
-        needs.append(f"within its sentence {f['within_segment']:.2f} is too low: keep that "
-                     "far weight inside the query's own sentence")
+        over = f["within_segment"] - f["within_chance"]
+        needs.append(f"within its sentence {f['within_segment']:.2f} is too low: it needs "
+                     f"{t['block']} and {t['block_over_chance']} over chance (yours is "
+                     f"{over:+.2f} over chance); keep that far weight inside the query's own "
+                     "sentence")
     return Feedback(False, f"labelled {label} ({numbers}); " + "; ".join(needs))

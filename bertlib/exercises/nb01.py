@@ -204,7 +204,8 @@ def check_design(W_Q, W_K=None) -> Feedback:
                                "use, and which of them did you change?")
     tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(w[j] - w[rival]) <= ATOL]
     runner = (f"{tied[0]!r} ({w[rival]:.3f})" if len(tied) == 1 else
-              f"{', '.join(map(repr, tied))}, tied at {w[rival]:.3f} each")
+              f"a tie of {', '.join(map(repr, tied[:-1]))} and {tied[-1]!r} "
+              f"(tied at {w[rival]:.3f} each)")
     return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of {runner}, and 'cat' "
                           f"still attends most to 'sat'; the query of 'mat' is "
                           f"{np.round(Q[i_mat], 3).tolist()}")

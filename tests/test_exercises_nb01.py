@@ -157,3 +157,37 @@ def test_attention_fn_rounded_answer_is_named_and_sums_print_the_evidence():
     assert not fb and "rounded" in fb.message and f"{ATOL:g}" in fb.message
     fb = check_attention_fn(lambda Q, K, V: (loops(Q, K, V)[0], 1.1 * loops(Q, K, V)[1]))
     assert not fb and "within" in fb.message and "1.1" in fb.message
+
+
+def test_design_success_names_a_tie_instead_of_one_word():
+    Wq, Wk = W_Q.copy(), W_K.copy()
+    Wq[3], Wk[3] = [-2, 1], [0, -1]
+    fb = check_design(Wq, Wk)
+    w = softmax((X @ Wq) @ (X @ Wk).T / np.sqrt(2), axis=-1)[toy.TOKENS.index("mat")]
+    rest = np.delete(w, toy.TOKENS.index("cat"))
+    tied = int(np.sum(np.abs(rest - rest.max()) <= 1e-5))
+    assert fb.ok and tied > 1 and f"tied at {rest.max():.3f} each" in fb.message
+    assert fb.message.count("'the'") == 2  # both 'the's are listed, not one picked out
+
+
+def test_design_and_window_refuse_complex_input_without_a_numpy_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fb = check_design(W_Q.astype(complex) + 1j)
+        assert not fb.ok and "complex" in fb.message
+        fb = check_design(None, W_K.astype(complex))
+        assert not fb.ok and "W_K has complex" in fb.message
+        fb = check_window_weights(np.eye(6) * (1 + 1j))
+        assert not fb.ok and "complex" in fb.message
+
+
+def test_window_weights_names_zero_instead_of_minus_inf_and_ragged_rows():
+    S = Q @ K.T / np.sqrt(2)
+    fb = check_window_weights(softmax(np.where(_window_mask(6), S, 0.0), axis=-1))
+    assert not fb.ok and "to 0, not to -inf" in fb.message
+    fb = check_window_weights([[1.0] * 6] * 5 + [[1.0] * 5])
+    assert not fb.ok and "different lengths" in fb.message and "not an array" not in fb.message
+    fb = check_window_weights(np.full((6, 6), np.nan))
+    assert not fb.ok and "your weight matrix contains NaN" in fb.message

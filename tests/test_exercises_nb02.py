@@ -54,6 +54,36 @@ def test_batched_exercise_refuses_bertlibs_own_split_heads():
         assert not fb.ok and "yourself" in fb.message
 
 
+def test_batched_exercise_refuses_wrappers_of_split_heads_with_the_same_message():
+    import functools
+
+    from bertlib import attention
+
+    refused = check_split_heads(split_heads, batched=True).message
+    wrapped = eval("lambda X, h: split_heads(X, h)", {"split_heads": split_heads})  # no source
+    via_module = eval("lambda X, h: attention.split_heads(X, h)", {"attention": attention})
+    alias = split_heads
+
+    def inner(X, h):
+        return alias(X, h)
+
+    def outer(X, h):  # the library call one helper deeper
+        return inner(X, h)
+
+    for fn in (wrapped, via_module, outer, functools.partial(split_heads)):
+        fb = check_split_heads(fn, batched=True)
+        assert not fb.ok and fb.message == refused
+
+
+def test_batched_learner_helper_named_split_heads_is_not_refused():
+    def own_split_heads(X, h):
+        b, n, d = X.shape
+        return X.reshape(b, n, h, d // h).transpose(0, 2, 1, 3)
+
+    fn = eval("lambda X, h: split_heads(X, h)", {"split_heads": own_split_heads})
+    assert check_split_heads(fn, batched=True).ok
+
+
 def test_batched_learner_version_passes_despite_its_name():
     def my_split_heads(X, h):
         b, n, d = X.shape

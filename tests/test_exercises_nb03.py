@@ -254,3 +254,25 @@ def test_bank_sentence_words_are_whole_words_and_one_bank_is_measured():
     assert "yours uses water" in check_bank_sentence("The water reached the bank.").message
     fb = check_bank_sentence("The bank that lends money is far from the bank of the lake.")
     assert not fb.ok and "2 banks" in fb.message
+
+
+@pytest.mark.parametrize("which", ["first [SEP] in B", "last [SEP] in A", "one piece"])
+def test_embeddings_name_the_piece_in_the_wrong_segment(parts, which):
+    w, word, pos, typ, _ = parts
+    types = encode(*EMBED_PAIR)["token_type_ids"][0].numpy().copy()
+    pieces = load_bert().tokenizer.convert_ids_to_tokens(encode(*EMBED_PAIR)["input_ids"][0])
+    i = {"first [SEP] in B": pieces.index("[SEP]"), "last [SEP] in A": len(pieces) - 1,
+         "one piece": 2}[which]
+    types[i] = 1 - types[i]
+    S = word + pos + w.token_type[types]
+    fb = check_embeddings(S, ln(w, S))
+    assert not fb.ok and f"piece {i}, {pieces[i]!r}" in fb.message
+    assert f"got the token type of segment {types[i]}" in fb.message
+
+
+def test_embeddings_name_the_first_wrong_piece_of_any_kind(parts):
+    w, word, pos, typ, _ = parts
+    S = word + pos + typ
+    S[4] += 0.5
+    fb = check_embeddings(S, ln(w, S))
+    assert not fb.ok and "piece 4" in fb.message and "1 row(s) wrong" in fb.message

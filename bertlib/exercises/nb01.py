@@ -178,6 +178,9 @@ def check_design(W_Q, W_K=None) -> Feedback:
     toy_Q, toy_K, _ = toy.projections()
     arrays = []
     for name, W in (("W_Q", toy_Q if W_Q is None else W_Q), ("W_K", toy_K if W_K is None else W_K)):
+        if _is_complex(W):
+            return Feedback(False, f"{name} has complex numbers; the toy's matrices are real: "
+                                   "give real numbers only")
         a = as_answer_array(W, name, (4, 2), layout="(d, d_k)", why=" (it must stay that shape)")
         if isinstance(a, Feedback):
             return a
@@ -199,9 +202,23 @@ def check_design(W_Q, W_K=None) -> Feedback:
                                f"{A[i_cat, i_sat]:.3f}. The query of 'cat' is "
                                f"{np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
                                "use, and which of them did you change?")
-    return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of "
-                          f"{toy.TOKENS[rival]!r} ({w[rival]:.3f}), and 'cat' still attends most "
-                          f"to 'sat'; the query of 'mat' is {np.round(Q[i_mat], 3).tolist()}")
+    tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(w[j] - w[rival]) <= ATOL]
+    runner = (f"{tied[0]!r} ({w[rival]:.3f})" if len(tied) == 1 else
+              f"a tie of {', '.join(map(repr, tied[:-1]))} and {tied[-1]!r} "
+              f"(tied at {w[rival]:.3f} each)")
+    return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of {runner}, and 'cat' "
+                          f"still attends most to 'sat'; the query of 'mat' is "
+                          f"{np.round(Q[i_mat], 3).tolist()}")
+
+
+def _is_complex(value) -> bool:
+    """True if ``value`` (array-like or tensor) holds complex numbers; False if unreadable."""
+    if hasattr(value, "is_complex"):  # a torch tensor
+        return bool(value.is_complex())
+    try:
+        return bool(np.iscomplexobj(np.array(value)))
+    except (TypeError, ValueError):
+        return False
 
 
 def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False) -> str:
@@ -267,7 +284,13 @@ def check_window_weights(weights) -> Feedback:
     the softmax, so each row spreads over at most three keys and sums to 1. Answers within
     ``PENCIL_ATOL`` (3 decimals, pencil precision) of the exact weights count as right.
     """
-    a = as_answer_array(weights, "the weights", (_N, _N), why=", one row per query")
+    ragged = "" if weights is None else _ragged_message(weights, "your weight matrix")
+    if ragged:
+        return Feedback(False, ragged)
+    if _is_complex(weights):
+        return Feedback(False, "your weight matrix has complex numbers; attention weights are "
+                               "real numbers between 0 and 1")
+    a = as_answer_array(weights, "your weight matrix", (_N, _N), why=", one row per query")
     if isinstance(a, Feedback):
         return a
     Q, K, _ = _toy_qkv()
@@ -280,6 +303,10 @@ def check_window_weights(weights) -> Feedback:
     if _near(a, softmax(S, axis=-1) * mask):
         return Feedback(False, "you zeroed the far words after the softmax, so rows no longer sum "
                                "to 1; set their scores to -inf BEFORE the softmax")
+    if _near(a, softmax(np.where(mask, S, 0.0), axis=-1)):
+        return Feedback(False, "you set the far words' scores to 0, not to -inf: a score of 0 "
+                               "still gets weight e^0 = 1 before normalising, so those words "
+                               "keep some attention")
     if _near(a, softmax(Q @ K.T, axis=-1, where=mask)):
         return Feedback(False, "the window is right, but you forgot to divide the scores by √d_k")
     if _near(a, softmax(S, axis=-1)):

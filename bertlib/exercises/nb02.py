@@ -11,8 +11,6 @@ An unanswered stub (``None``) gets a "not answered yet" message, never an except
 
 from __future__ import annotations
 
-import inspect
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -100,15 +98,36 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
                           + (", on a batch of five sentences" if batched else ""))
 
 
-def _calls_library_split_heads(fn: Callable) -> bool:
-    """True if fn is bertlib's split_heads or its source calls ``split_heads(`` by that name."""
+def _calls_library_split_heads(fn: Callable, depth: int = 3) -> bool:
+    """True if fn is bertlib's split_heads or its code reaches it: a global name or closure that
+    holds it, an attribute ``.split_heads`` (``attention.split_heads(...)``), or a function of
+    the learner's that does one of these (followed ``depth`` calls deep)."""
+    fn = getattr(fn, "func", fn)  # functools.partial
     if fn is split_heads:
         return True
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):  # no source to read (a builtin, a function typed in a REPL)
+    code = getattr(fn, "__code__", None)
+    if code is None or depth == 0:
         return False
-    return re.search(r"(?<!\w)split_heads\s*\(", source) is not None
+    cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
+    names = set(_code_names(code))
+    found = [getattr(fn, "__globals__", {}).get(name, split_heads if name == "split_heads"
+                                                 else None) for name in names]
+    return any(obj is not fn and callable(obj) and _calls_library_split_heads(obj, depth - 1)
+               for obj in cells + found)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+    except ValueError:
+        return False
+    return True
+
+
+def _code_names(code) -> list[str]:
+    """The global and attribute names a code object uses, nested functions' included."""
+    inner = [c for c in code.co_consts if hasattr(c, "co_names")]
+    return list(code.co_names) + [n for c in inner for n in _code_names(c)]
 
 
 def _det_noun_scores() -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int]]]:

@@ -65,8 +65,8 @@ def _model(model):
     return model or load_bert()
 
 
-def _embedding_variants(pair: tuple[str, str], model=None
-                        ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _embedding_variants(pair: tuple[str, str], model=None) -> tuple[dict, tuple]:
+    """({mistake name: (S, E)}, (pieces, token types, token-type rows)) for ``pair``."""
     model = _model(model)
     w = bert_params(model)
     enc = encode(*pair, model=model)
@@ -84,7 +84,9 @@ def _embedding_variants(pair: tuple[str, str], model=None
             "positions restart": word + restart + typ,
             "positions from 1": word + w.position[1:n + 1] + typ,
             "no position": word + typ, "no token type": word + pos, "word only": word}
-    return {name: (S, ln(S)) for name, S in sums.items()}
+    out = {name: (S, ln(S)) for name, S in sums.items()}
+    pieces = model.tokenizer.convert_ids_to_tokens(ids.tolist())
+    return out, (pieces, types, w.token_type)
 
 
 _EMBED_HINTS = {
@@ -112,7 +114,7 @@ def _match(answer: np.ndarray, variants: dict) -> str | None:
     return None
 
 
-def _check_sum(S, variants: dict) -> Feedback | None:
+def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
     """Feedback on the sum S, or None if it is right."""
     found = _match(S, variants)
     if found == "S right":
@@ -124,7 +126,26 @@ def _check_sum(S, variants: dict) -> Feedback | None:
         return Feedback(False, f"`summed`: {_EMBED_HINTS[found[2:]]}")
     worst = float(np.abs(S - variants["right"][0]).max())
     return Feedback(False, f"`summed` differs from word + position + token type by up to "
-                           f"{worst:.3g}")
+                           f"{worst:.3g}{_first_wrong_piece(S, variants, pieces)}")
+
+
+def _first_wrong_piece(S: np.ndarray, variants: dict, pieces: tuple) -> str:
+    """Which piece (position, token) of S is the first one off, and if its token type is the
+    other segment's, say so: a [SEP] or a piece counted in the wrong sentence."""
+    right = variants["right"][0]
+    bad = np.flatnonzero(np.abs(S - right).max(axis=1) > ATOL)
+    if len(bad) == 0 or len(bad) == len(S):
+        return ""
+    i = int(bad[0])
+    piece, types, type_rows = pieces
+    where = f"; the first wrong row is piece {i}, {piece[i]!r}"
+    other = 1 - types[i]
+    if other in (0, 1) and np.allclose(S[i], right[i] - type_rows[types[i]] + type_rows[other],
+                                       rtol=0, atol=ATOL):
+        return (f"{where}, which got the token type of segment {other} but belongs to segment "
+                f"{types[i]}: segment A runs from [CLS] to the first [SEP], included; segment B "
+                f"is everything after it ({len(bad)} row(s) wrong in all)")
+    return f"{where} ({len(bad)} row(s) wrong in all)"
 
 
 def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedback:
@@ -137,7 +158,7 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     if summed is None or E is None:
         return _not_answered("compute `summed` (the three embeddings added) and `E_pair` (its "
                              "LayerNorm), one row per word piece of the pair")
-    variants = _embedding_variants(pair, model)
+    variants, pieces = _embedding_variants(pair, model)
     shape = variants["right"][0].shape
     why = " (one row per word piece, [CLS] and both [SEP] included)"
     summed = as_answer_array(summed, "summed", shape, layout="(n, d)", why=why)
@@ -145,7 +166,7 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     for answer in (summed, E):
         if isinstance(answer, Feedback):
             return answer
-    wrong = _check_sum(summed, variants)
+    wrong = _check_sum(summed, variants, pieces)
     if wrong is not None:
         return wrong
     found = _match(E, variants)

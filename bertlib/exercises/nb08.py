@@ -121,7 +121,7 @@ def check_position_prior(fn: Callable[[str, str], np.ndarray] | None) -> Feedbac
             return got
         if (got < 0).any() or (got > 1).any():
             return Feedback(False, f"S must hold numbers from 0 to 1 (a similarity: every entry "
-                                   f"at most 1, section 2); yours go from {got.min():g} to "
+                                   f"at most 1, section 2); yours go from {got.min() + 0.0:g} to "
                                    f"{got.max() + 0.0:g}")
         enc = encode(a, b)
         segment = enc["token_type_ids"][0].numpy()

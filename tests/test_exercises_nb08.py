@@ -49,7 +49,7 @@ def test_position_prior_checker_explains_mistakes():
     crash = nb08.check_position_prior(lambda a, b: 1 / 0)
     assert not crash and "ZeroDivisionError" in crash.message
     negative = nb08.check_position_prior(lambda a, b: -nb08.reference_position_prior(a, b))
-    assert not negative and ">= 0" in negative.message
+    assert not negative and "from 0 to 1" in negative.message
 
 
 def layer0(prior=None):
@@ -75,7 +75,17 @@ def test_plugged_in_checker_accepts_the_right_weights_and_explains_mistakes():
     assert not other and "max difference" in other.message
     assert "not answered yet" in nb08.check_plugged_in(None, S).message
     assert "shape (16, 16)" in nb08.check_plugged_in(np.ones((4, 4)), S).message
-    assert "cannot be used" in nb08.check_plugged_in(layer0(S).mean(0).numpy(), -S).message
+    assert "not the same-position prior" in nb08.check_plugged_in(layer0(S).mean(0).numpy(),
+                                                                  -S).message
+    # the (1, n, n) tensor the exercise feeds the model is accepted as the prior, and as weights
+    assert nb08.check_plugged_in(layer0(S).mean(0, keepdim=True), torch.tensor(S)[None])
+
+
+def test_plugged_in_checker_refuses_the_lessons_own_prior_and_weights():
+    """Section 2 already ran the lexicon prior on this pair: those weights must not pass."""
+    lexicon = custom.similarity_prior(A, B, model=load_bert())
+    lesson = nb08.check_plugged_in(layer0(lexicon).mean(0).numpy(), lexicon)
+    assert not lesson and "lesson's lexicon prior" in lesson.message
 
 
 def test_plugged_in_checker_notices_the_shared_model_left_in_prior_mode():
@@ -84,3 +94,90 @@ def test_plugged_in_checker_notices_the_shared_model_left_in_prior_mode():
         feedback = nb08.check_plugged_in(np.zeros((16, 16)), S)
     assert not feedback and "undo()" in feedback.message
     assert load_bert().model.config._attn_implementation == "eager"
+
+
+def with_first_sep(a, b, row):
+    """The reference prior with the first [SEP]'s row and column replaced by ``row`` (n,)."""
+    S = nb08.reference_position_prior(a, b).copy()
+    sep = nb08._tokens(a, b).index("[SEP]")
+    S[sep], S[:, sep] = row(a, b), row(a, b)
+    return S
+
+
+def segment(a, b):
+    return encode(a, b)["token_type_ids"][0].numpy()
+
+
+def across_only(a, b, value):
+    """The reference prior with its cross-sentence entries multiplied by ``value``."""
+    S = nb08.reference_position_prior(a, b).copy()
+    seg = segment(a, b)
+    S[seg[:, None] != seg[None, :]] *= value
+    return S
+
+
+def off_by_one(a, b):
+    """Word k of a linked with word k + 1 of b (both ways), 1 inside."""
+    enc = encode(a, b)
+    seq = np.array([-1 if s is None else s for s in enc.sequence_ids(0)])
+    word = np.array([-1 if w is None else w for w in enc.word_ids(0)])
+    link = (seq[:, None] == 0) & (seq[None, :] == 1) & (word[None, :] == word[:, None] + 1)
+    seg = segment(a, b)
+    return np.where(seg[:, None] == seg[None, :], 1.0, (link | link.T).astype(float))
+
+
+def one_way(a, b):
+    S = nb08.reference_position_prior(a, b).copy()
+    seg = segment(a, b)
+    S[np.ix_(seg == 1, seg == 0)] = 0
+    return S
+
+
+def no_stop_words(a, b):
+    S = nb08.reference_position_prior(a, b).copy()
+    seg = segment(a, b)
+    for i, token in enumerate(nb08._tokens(a, b)):
+        if token in custom.STOP_WORDS:
+            S[i, seg != seg[i]] = S[seg != seg[i], i] = 0
+    return S
+
+
+def test_position_prior_checker_names_the_actual_mistake():
+    cases = {
+        "lesson's lexicon rule": lambda a, b: with_first_sep(a, b, lambda a, b: 0),
+        "(you put it with b)": lambda a, b: with_first_sep(a, b, lambda a, b: segment(a, b)),
+        "not symmetric": one_way,
+        "off by one": off_by_one,
+        "every entry is 1 or 0": lambda a, b: across_only(a, b, 0.5),
+        "from 0 to 1": lambda a, b: across_only(a, b, 2.0),
+        "no stop-word list": no_stop_words,
+    }
+    for expected, fn in cases.items():
+        feedback = nb08.check_position_prior(fn)
+        assert not feedback and expected in feedback.message, (expected, feedback.message)
+        assert "count words, not word pieces" not in feedback.message
+
+
+def design(cat_row):
+    S = np.ones((16, 16))
+    S[2] = cat_row
+    return S
+
+
+def test_design_checker_refuses_priors_that_do_not_single_out_feline():
+    """An all-zero prior, or a zeroed cat row, makes attention uniform (2/16 on feline, more
+    than the 2x target) without any link: refused, and the message says why."""
+    for S in (np.zeros((16, 16)), design(0.0), design(np.r_[np.zeros(9), 0.01, 0.01, np.zeros(5)]),
+              design(np.r_[np.ones(9), 1.0, 1.0, np.zeros(5)])):
+        feedback = nb08.check_prior_design(S)
+        assert not feedback and "does not single out 'feline'" in feedback.message
+        assert "uniform, 0.125" in feedback.message
+
+
+def test_design_checker_passes_the_link_and_compares_it_with_a_wiped_row():
+    feedback = nb08.check_prior_design(design(np.r_[np.zeros(9), 1.0, 1.0, np.zeros(5)]))
+    assert feedback and "cat's row all 0 (no link, uniform attention) gives 0.125" in feedback.message
+    transposed = np.ones((16, 16))
+    transposed[[9, 10]] = 0
+    transposed[[9, 10], 2] = 1
+    assert "QUERY's row" in nb08.check_prior_design(transposed).message

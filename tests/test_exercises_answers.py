@@ -56,9 +56,11 @@ def test_number_names_the_kind_and_the_range():
     assert "positive, finite" in _message(as_answer_number(float("inf"), "b", 0, open_low=True))
 
 
-def test_whole_refuses_floats_and_bools_and_says_the_range():
+def test_whole_takes_whole_floats_refuses_fractions_and_bools_and_says_the_range():
     assert as_answer_whole(np.int64(3), "k", 0, 5) == 3
-    for bad in (3.0, True, "3"):
+    assert as_answer_whole(3.0, "k", 0, 5) == 3 and isinstance(as_answer_whole(3.0, "k", 0, 5), int)
+    assert as_answer_whole(np.float32(4.0), "k", 0, 5) == 4  # a whole-number float is that number
+    for bad in (3.5, float("nan"), float("inf"), True, "3"):
         assert "k must be a whole number in 0..5" in _message(as_answer_whole(bad, "k", 0, 5))
     assert "k must be a whole number >= 1, got 0" in _message(as_answer_whole(0, "k", low=1))
 

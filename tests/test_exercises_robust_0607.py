@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertlib import family
-from bertlib.exercises import Feedback, nb06, nb07
+from bertlib.exercises import Feedback, how_far, nb06, nb07
 
 #: Answers a learner can plausibly hand over by mistake (as for 01–03, plus signed and huge numbers).
 ODD = [None, "0.9", "", [[1, 2], [3]], [[1, 2], 3], [], [[]], np.zeros((2, 3)),
@@ -93,15 +93,8 @@ def test_the_likely_unit_slips_are_named():
 
 
 def test_too_high_and_too_low_are_told_apart_in_bands():
-    assert nb06.how_far(110, 100) == "too high, by less than a factor 2"
-    assert nb06.how_far(105, 100) == "too high, by less than 10 %"
-    assert nb06.how_far(20, 100) == "too low, by a factor between 2 and 10"
-    assert nb06.how_far(2, 100) == "too low, by a factor between 10 and 100"
-    assert nb06.how_far(0, 100) == "too low, by more than a factor 100"
-
-
-def test_whole_if_float_only_touches_whole_finite_floats():
-    assert nb06.whole_if_float(14.0) == 14 and isinstance(nb06.whole_if_float(14.0), int)
-    assert nb06.whole_if_float(np.float32(3.0)) == 3
-    for kept in (14.5, math.inf, math.nan, "14", True, None):
-        assert nb06.whole_if_float(kept) is kept
+    assert how_far(110, 100) == "too high, by less than a factor 2"
+    assert how_far(105, 100) == "too high, by less than 10 %"
+    assert how_far(20, 100) == "too low, by a factor between 2 and 10"
+    assert how_far(2, 100) == "too low, by a factor between 10 and 100"
+    assert how_far(0, 100) == "too low, by more than a factor 100"

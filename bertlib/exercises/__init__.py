@@ -115,10 +115,12 @@ def as_answer_number(answer, what: str, low: float | None = None, high: float | 
 def as_answer_whole(answer, what: str, low: int | None = None, high: int | None = None, *,
                     todo: str = TODO) -> int | Feedback:
     """The learner's ``answer`` as an int in ``low..high`` (either end None = open), or the
-    Feedback saying why it is not: not answered (None), not a whole number (a float, a str, a
-    bool), out of range."""
+    Feedback saying why it is not: not answered (None), not a whole number (a str, a bool, a
+    float with a fraction, NaN, inf), out of range. A whole-number float (14.0) counts as 14."""
     if answer is None:
         return not_answered(todo)
+    if isinstance(answer, float | np.floating) and math.isfinite(answer) and answer.is_integer():
+        answer = int(answer)
     span = (f" in {low}..{high}" if low is not None and high is not None else
             f" >= {low}" if low is not None else f" <= {high}" if high is not None else "")
     if isinstance(answer, bool) or not isinstance(answer, int | np.integer):
@@ -126,6 +128,19 @@ def as_answer_whole(answer, what: str, low: int | None = None, high: int | None 
     if (low is not None and answer < low) or (high is not None and answer > high):
         return Feedback(False, f"{what} must be a whole number{span}, got {answer!r}")
     return int(answer)
+
+
+def how_far(value: float, expected: float) -> str:
+    """'too high' or 'too low' and by roughly how much, as a band of ratios (never the exact gap,
+    so that a wrong guess does not make the answer computable). value, expected: numbers > 0."""
+    ratio = max(value, expected) / max(min(value, expected), 1e-300)
+    way = "too high" if value > expected else "too low"
+    bands = ((1.1, "by less than 10 %"), (2, "by less than a factor 2"),
+             (10, "by a factor between 2 and 10"), (100, "by a factor between 10 and 100"))
+    for limit, band in bands:
+        if ratio < limit:
+            return f"{way}, {band}"
+    return f"{way}, by more than a factor 100"
 
 
 def as_answer_word(answer, what: str, choices: Sequence[str], *, todo: str = TODO

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from bertlib.cost import attention_bytes, measure
@@ -147,8 +146,6 @@ def check_block_for_budget(block, n: int = 8192, budget_mib: float = 32, d_k: in
     (n, block) block of scores held at once. The checker measures the peak on the meta device
     and says how close the block is to the budget.
     """
-    if isinstance(block, float | np.floating) and float(block).is_integer():
-        block = int(block)  # 512.0 is 512, as elsewhere in the series
     block = as_answer_whole(block, "block", low=1,
                             todo="replace None with your block size (a power of two, e.g. 64)")
     if isinstance(block, Feedback):

@@ -2,20 +2,23 @@
 
 - :func:`check_window_mask`: build Longformer's (n, n) sliding-window mask by hand.
 - :func:`check_band_bytes`: predict the bytes of the band of scores, then check.
-- :func:`how_far`, :func:`whole_if_float`: shared by the checkers of 06 and 07.
 - :func:`check_window_design` (design): the smallest window whose output stays within a target
   error of full attention on a real head.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from bertlib.approximations import relative_error
 from bertlib.attention import scaled_dot_product_attention
-from bertlib.exercises import Feedback, as_answer_array, as_answer_number, as_answer_whole
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_number,
+    as_answer_whole,
+    how_far,
+)
 from bertlib.variants import sliding_window_attention, sliding_window_pattern
 
 __all__ = ["check_window_mask", "check_band_bytes", "check_window_design"]
@@ -44,26 +47,6 @@ def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
                                f"is split, w/2 = {w // 2} on each side")
     return Feedback(False, f"a middle row keeps {row} keys; it should keep w + 1 = {w + 1} "
                            f"(itself and {w // 2} on each side)")
-
-
-def how_far(value: float, expected: float) -> str:
-    """'too high' or 'too low' and by roughly how much, as a band of ratios (never the exact gap,
-    so that a wrong guess does not make the answer computable). value, expected: numbers > 0."""
-    ratio = max(value, expected) / max(min(value, expected), 1e-300)
-    way = "too high" if value > expected else "too low"
-    bands = ((1.1, "by less than 10 %"), (2, "by less than a factor 2"),
-             (10, "by a factor between 2 and 10"), (100, "by a factor between 10 and 100"))
-    for limit, band in bands:
-        if ratio < limit:
-            return f"{way}, {band}"
-    return f"{way}, by more than a factor 100"
-
-
-def whole_if_float(answer):
-    """A float that is a whole number (14.0, 1.7683968e7) as an int; anything else unchanged."""
-    if isinstance(answer, float | np.floating) and math.isfinite(answer) and answer.is_integer():
-        return int(answer)
-    return answer
 
 
 def check_band_bytes(n_bytes, n: int = 8192, w: int = 128, dtype_bytes: int = 4) -> Feedback:
@@ -105,7 +88,7 @@ def check_window_design(w, Q, K, V, global_idx=(), target: float = 0.22) -> Feed
     Q, K: (n, d_k); V: (n, d_v), e.g. one head of the real BERT. The feedback gives the error of
     the chosen w and whether w − 2 would already do.
     """
-    w = as_answer_whole(whole_if_float(w), "w (an even whole number)", low=2, high=2 * len(Q),
+    w = as_answer_whole(w, "w (an even whole number)", low=2, high=2 * len(Q),
                         todo="replace None with your window w (an even number)")
     if isinstance(w, Feedback):
         return w

@@ -13,8 +13,8 @@ from bertlib.exercises import (
     as_answer_array,
     as_answer_whole,
     call_answer,
+    how_far,
 )
-from bertlib.exercises.nb06 import how_far, whole_if_float
 
 __all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores",
            "check_score_memory", "check_albert_design"]
@@ -57,7 +57,7 @@ def check_relative_positions(answer, n: int = 6, k: int = 2) -> Feedback:
 def check_albert_parameters(answer, V: int = 30000, E: int = 128, H: int = 1024, L: int = 24,
                             I: int = 4096, P: int = 512, T: int = 2) -> Feedback:
     """Check an AlbertModel parameter count: embeddings, E→H map, ONE shared layer, pooler."""
-    got = as_answer_whole(whole_if_float(answer), "a parameter count", low=1,
+    got = as_answer_whole(answer, "a parameter count", low=1,
                           todo="add up the parameters of each part of AlbertModel")
     if isinstance(got, Feedback):
         return got
@@ -176,7 +176,7 @@ def check_disentangled_scores(fn: Callable, seed: int = 0) -> Feedback:
 def check_score_memory(answer, n: int = 512, h: int = 12, d: int = 768, L: int = 12) -> Feedback:
     """Check a prediction of how many attention weights ONE layer of a BERT holds for one
     sequence of n tokens: h·n² (one n × n matrix per head), not the n²·d of some tutorials."""
-    got = as_answer_whole(whole_if_float(answer), "the number of attention weights", low=1,
+    got = as_answer_whole(answer, "the number of attention weights", low=1,
                           todo=f"how many attention weights does one layer with {h} heads hold "
                                f"for {n} tokens?")
     if isinstance(got, Feedback):
@@ -210,7 +210,7 @@ def check_albert_design(E, groups, budget: int = 20_000_000, V: int = 30000, H: 
     """Check an ALBERT design (embedding size E, number of distinct layer groups) against a
     parameter budget: it must fit, with E >= ``min_E``, and keep as many distinct layers as fit."""
     todo = f"choose E and groups for a {L}-layer ALBERT with H={H} under {budget:,} parameters"
-    E, groups = (as_answer_whole(whole_if_float(value), name, todo=todo)
+    E, groups = (as_answer_whole(value, name, todo=todo)
                  for value, name in ((E, "E"), (groups, "groups")))
     for value in (E, groups):
         if isinstance(value, Feedback):

@@ -212,3 +212,14 @@ def vocab_ids(ids, name: str, vocab_size: int, ndim: int | None = None,
         raise ValueError(f"{name} must be in 0..{vocab_size - 1} (a vocabulary of {vocab_size}), "
                          f"got {bad.flat[0]}")
     return arr
+
+
+def attention_maps(A, name: str = "attention maps", n: int | None = None,
+                   layout: str = "(..., n, n)", why: str = "") -> np.ndarray:
+    """``A`` as a finite float array of square attention maps (..., n, n), n >= 1: the one check
+    of a stack of maps (rows = queries, columns = keys). n: the number of tokens, if known; else
+    any n. ``layout`` and ``why`` name the axes and the sizes' origin in the message."""
+    A = as_array(A, name, min_ndim=2, layout=layout)
+    m = A.shape[-1] if n is None else n
+    has_shape(A, name, (..., m, m), layout, why)
+    return A

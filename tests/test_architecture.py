@@ -381,3 +381,52 @@ def test_attention_and_bert_write_softmax_and_the_scale_once():
     assert sum(_calls(t, "np.sqrt", "d_k") for t in trees) == 1, (
         "one 1/√d_k: attention.scaled_dot_product_attention")
     assert _calls(ast.parse("np.exp(x)\nnp.sqrt(d_k)\nnp.sqrt(2)"), "np.sqrt", "d_k") == 1
+
+
+# ---------------------------------------------------------------- checks once, at the edge
+
+#: The private checks a module keeps, because what they check is its own (the arguments of one
+#: public function, taken together); anything shared goes to bertlib.checks. Keyed by the
+#: module's name without its folder. A new `_check_*` fails until it is listed here with its
+#: reason, and a listed one that is gone fails too: the list is the map of what is not shared.
+PRIVATE_CHECKS = {
+    "analysis": {"_check_tokens": "one word piece per row of the maps"},
+    "attention": {"_check_softmax": "softmax's x and its where mask",
+                  "_check_attention": "Q, K, V, mask and scale of one attention, together",
+                  "_check_mask": "a boolean mask that broadcasts to the scores (also bert's)",
+                  "_check_split": "split_heads' X and h",
+                  "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask"},
+    "bert": {"_check_forward": "the parameters of a model and its key mask",
+             "_check_ids": "token ids inside this model's vocabulary and positions",
+             "_check_layer": "one layer's X, parameters, h and mask"},
+    "cost": {"_check_sizes": "the sizes n of a sweep"},
+    "custom": {"_check_prior": "a prior against one layer's query and key"},
+    "nb03": {"_check_sum": "a learner's answer to one exercise"},
+    "family": {"_check_disentangled": "DeBERTa's X, relative positions and projections"},
+    "kernels": {"_check_qkv": "Q, K, V as torch tensors of one kernel",
+                "_check_tiled": "the tiled kernel's block, mask and scale"},
+    "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
+    "mlm": {"_check_masking": "the corruption's ids, rate and special tokens"},
+    "heads": {"_check_maps": "one layer's or every layer's maps for the explorer"},
+}
+
+
+def private_checks(trees) -> set[tuple[str, str]]:
+    """(module name, function) for every module-level function named ``_check_*``."""
+    return {(path.stem, node.name) for path, tree in trees for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("_check_")}
+
+
+def test_a_module_keeps_only_its_own_checks():
+    found = private_checks(_trees())
+    listed = {(module, name) for module, names in PRIVATE_CHECKS.items() for name in names}
+    new, gone = sorted(found - listed), sorted(listed - found)
+    assert not new, ("these private checks are not on PRIVATE_CHECKS: use bertlib.checks for "
+                     f"what is shared, or list them with why they are this module's own: {new}")
+    assert not gone, f"remove these from PRIVATE_CHECKS, they are gone: {gone}"
+
+
+def test_the_private_check_scanner_sees_module_level_checks(tmp_path):
+    tree = ast.parse("def _check_x(a):\n    pass\ndef f():\n    def _check_inner():\n"
+                     "        pass\n")
+    assert private_checks([(tmp_path / "m.py", tree)]) == {("m", "_check_x")}

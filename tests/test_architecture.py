@@ -350,6 +350,7 @@ EQUATIONS = {  # (module, public function): a piece of its first equation line
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",
     ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",
+    ("mlm", "mlm_loss"): "torch.log_softmax(logits[chosen]",
 }
 LANDING = 10  # lines from the `def` a reader lands on to the first line of the equation
 

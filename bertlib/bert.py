@@ -28,8 +28,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.attention import _check_mask, merge_heads, scaled_dot_product_attention, split_heads
-from bertlib.checks import as_array, heads_dividing, kind, same_shape, vocab_ids, whole
+from bertlib.attention import merge_heads, scaled_dot_product_attention, split_heads
+from bertlib.checks import as_array, bool_mask, heads_dividing, kind, same_shape, vocab_ids, whole
 from bertlib.loading import load_bert
 from bertlib.models import encode
 from bertlib.params import BertParams, LayerParams, bert_params
@@ -175,7 +175,7 @@ def _check_layer(X, params, h, mask, attend) -> tuple[np.ndarray, LayerParams, n
     if mask is not None and attend is not None:
         raise ValueError("a custom attend sees one head's Q, K, V and no mask: pass mask=None")
     n = X.shape[-2]
-    return X, params, None if mask is None else _check_mask(mask, X.shape[:-2] + (h, n, n),
+    return X, params, None if mask is None else bool_mask(mask, X.shape[:-2] + (h, n, n),
                                                             "(..., h, n, n)")
 
 

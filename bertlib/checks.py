@@ -223,3 +223,24 @@ def attention_maps(A, name: str = "attention maps", n: int | None = None,
     m = A.shape[-1] if n is None else n
     has_shape(A, name, (..., m, m), layout, why)
     return A
+
+
+def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
+    """``mask`` as a bool array (True = may attend) that broadcasts to the attention scores'
+    ``shape`` (named by ``layout``), or a clear error: the one check of an attention mask."""
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+            "for a 0/1 array use mask.astype(bool)"
+        )
+    try:
+        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
+            f"{layout}"
+        )
+    return mask

@@ -394,7 +394,6 @@ PRIVATE_CHECKS = {
     "analysis": {"_check_tokens": "one word piece per row of the maps"},
     "attention": {"_check_softmax": "softmax's x and its where mask",
                   "_check_attention": "Q, K, V, mask and scale of one attention, together",
-                  "_check_mask": "a boolean mask that broadcasts to the scores (also bert's)",
                   "_check_split": "split_heads' X and h",
                   "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask"},
     "bert": {"_check_forward": "the parameters of a model and its key mask",

@@ -152,3 +152,12 @@ def test_attention_maps_takes_square_stacks_and_names_the_tokens():
         checks.attention_maps(A[0], "weights", 5, "(h, n, n)", "for 5 tokens")
     with pytest.raises(ValueError, match=r"at least 2 dimensions \(\.\.\., n, n\)"):
         checks.attention_maps(np.ones(4))
+
+
+def test_bool_mask_broadcasts_to_the_scores_or_says_why():
+    assert checks.bool_mask(np.ones((1, 4), bool), (3, 4)).shape == (1, 4)
+    with pytest.raises(TypeError, match=r"mask must be boolean .* use mask.astype\(bool\)"):
+        checks.bool_mask(np.ones((3, 4)), (3, 4))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 4\) does not broadcast to the "
+                                         r"scores' shape \(3, 4\) \(\.\.\., n_q, n_k\)"):
+        checks.bool_mask(np.ones((2, 4), bool), (3, 4))

@@ -84,7 +84,8 @@ def _resident(methods: dict, d_k: int, block: int) -> None:
     targets = {"naive numpy": ("bertlib.attention:scaled_dot_product_attention", {}),
                "naive torch": ("bertlib.kernels:naive_attention", {}),
                "torch SDPA": ("torch.nn.functional:scaled_dot_product_attention", {}),
-               f"tiled (block {block})": ("bertlib.kernels:tiled_attention", {"block": block})}
+               f"tiled (block {block})": ("bertlib.kernels:tiled_attention",
+                                          {"block": block})}
     jobs = {name: {"target": target, "kwargs": kwargs, "d_k": d_k,
                    "inputs": "numpy" if name == "naive numpy" else "torch",
                    "sizes": [r["n"] for r in methods[name] if r["error"] is None]}

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.checks import as_array, items, number, same_shape
+from bertlib.checks import as_array, attention_maps, items, number, same_shape, whole
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -137,9 +137,18 @@ def to_token_shares(attentions, tokens: Sequence[str]) -> dict[str, np.ndarray]:
         raise ValueError(f"shares need at least 2 tokens, got n = {n}")
     shares = {name: A[..., mask].sum(-1).mean(-1) for name, mask in token_classes(tokens).items()}
     shares["self"] = np.diagonal(A, axis1=-2, axis2=-1).mean(-1)
-    shares["previous"] = np.diagonal(A, offset=-1, axis1=-2, axis2=-1).mean(-1)
-    shares["next"] = np.diagonal(A, offset=1, axis1=-2, axis2=-1).mean(-1)
+    shares["previous"], shares["next"] = offset_share(A, -1), offset_share(A, 1)
     return shares
+
+
+def offset_share(A, offset: int) -> np.ndarray:
+    """Mean over queries i of A[..., i, i + offset] (offset −1: previous token, +1: next),
+    over the queries where i + offset is inside the sequence. A: (..., n, n) -> (...)."""
+    A = attention_maps(A)
+    n = A.shape[-1]
+    offset = whole(offset, "offset", -(n - 1), n - 1, why="(-1: previous token, +1: next)")
+    whole(abs(offset), "abs(offset) (an offset of 0 is no neighbour)", 1, n - 1)
+    return np.diagonal(A, offset=offset, axis1=-2, axis2=-1).mean(-1)
 
 
 def corpus_average(values: Sequence):

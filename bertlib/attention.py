@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertlib.checks import as_array, heads_dividing, number, whole
+from bertlib.checks import as_array, bool_mask, heads_dividing, number, whole
 
 __all__ = [
     "softmax",
@@ -157,28 +157,8 @@ def _check_attention(Q, K, V, mask, scale):
     check_qkv_shapes(Q.shape, K.shape, V.shape)
     whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
     scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
-    mask = None if mask is None else _check_mask(mask, scores)
+    mask = None if mask is None else bool_mask(mask, scores)
     return Q, K, V, mask, None if scale is None else number(scale, "scale", 0)
-
-
-def _check_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
-    """``mask`` as a bool array that broadcasts to the scores' ``shape``, or a clear error."""
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(
-            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
-            "for a 0/1 array use mask.astype(bool)"
-        )
-    try:
-        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
-            f"{layout}"
-        )
-    return mask
 
 
 def _check_split(X, h) -> tuple[np.ndarray, int]:
@@ -210,7 +190,7 @@ def _check_multi_head(X, X_kv, W, biases, h, mask):
     b = tuple(0.0 if x is None else _param(x, name, (d,))
               for x, name in zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
     if mask is not None:
-        mask = _check_mask(mask, lead + (h, X.shape[-2], X_kv.shape[-2]), "(..., h, n_q, n_k)")
+        mask = bool_mask(mask, lead + (h, X.shape[-2], X_kv.shape[-2]), "(..., h, n_q, n_k)")
     return X, X_kv, W, b, h, mask
 
 

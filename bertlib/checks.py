@@ -212,3 +212,35 @@ def vocab_ids(ids, name: str, vocab_size: int, ndim: int | None = None,
         raise ValueError(f"{name} must be in 0..{vocab_size - 1} (a vocabulary of {vocab_size}), "
                          f"got {bad.flat[0]}")
     return arr
+
+
+def attention_maps(A, name: str = "attention maps", n: int | None = None,
+                   layout: str = "(..., n, n)", why: str = "") -> np.ndarray:
+    """``A`` as a finite float array of square attention maps (..., n, n), n >= 1: the one check
+    of a stack of maps (rows = queries, columns = keys). n: the number of tokens, if known; else
+    any n. ``layout`` and ``why`` name the axes and the sizes' origin in the message."""
+    A = as_array(A, name, min_ndim=2, layout=layout)
+    m = A.shape[-1] if n is None else n
+    has_shape(A, name, (..., m, m), layout, why)
+    return A
+
+
+def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
+    """``mask`` as a bool array (True = may attend) that broadcasts to the attention scores'
+    ``shape`` (named by ``layout``), or a clear error: the one check of an attention mask."""
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+            "for a 0/1 array use mask.astype(bool)"
+        )
+    try:
+        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
+            f"{layout}"
+        )
+    return mask

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
+from bertlib.attention import softmax
 from bertlib.checks import as_array, heads_dividing, number, whole
 
 __all__ = ["COLOURS", "canvas", "box", "arrow"]
@@ -148,8 +149,7 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
     V = as_array(V, "V", shape=(n, None), layout="(n, d_v)", why=why)
     d_k = Q.shape[1]
     s = K @ Q[query]
-    e = np.exp(s / np.sqrt(d_k) - (s / np.sqrt(d_k)).max())
-    w = e / e.sum()
+    w = softmax(s / np.sqrt(d_k))
     fmt = lambda v, p=2: "[" + ", ".join(f"{x:.{p}f}" for x in v) + "]"  # noqa: E731
     fig, ax = canvas(12.5, 1.0 * n + 1.8, title=f"One query worked through: {tokens[query]!r}, "
                      f"q = {fmt(Q[query])}", scale=0.8)

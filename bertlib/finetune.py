@@ -120,7 +120,7 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
 
     Loss: mean squared error between :func:`pair_cosines` and the gold score / 5 (the cosine
     similarity loss of sentence-BERT). AdamW over every parameter except, by default, the
-    embeddings (12 of the 23 million weights: frozen for the run, with ``requires_grad`` off so
+    embeddings (12 of the 23 million parameters: frozen for the run, with ``requires_grad`` off so
     no gradient is computed for them, which keeps the "embedding" prior fixed; switched back on
     afterwards); a learned gate is trained too. prior_options: passed to :func:`pair_batch`.
     Dropout on; the pairs shuffled each epoch by a generator seeded with ``seed``; torch's seed

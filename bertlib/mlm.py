@@ -13,13 +13,14 @@ import os
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
-from bertlib.checks import number, vocab_ids
+from bertlib.checks import has_shape, kind, number, vocab_ids
 from bertlib.loading import bundled_model_path, load_bert, load_pretrained
 from bertlib.models import encode
 
-__all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mask_sentence",
-           "has_mlm_head", "fill_mask"]
+__all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mlm_loss",
+           "mask_sentence", "has_mlm_head", "fill_mask"]
 
 #: Label of the positions the loss ignores (the PyTorch / transformers convention).
 IGNORE_INDEX = -100
@@ -118,6 +119,20 @@ def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
     rank = scores.argsort(1).argsort(1)
     chosen = rank < k[:, None]
     return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
+
+
+def mlm_loss(logits, labels) -> torch.Tensor:
+    """L = −(1/|M|) Σ_{(b,t) ∈ M} log softmax(logits[b, t])[labels[b, t]], M = the chosen positions.
+
+    logits: (B, N, V) float tensor (the model's scores over the vocabulary); labels: (B, N) int64,
+    the original id at the chosen positions and IGNORE_INDEX elsewhere (:func:`mask_batch`).
+    Returns the mean cross-entropy over the chosen positions only, a 0-d tensor that backpropagates.
+    """
+    kind(logits, "logits", torch.Tensor, "a (B, N, V) torch tensor")
+    has_shape(labels, "labels", tuple(logits.shape[:-1]), "(B, N)", "(logits' first two axes)")
+    chosen = labels != IGNORE_INDEX  # M, (B, N)
+    log_p = torch.log_softmax(logits[chosen], dim=-1)  # (|M|, V)
+    return -log_p.gather(-1, labels[chosen][:, None]).mean()
 
 
 def mask_sentence(text: str, text_pair: str | None = None, model=None,

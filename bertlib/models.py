@@ -225,7 +225,7 @@ def run_bert(text: str, text_pair: str | None = None, model: LoadedBert | None =
         run, dropped, n = _RUN_CACHE[key]
     else:
         for old in [k for k in _RUN_CACHE if k[0] == who and k[1] != state]:
-            del _RUN_CACHE[old]  # passes of this model's earlier weights can never be hit again
+            del _RUN_CACHE[old]  # passes of this model's earlier parameters can never be hit again
         run, dropped, n = _forward(model, text, text_pair, bool(truncate))
         _RUN_CACHE[key] = (run, dropped, n)
         total = sum(_run_nbytes(r) for r, _, _ in _RUN_CACHE.values())

@@ -28,13 +28,13 @@ from tqdm.std import tqdm
 from transformers import BertConfig, BertForMaskedLM
 
 from bertlib import grammar
-from bertlib.ablation import ablated_head
+from bertlib.attention import softmax
 from bertlib.checks import heads_dividing, kind, whole
 from bertlib.mlm import IGNORE_INDEX, mask_batch
 from bertlib.probes import SPECIALS, Probe, _forward, encode_texts, measure
 
 __all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
-           "mlm_accuracy", "ablated", "fill_mask"]
+           "mlm_accuracy", "fill_mask"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,15 +267,8 @@ def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: 
 
 
 # --------------------------------------------------------------------------------------------
-# Ablation and fill-mask
+# Fill-mask
 # --------------------------------------------------------------------------------------------
-def ablated(model, layer: int, head: int, mode: str = "zero"):
-    """Within a ``with ablated(...)`` block, head ``head`` of layer ``layer`` of ``model`` (a
-    transformers BERT) is switched off: weights 0 ("zero") or uniform over the real tokens
-    ("uniform"). :func:`bertlib.ablation.ablated_head` on this model; restored on exit."""
-    return ablated_head(layer, head, mode, model)
-
-
 def fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, float]],
                                                                  list[str], np.ndarray, int]:
     """Top-k words for the single [MASK] of ``text`` (words of the language, spaces between).
@@ -299,8 +292,7 @@ def fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, 
     where = words.index("[MASK]") + 1
     logits, maps = _forward(model, ids, mask)
     z = logits[0, where].astype(np.float64)
-    p = np.exp(z - z.max())
-    p /= p.sum()
+    p = softmax(z)
     top = np.argsort(-p, kind="stable")[:k]
     vocab = {i: w for w, i in tokenizer.get_vocab().items()}
     tokens = [vocab[int(i)] for i in ids[0]]

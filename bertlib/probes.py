@@ -23,7 +23,9 @@ from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
 from bertlib import grammar
-from bertlib.checks import as_array, has_shape, items, same_shape, whole
+from bertlib.analysis import offset_share
+from bertlib.attention import softmax
+from bertlib.checks import attention_maps, items, same_shape, whole
 
 __all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "offset_share", "position_share",
            "pair_share", "first_crossing", "Probe", "make_probe", "subset", "measure",
@@ -62,25 +64,9 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 # --------------------------------------------------------------------------------------------
 # Measures on attention maps
 # --------------------------------------------------------------------------------------------
-def _check_map(A) -> np.ndarray:
-    A = as_array(A, "attention maps", min_ndim=2, layout="(..., n, n)")
-    has_shape(A, "attention maps", (..., A.shape[-1], A.shape[-1]), "(..., n, n)")
-    return A
-
-
-def offset_share(A, offset: int) -> np.ndarray:
-    """Mean over queries i of A[..., i, i + offset] (offset −1: previous token, +1: next),
-    over the queries where i + offset is inside the sequence. A: (..., n, n) -> (...)."""
-    A = _check_map(A)
-    n = A.shape[-1]
-    offset = whole(offset, "offset", -(n - 1), n - 1, why="(-1: previous token, +1: next)")
-    whole(abs(offset), "abs(offset) (an offset of 0 is no neighbour)", 1, n - 1)
-    return np.diagonal(A, offset=offset, axis1=-2, axis2=-1).mean(-1)
-
-
 def position_share(A, j: int) -> np.ndarray:
     """Mean over queries i of A[..., i, j] (j = 0: [CLS]; j = n − 1: the last [SEP])."""
-    A = _check_map(A)
+    A = attention_maps(A)
     n = A.shape[-1]
     whole(j, "j", -n, n - 1)
     return A[..., :, j].mean(-1)
@@ -88,7 +74,7 @@ def position_share(A, j: int) -> np.ndarray:
 
 def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     """Mean over pairs (q, k) of A[..., q, k]: e.g. each verb's attention to its subject."""
-    A = _check_map(A)
+    A = attention_maps(A)
     q, k = np.asarray(queries, dtype=int), np.asarray(keys, dtype=int)
     n = A.shape[-1]
     same_shape(q, k, ("queries", "keys"))
@@ -184,8 +170,7 @@ def measure(model, probe: Probe) -> dict[str, np.ndarray]:
     logits, maps = _forward(model, probe.ids, probe.mask)
     r = np.arange(len(probe.ids))
     at_verb = logits[r, probe.verb].astype(np.float64)
-    p = np.exp(at_verb - at_verb.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
+    p = softmax(at_verb)
     out = {"correct": at_verb[r, probe.right] > at_verb[r, probe.wrong],
            "log_odds": at_verb[r, probe.right] - at_verb[r, probe.wrong],
            "p_right": p[r, probe.right],

@@ -11,20 +11,40 @@ ROOT = Path(__file__).resolve().parent.parent
 MAP = ROOT / "docs" / "ARCHITECTURE.md"
 
 
+#: bertlib's folders of modules (docs/ARCHITECTURE.md, "The layout"): a module inside one is named
+#: folder/module (``paper/attention``); a package inside one (``pictures/widgets``) is one module.
+FOLDERS = ("paper", "hf", "tiny", "pictures", "lab")
+
+
 def _levels() -> dict[str, int]:
-    rows = re.findall(r"^\| `([a-z_0-9]+)` \| (\d+) \|", MAP.read_text(encoding="utf-8"), re.M)
+    rows = re.findall(r"^\| `([a-z_0-9/]+)` \| (\d+) \|", MAP.read_text(encoding="utf-8"), re.M)
     return {name: int(level) for name, level in rows}
 
 
-def _modules() -> dict[str, Path]:
-    """Top-level bertlib module (or package) name -> its files."""
+def _unit(parts: list[str]) -> str:
+    """The module a dotted path below bertlib belongs to: ["paper", "attention"] ->
+    "paper/attention", ["widgets", "render"] -> "widgets", ["paper"] -> "paper" (a folder)."""
+    if parts[0] in FOLDERS and len(parts) > 1:
+        return f"{parts[0]}/{parts[1]}"
+    return parts[0]
+
+
+def _modules() -> dict[str, list[Path]]:
+    """bertlib module (or package) name, folder/name inside a folder -> its files."""
     found = {}
     for path in sorted((ROOT / "bertlib").rglob("*.py")):
-        rel = path.relative_to(ROOT / "bertlib")
-        if rel.parts == ("__init__.py",):
-            continue
-        found.setdefault(rel.parts[0].removesuffix(".py"), []).append(path)
+        parts = [p.removesuffix(".py") for p in path.relative_to(ROOT / "bertlib").parts]
+        if parts in (["__init__"], [parts[0], "__init__"]) and parts[0] in FOLDERS + ("__init__",):
+            continue  # bertlib's and its folders' __init__ hold only a docstring
+        found.setdefault(_unit(parts), []).append(path)
     return found
+
+
+def _source(name: str) -> Path:
+    """The one file of the module whose name (without its folder) is ``name``."""
+    (path,) = [files[0] for unit, files in _modules().items()
+               if unit.split("/")[-1] == name and len(files) == 1]
+    return path
 
 
 def _bertlib_imports(path: Path) -> set[str]:
@@ -53,8 +73,10 @@ def _bertlib_imports_of(node) -> set[str]:
         parts = (node.module or "").split(".")
         if node.level or parts[0] != "bertlib":
             return set()
-        return {parts[1]} if len(parts) > 1 else {alias.name for alias in node.names}
-    return {parts[1] for alias in node.names
+        if len(parts) > 1 and not (parts[1] in FOLDERS and len(parts) == 2):
+            return {_unit(parts[1:])}
+        return {_unit(parts[1:] + [alias.name]) for alias in node.names}
+    return {_unit(parts[1:]) for alias in node.names
             if (parts := alias.name.split("."))[0] == "bertlib" and len(parts) > 1}
 
 
@@ -148,9 +170,59 @@ def test_imports_only_go_to_a_lower_level():
 
 def test_the_import_scanner_sees_both_import_forms(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("from bertlib.models import load_bert\nfrom bertlib import toy\n"
-                      "import bertlib.viz\n")
-    assert _bertlib_imports(source) == {"models", "toy", "viz"}
+    source.write_text("from bertlib.one import f\nfrom bertlib import two\nimport bertlib.three\n")
+    assert _bertlib_imports(source) == {"one", "two", "three"}
+    source.write_text("from bertlib.paper.attention import softmax\nfrom bertlib.hf import models\n"
+                      "import bertlib.pictures.widgets.render\nfrom bertlib import checks\n")
+    assert _bertlib_imports(source) == {"paper/attention", "hf/models", "pictures/widgets",
+                                        "checks"}
+
+
+# ---------------------------------------------------------------- the folders' rules
+
+#: paper/ holds the equations: its modules import only checks and other paper/ modules. Each
+#: pair below is a crossing that stays for a reason; a new one fails, and so does a pair that is
+#: no longer needed (remove it, the list only shrinks).
+PAPER_CROSSINGS = {  # paper module: {module outside paper/ it imports: why}
+    "paper/bert": {
+        "hf/params": "bert_forward also takes a transformers model; the types live with their "
+                     "reading",
+        "hf/models": "forward_text tokenises a sentence",
+        "hf/loading": "forward_text's default model is the bundled one"},
+    "paper/mlm": {
+        "hf/models": "fill_mask runs a model with a masked-LM head",
+        "hf/loading": "fill_mask loads the bundled model's masked-LM head"},
+    "paper/variants": {
+        "hf/models": "a variant put into one real BERT layer (bert_layer)",
+        "hf/loading": "bert_qkv reads a real BERT's Q, K, V"},
+}
+
+
+def paper_crossings(modules: dict[str, list[Path]]) -> set[tuple[str, str]]:
+    """(paper module, module it imports) for each import from paper/ to outside paper/ and
+    checks, inside functions too."""
+    return {(name, target) for name, files in modules.items() if name.startswith("paper/")
+            for path in files for target in _bertlib_imports(path) & set(modules)
+            if target != "checks" and not target.startswith("paper/")}
+
+
+def test_paper_imports_only_checks_and_paper():
+    modules = _modules()
+    found = paper_crossings(modules)
+    allowed = {(name, target) for name, targets in PAPER_CROSSINGS.items() for target in targets}
+    new = sorted(found - allowed)
+    stale = sorted(pair for pair in allowed if pair[0] in modules and pair not in found)
+    assert not new, ("paper/ holds the equations and imports only checks and paper/; move what "
+                     f"needs these modules to hf/ (or another folder): {new}")
+    assert not stale, f"remove these pairs from PAPER_CROSSINGS, they are gone: {stale}"
+
+
+def test_the_folder_rule_sees_a_crossing(tmp_path):
+    (tmp_path / "a.py").write_text("from bertlib.hf.models import encode\nfrom bertlib import checks\n"
+                                   "from bertlib.paper import attention\n")
+    modules = {"paper/a": [tmp_path / "a.py"], "hf/models": [], "checks": [],
+               "paper/attention": []}
+    assert paper_crossings(modules) == {("paper/a", "hf/models")}
 
 
 # ---------------------------------------------------------------- readable in one sitting
@@ -278,6 +350,7 @@ EQUATIONS = {  # (module, public function): a piece of its first equation line
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",
     ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",
+    ("mlm", "mlm_loss"): "torch.log_softmax(logits[chosen]",
 }
 LANDING = 10  # lines from the `def` a reader lands on to the first line of the equation
 
@@ -285,11 +358,11 @@ LANDING = 10  # lines from the `def` a reader lands on to the first line of the 
 def test_a_reader_lands_within_ten_lines_of_the_equation():
     far = []
     for (module, name), piece in EQUATIONS.items():
-        lines = (ROOT / "bertlib" / f"{module}.py").read_text(encoding="utf-8").splitlines()
+        lines = _source(module).read_text(encoding="utf-8").splitlines()
         start = next(i for i, line in enumerate(lines) if line.startswith(f"def {name}("))
         found = next(i for i in range(start, len(lines)) if piece in lines[i])
         if found - start > LANDING:
-            far.append(f"bertlib/{module}.py {name}: the equation is {found - start} lines "
+            far.append(f"{_source(module).relative_to(ROOT)} {name}: the equation is {found - start} lines "
                        f"below the def (at most {LANDING}); shorten the docstring or the checks")
     assert not far, "\n".join(far)
 
@@ -303,9 +376,57 @@ def _calls(tree, dotted: str, arg: str | None = None) -> int:
 
 
 def test_attention_and_bert_write_softmax_and_the_scale_once():
-    trees = [ast.parse((ROOT / "bertlib" / f"{m}.py").read_text(encoding="utf-8"))
+    trees = [ast.parse(_source(m).read_text(encoding="utf-8"))
              for m in ("attention", "bert")]
     assert sum(_calls(t, "np.exp") for t in trees) == 1, "one numpy softmax: attention.softmax"
     assert sum(_calls(t, "np.sqrt", "d_k") for t in trees) == 1, (
         "one 1/√d_k: attention.scaled_dot_product_attention")
     assert _calls(ast.parse("np.exp(x)\nnp.sqrt(d_k)\nnp.sqrt(2)"), "np.sqrt", "d_k") == 1
+
+
+# ---------------------------------------------------------------- checks once, at the edge
+
+#: The private checks a module keeps, because what they check is its own (the arguments of one
+#: public function, taken together); anything shared goes to bertlib.checks. Keyed by the
+#: module's name without its folder. A new `_check_*` fails until it is listed here with its
+#: reason, and a listed one that is gone fails too: the list is the map of what is not shared.
+PRIVATE_CHECKS = {
+    "analysis": {"_check_tokens": "one word piece per row of the maps"},
+    "attention": {"_check_softmax": "softmax's x and its where mask",
+                  "_check_attention": "Q, K, V, mask and scale of one attention, together",
+                  "_check_split": "split_heads' X and h",
+                  "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask"},
+    "bert": {"_check_forward": "the parameters of a model and its key mask",
+             "_check_ids": "token ids inside this model's vocabulary and positions",
+             "_check_layer": "one layer's X, parameters, h and mask"},
+    "cost": {"_check_sizes": "the sizes n of a sweep"},
+    "custom": {"_check_prior": "a prior against one layer's query and key"},
+    "nb03": {"_check_sum": "a learner's answer to one exercise"},
+    "family": {"_check_disentangled": "DeBERTa's X, relative positions and projections"},
+    "kernels": {"_check_qkv": "Q, K, V as torch tensors of one kernel",
+                "_check_tiled": "the tiled kernel's block, mask and scale"},
+    "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
+    "mlm": {"_check_masking": "the corruption's ids, rate and special tokens"},
+    "heads": {"_check_maps": "one layer's or every layer's maps for the explorer"},
+}
+
+
+def private_checks(trees) -> set[tuple[str, str]]:
+    """(module name, function) for every module-level function named ``_check_*``."""
+    return {(path.stem, node.name) for path, tree in trees for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("_check_")}
+
+
+def test_a_module_keeps_only_its_own_checks():
+    found = private_checks(_trees())
+    listed = {(module, name) for module, names in PRIVATE_CHECKS.items() for name in names}
+    new, gone = sorted(found - listed), sorted(listed - found)
+    assert not new, ("these private checks are not on PRIVATE_CHECKS: use bertlib.checks for "
+                     f"what is shared, or list them with why they are this module's own: {new}")
+    assert not gone, f"remove these from PRIVATE_CHECKS, they are gone: {gone}"
+
+
+def test_the_private_check_scanner_sees_module_level_checks(tmp_path):
+    tree = ast.parse("def _check_x(a):\n    pass\ndef f():\n    def _check_inner():\n"
+                     "        pass\n")
+    assert private_checks([(tmp_path / "m.py", tree)]) == {("m", "_check_x")}

@@ -138,3 +138,26 @@ def test_check_finite_reads_a_torch_tensor_where_it_lives():
     checks.check_finite(torch.ones(3, dtype=torch.bfloat16), "x")
     with pytest.raises(ValueError, match=r"x contains 2 NaN/inf value\(s\) \(first at index \(0, 1\)\)"):
         checks.check_finite(torch.tensor([[0.0, float("nan")], [float("inf"), 1.0]]), "x")
+
+
+def test_attention_maps_takes_square_stacks_and_names_the_tokens():
+    A = np.full((2, 3, 4, 4), 0.25)
+    assert checks.attention_maps(A).shape == (2, 3, 4, 4)
+    assert checks.attention_maps(A[0, 0], n=4).dtype == np.float64
+    with pytest.raises(ValueError, match=r"attention maps must have shape \(\.\.\., n, n\) = "
+                                         r"\(\.\.\., 3, 3\), got \(2, 4, 3\)"):
+        checks.attention_maps(np.ones((2, 4, 3)))
+    with pytest.raises(ValueError, match=r"weights must have shape \(h, n, n\) = \(\.\.\., 5, 5\) "
+                                         r"for 5 tokens, got \(3, 4, 4\)"):
+        checks.attention_maps(A[0], "weights", 5, "(h, n, n)", "for 5 tokens")
+    with pytest.raises(ValueError, match=r"at least 2 dimensions \(\.\.\., n, n\)"):
+        checks.attention_maps(np.ones(4))
+
+
+def test_bool_mask_broadcasts_to_the_scores_or_says_why():
+    assert checks.bool_mask(np.ones((1, 4), bool), (3, 4)).shape == (1, 4)
+    with pytest.raises(TypeError, match=r"mask must be boolean .* use mask.astype\(bool\)"):
+        checks.bool_mask(np.ones((3, 4)), (3, 4))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 4\) does not broadcast to the "
+                                         r"scores' shape \(3, 4\) \(\.\.\., n_q, n_k\)"):
+        checks.bool_mask(np.ones((2, 4), bool), (3, 4))

@@ -102,3 +102,28 @@ def test_fill_mask_offline_says_why_and_names_the_default(monkeypatch):
     with pytest.raises(OSError, match="no network") as info:
         fill_mask("The cat sat on the [MASK].", name="surely-not-downloaded-model-xyz")
     assert loading.DEFAULT_MODEL in str(info.value)
+
+
+def test_mlm_loss_is_transformers_own_masked_lm_loss():
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from bertlib.mlm import mask_batch, mlm_loss
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+    model = BertForMaskedLM(config).eval()
+    ids = np.random.default_rng(0).integers(5, 40, (3, 12))
+    batch = mask_batch(ids, 4, 40, special_ids=(0, 1, 2, 3, 4), rng=np.random.default_rng(1))
+    inputs, labels = torch.as_tensor(batch.input_ids), torch.as_tensor(batch.labels)
+    out = model(input_ids=inputs, labels=labels)
+    ours = mlm_loss(out.logits, labels)
+    assert torch.allclose(ours, out.loss, atol=1e-6, rtol=0), (ours, out.loss)
+    one = labels != IGNORE_INDEX  # by hand at one chosen position: −log p(original)
+    b, t = (int(i) for i in one.nonzero()[0])
+    alone = torch.where(torch.arange(12) == t, labels[b], IGNORE_INDEX)[None]
+    p = torch.softmax(out.logits[b, t], -1)[labels[b, t]]
+    assert torch.allclose(mlm_loss(out.logits[b:b + 1], alone), -torch.log(p), atol=1e-6)
+    with pytest.raises(ValueError, match=r"labels must have shape \(B, N\) = \(3, 12\)"):
+        mlm_loss(out.logits, labels[:, :5])

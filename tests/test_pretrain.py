@@ -8,6 +8,7 @@ from bertlib import grammar as g
 from bertlib import mechanism as mech
 from bertlib import pretrain as pt
 from bertlib import probes
+from bertlib.ablation import ablated_head
 from bertlib.mlm import mask_batch
 
 
@@ -84,16 +85,16 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
 def test_ablation_changes_only_inside_the_block_and_checks_its_range(tok, tiny):
     probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
     before = probes.measure(tiny, probe)["p_right"]
-    with pt.ablated(tiny, 1, 0):
+    with ablated_head(1, 0, "zero", tiny):
         during = probes.measure(tiny, probe)
     assert np.allclose(during["subject"][1, 0], 0.0)
     assert not np.allclose(during["p_right"], before)
     assert np.allclose(probes.measure(tiny, probe)["p_right"], before)
     with pytest.raises(ValueError, match=r"layer must be a whole number in 0..1 \(2 layers\)"):
-        with pt.ablated(tiny, 2, 0):
+        with ablated_head(2, 0, "zero", tiny):
             pass
     with pytest.raises(ValueError, match=r"head must be a whole number in 0..1"):
-        with pt.ablated(tiny, 0, 2):
+        with ablated_head(0, 2, "zero", tiny):
             pass
 
 

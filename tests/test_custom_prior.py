@@ -76,13 +76,17 @@ def test_prior_design_checker_measures_cat_to_feline_against_the_target(bert):
     design[cat] = 0
     design[cat, feline] = 1  # cat keeps only its scores to feline; all others become 0
     assert nb08.check_prior_design(design)
+    weak = design.copy()
+    weak[cat] = 0.5
+    weak[cat, feline] = 1  # feline singled out by 0.5, but its rivals keep half their scores
     cases = {
         "not answered yet": None,
         "shape (16, 16)": np.ones((3, 3)),
         "keep S in [0, 1]": 2 * design,
         "NaN or inf": np.full((n, n), np.nan),
         "changes nothing": np.ones((n, n)),
-        "the target is 2×": C.similarity_prior(a, b, model=bert),
+        "does not single out 'feline'": C.similarity_prior(a, b, model=bert),  # [CLS] gets 1 too
+        "the target is 2×": weak,
     }
     for needle, S in cases.items():
         fb = nb08.check_prior_design(S)

@@ -191,3 +191,25 @@ def test_window_weights_names_zero_instead_of_minus_inf_and_ragged_rows():
     assert not fb.ok and "different lengths" in fb.message and "not an array" not in fb.message
     fb = check_window_weights(np.full((6, 6), np.nan))
     assert not fb.ok and "your weight matrix contains NaN" in fb.message
+
+
+@pytest.mark.parametrize("divisor, shown", [
+    (lambda Q, K, V: math.sqrt(2), "√2.00"),               # the toy's d_k = 2, hard-coded
+    (lambda Q, K, V: math.sqrt(V.shape[1]), "√2.00"),      # √d_v
+    (lambda Q, K, V: math.sqrt(K.shape[0]), "√5.00"),      # √(number of keys)
+])
+def test_attention_fn_names_a_wrong_constant_divisor_not_the_scores(divisor, shown):
+    def fn(Q, K, V):
+        A = softmax(Q @ K.T / divisor(Q, K, V), axis=-1)
+        return A @ V, A
+    fb = check_attention_fn(fn)
+    assert not fb.ok and "scores q_i · k_j are right" in fb.message and "divisor" in fb.message
+    assert shown in fb.message and "d_k = 3" in fb.message
+
+
+def test_attention_fn_wrong_scores_are_still_called_wrong_scores():
+    def fn(Q, K, V):
+        A = softmax((Q @ K.T) ** 2 / math.sqrt(3), axis=-1)
+        return A @ V, A
+    fb = check_attention_fn(fn)
+    assert not fb.ok and "check the scores" in fb.message and "divisor is not" not in fb.message

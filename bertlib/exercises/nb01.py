@@ -97,8 +97,29 @@ def _ragged_message(value, name: str) -> str:
             f"{lengths[i]} (a list built in a loop that is not emptied for each new row?)")
 
 
+def _fitted_divisor(A: np.ndarray, S: np.ndarray) -> float | None:
+    """The constant c with A = softmax(S / c) per row, if one fits A (n_q, n_k) exactly; else None.
+
+    Row by row, log A = S / c − (a constant), so the centred log A is the centred S times 1/c.
+    """
+    if not np.all(A > 0) or not _close(A.sum(axis=1), np.ones(len(A))):
+        return None
+    logs = np.log(A) - np.log(A).mean(axis=1, keepdims=True)
+    centred = S - S.mean(axis=1, keepdims=True)
+    slope = float((logs * centred).sum() / (centred * centred).sum())
+    if slope <= 0 or np.abs(logs - slope * centred).max() > 1e-6:
+        return None
+    return 1.0 / slope
+
+
 def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
     """What is wrong with an A (4, 5) that matches no known variant of softmax(S / √d_k)."""
+    c = _fitted_divisor(A, S)
+    if c is not None:
+        return Feedback(False, f"your scores q_i · k_j are right, but the divisor is not: you "
+                               f"divided them by {c:.3f} (= √{c * c:.2f}). It must be √d_k of "
+                               f"these inputs, the length of a query or key vector: here d_k = 3, "
+                               f"so √3 ≈ {math.sqrt(3):.3f} (d_v = 2 and the 5 keys do not count)")
     off = float(np.abs(A - softmax(S / math.sqrt(3), axis=-1)).max())
     if off < 1e-2:
         return Feedback(False, f"A is off by up to {off:.1e}, more than the {ATOL:g} "

@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from bertlib.bert import bert_params, layer_norm
-from bertlib.exercises import Feedback
+from bertlib.exercises import Feedback, nb03
 from bertlib.exercises.nb03 import (
     BANK_FIRST,
     BANK_NEUTRAL,
     BANK_RIVER,
     EMBED_PAIR,
     GUESS_TOLERANCE,
+    NARROW_MARGIN,
     HEADS_TEXT,
     QUERY,
     TARGET,
@@ -103,7 +104,7 @@ def test_position_guess_right_wrong_and_one():
     assert check_position_guess(measured - GUESS_TOLERANCE / 2).ok
     fb = check_position_guess(measured - 0.3)
     assert "too low by more than 0.2" in fb.message and f"{measured:.3f}" not in fb.message
-    for wrong in (measured - 0.3, measured + 0.15, 1.0, -1.0):  # no miss reveals the value
+    for wrong in (measured - 0.3, measured + 0.15, measured - 0.15, -1.0):  # no miss reveals it
         message = check_position_guess(wrong).message
         assert f"{measured:.2f}" not in message and "bank_cosine" not in message
 
@@ -111,7 +112,7 @@ def test_position_guess_right_wrong_and_one():
 def test_position_guess_band_lets_a_reasoned_guess_pass():
     # "same piece, a nearby position: high, about 0.9" must pass on the bundled model
     assert GUESS_TOLERANCE >= 0.1 and check_position_guess(0.9).ok
-    assert "below 1" in check_position_guess(1.0).message
+    assert "between 0.1 and 0.2" in check_position_guess(bank_cosine(0) - 0.15).message
     assert "between -1 and 1" in check_position_guess(3).message
     assert "a number" in check_position_guess("high").message
 
@@ -276,3 +277,25 @@ def test_embeddings_name_the_first_wrong_piece_of_any_kind(parts):
     S[4] += 0.5
     fb = check_embeddings(S, ln(w, S))
     assert not fb.ok and "piece 4" in fb.message and "1 row(s) wrong" in fb.message
+
+
+def test_position_guess_follows_the_printed_rule_for_one(monkeypatch):
+    # the cell prints "within ±GUESS_TOLERANCE": 1 and 0.9999 pass when they are that close,
+    # and the success message still names "same word, same vector" as the idea to unlearn
+    measured = bank_cosine(0)
+    assert 1.0 - measured <= GUESS_TOLERANCE  # true on the bundled model (0.956)
+    for guess in (1.0, 0.9999):
+        fb = check_position_guess(guess)
+        assert fb.ok and "not 1 itself" in fb.message and "position embedding" in fb.message
+    monkeypatch.setattr(nb03, "bank_cosine", lambda layer, model=None: 0.7)
+    fb = check_position_guess(1.0)  # out of the band: the misconception is named first
+    assert not fb.ok and "below 1" in fb.message and "0.7" not in fb.message
+
+
+@pytest.mark.parametrize("lean, narrow", [(0.002, True), (0.05, False)])
+def test_bank_sentence_success_names_a_narrow_margin(monkeypatch, lean, narrow):
+    monkeypatch.setattr(nb03, "bank_margin", lambda text, model=None: (0.5, 0.5 + lean))
+    monkeypatch.setattr(nb03, "river_lean", lambda text, model=None: -0.01)
+    fb = check_bank_sentence("The boat drifted toward the bank.")
+    assert fb.ok and f"a margin of {lean:.3f}" in fb.message
+    assert ("narrow win" in fb.message) == narrow == (lean < NARROW_MARGIN)

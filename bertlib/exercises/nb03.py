@@ -29,7 +29,8 @@ from bertlib.loading import load_bert
 from bertlib.models import attention_maps, encode, run_bert
 
 __all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
-           "BANK_FIRST", "BANK_NEUTRAL", "GUESS_TOLERANCE", "FORBIDDEN", "check_embeddings",
+           "BANK_FIRST", "BANK_NEUTRAL", "GUESS_TOLERANCE", "NARROW_MARGIN", "FORBIDDEN",
+           "check_embeddings",
            "bank_cosine", "check_position_guess", "heads_where_top", "check_heads", "bank_margin",
            "river_lean", "check_bank_sentence"]
 
@@ -49,6 +50,8 @@ BANK_FIRST = "Bank holidays are long."
 #: A guess within this distance of the measured cosine counts as right: wide enough for a reasoned
 #: guess ("same word, nearby position: high, about 0.9"), narrow enough to refuse "about half".
 GUESS_TOLERANCE = 0.1
+#: Exercise 4: a river-side margin below this still passes, and the message calls it narrow.
+NARROW_MARGIN = 0.02
 #: Exercise 4's baseline: *bank* with no context. A design must lean further to the river side.
 BANK_NEUTRAL = "There is a bank."
 #: Exercise 4 must not use a word that contains one of these words of the lesson's river sentences
@@ -204,19 +207,22 @@ def check_position_guess(guess, model=None) -> Feedback:
     if isinstance(guess, Feedback):
         return guess
     measured = bank_cosine(0, model)
-    if guess > 0.999 and measured < 0.999:  # checked first: "identical" is the idea to unlearn
-        return Feedback(False, "it is below 1: the word embedding is the same, but E also adds "
-                               "the position embedding, and the two banks sit at positions 1 "
-                               "and 5. Guess again")
     off = guess - measured
+    one = guess > 0.999 and measured < 0.999  # "identical": the idea to unlearn
+    why_not_one = ("the word embedding is the same, but E also adds the position embedding, and "
+                   "the two banks sit at positions 1 and 5")
     if abs(off) <= GUESS_TOLERANCE:
-        return Feedback(True, f"close enough: the cosine is {measured:.3f} (you said {guess:.3f}, "
-                              f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
-                              "piece, but a different position embedding: similar, not the same")
+        note = (f". But not 1 itself: {why_not_one}" if one else
+                ". Same word piece, but a different position embedding: similar, not the same")
+        return Feedback(True, f"close enough (within ±{GUESS_TOLERANCE}): the cosine is "
+                              f"{measured:.3f} (you said {guess:.3f}, {abs(off):.3f} "
+                              f"{'above' if off > 0 else 'below'}){note}")
+    if one:
+        return Feedback(False, f"it is below 1: {why_not_one}. Guess again")
     side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
                   else ("low", "the word embedding outweighs the position embedding more than "
                                "you assumed"))
-    far = "by more than 0.2" if abs(off) > 0.2 else "by less than 0.2"
+    far = "by more than 0.2" if abs(off) > 0.2 else f"by between {GUESS_TOLERANCE} and 0.2"
     return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again "
                            "(the worked solution shows the value and why)")  # value withheld
 
@@ -362,7 +368,9 @@ def check_bank_sentence(text, model=None) -> Feedback:
     lean, neutral = to_river - to_money, river_lean(BANK_NEUTRAL, model)
     numbers = f"cos to the river bank {to_river:.3f}, to the money bank {to_money:.3f}"
     if lean > max(0.0, neutral):
-        return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side")
+        narrow = ": a narrow win; can you widen it?" if lean < NARROW_MARGIN else ""
+        return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side"
+                              f"{narrow}")
     side = "river side" if neutral > 0 else "money side"
     where = "ahead" if lean > 0 else "behind"
     return Feedback(False, f"not yet: {numbers}, so the river side is {where} by {abs(lean):.3f}; "

@@ -250,3 +250,11 @@ def test_w_o_swap_names_a_scaled_permutation():
     swap[2:, :2] = swap[:2, 2:] = np.eye(2)
     fb = check_w_o_swap(2 * swap)
     assert not fb.ok and "multiplied by [2.0, 2.0, 2.0, 2.0]" in fb.message
+
+
+@pytest.mark.parametrize("layer, head, where", [
+    ((2, 8), None, "`layer`"), ([2, 8], None, "`layer`"), (None, (2, 8), "`head`")])
+def test_det_noun_head_names_both_numbers_in_one_argument(layer, head, where):
+    fb = check_det_noun_head(layer, head)
+    assert not fb.ok and "give layer and head separately" in fb.message and where in fb.message
+    assert "still None" not in fb.message

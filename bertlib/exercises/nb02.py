@@ -155,6 +155,14 @@ def check_det_noun_head(layer, head) -> Feedback:
     (layer, head) with the largest average, computed here; a wrong answer is told its average, its
     rank and where its "the" rows look instead.
     """
+    for name, value in (("layer", layer), ("head", head)):
+        if isinstance(value, tuple | list | np.ndarray):
+            items = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
+            shown = (items if len(items) == 2 and all(isinstance(x, int | np.integer)
+                                                      for x in items) else ["…", "…"])
+            return Feedback(False, f"give layer and head separately, one whole number each "
+                                   f"(layer = {shown[0]}, head = {shown[1]}), not both in "
+                                   f"`{name}` as {type(value).__name__} {value!r}")
     if layer is None and head is None:
         return not_answered("replace None with two whole numbers: layer, head")
     if layer is None or head is None:

@@ -213,3 +213,31 @@ def test_attention_fn_wrong_scores_are_still_called_wrong_scores():
         return A @ V, A
     fb = check_attention_fn(fn)
     assert not fb.ok and "check the scores" in fb.message and "divisor is not" not in fb.message
+
+
+def test_design_lost_verb_hint_names_the_matrix_changed():
+    Wk = W_K.copy()
+    Wk[0], Wk[1], Wk[3] = [-3.9, 0.0], [2.17, 1.0], [-2.57, -0.17]  # only W_K: "cat" -> "cat"
+    fb = check_design(None, Wk)
+    assert not fb.ok and "lost its verb" in fb.message and "You changed W_K" in fb.message
+    assert "rows of W_K" in fb.message and "rows of W_Q" not in fb.message
+    Wq, Wk = W_Q.copy(), W_K.copy()
+    Wq[1], Wk[3] = [0, 1], [0, -1]  # both edited: both are named
+    message = check_design(Wq, Wk).message
+    assert "rows of W_K" in message and "rows of W_Q" in message
+    Wq = W_Q.copy()
+    Wq[1] = [0, 1]  # only W_Q edited (it fails earlier or names W_Q, never W_K)
+    assert "You changed W_K" not in check_design(Wq).message
+
+
+@pytest.mark.parametrize("bad", [True, 3.0, 0, "W_Q"])
+def test_design_names_a_single_value_not_a_shape(bad):
+    fb = check_design(bad)
+    assert not fb.ok and "single" in fb.message and "(4, 2) matrix" in fb.message
+    assert "wrong shape ()" not in fb.message
+
+
+def test_window_success_text_is_right_for_the_end_words():
+    right = softmax(S, axis=-1, where=_window_mask(6))
+    message = check_window_weights(right).message
+    assert "two neighbours only" not in message and "first and last word" in message

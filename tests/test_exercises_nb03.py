@@ -110,9 +110,9 @@ def test_position_guess_right_wrong_and_one():
 
 
 def test_position_guess_band_lets_a_reasoned_guess_pass():
-    # "same piece, a nearby position: high, about 0.9" must pass on the bundled model
-    assert GUESS_TOLERANCE >= 0.1 and check_position_guess(0.9).ok
-    assert "between 0.1 and 0.2" in check_position_guess(bank_cosine(0) - 0.15).message
+    # the worked solution's guess, reasoned from section 3's printed row lengths, passes
+    assert check_position_guess(0.93).ok
+    assert "between 0.04 and 0.2" in check_position_guess(bank_cosine(0) - 0.15).message
     assert "between -1 and 1" in check_position_guess(3).message
     assert "a number" in check_position_guess("high").message
 
@@ -279,17 +279,19 @@ def test_embeddings_name_the_first_wrong_piece_of_any_kind(parts):
     assert not fb.ok and "piece 4" in fb.message and "1 row(s) wrong" in fb.message
 
 
-def test_position_guess_follows_the_printed_rule_for_one(monkeypatch):
-    # the cell prints "within ±GUESS_TOLERANCE": 1 and 0.9999 pass when they are that close,
-    # and the success message still names "same word, same vector" as the idea to unlearn
+def test_position_guess_refuses_one_and_says_why(monkeypatch):
+    # 1 ("same word, same vector") is the misconception: outside the printed band, it fails
+    # with its own message, which neither gives the value nor says "too high by ..."
     measured = bank_cosine(0)
-    assert 1.0 - measured <= GUESS_TOLERANCE  # true on the bundled model (0.956)
+    assert 1.0 - measured > GUESS_TOLERANCE  # true on the bundled model (0.956)
     for guess in (1.0, 0.9999):
         fb = check_position_guess(guess)
-        assert fb.ok and "not 1 itself" in fb.message and "position embedding" in fb.message
+        assert not fb.ok and "identical vectors would give 1" in fb.message
+        assert "what else does E add" in fb.message and f"{measured:.2f}" not in fb.message
     monkeypatch.setattr(nb03, "bank_cosine", lambda layer, model=None: 0.7)
-    fb = check_position_guess(1.0)  # out of the band: the misconception is named first
-    assert not fb.ok and "below 1" in fb.message and "0.7" not in fb.message
+    fb = check_position_guess(1.0)
+    assert not fb.ok and "identical vectors" in fb.message and "0.7" not in fb.message
+    assert check_position_guess(0.73).ok  # the band is the printed ±GUESS_TOLERANCE
 
 
 @pytest.mark.parametrize("lean, narrow", [(0.002, True), (0.05, False)])

@@ -196,16 +196,9 @@ def check_design(W_Q, W_K=None) -> Feedback:
     """
     if W_Q is None and W_K is None:
         return not_answered()
-    toy_Q, toy_K, _ = toy.projections()
-    arrays = []
-    for name, W in (("W_Q", toy_Q if W_Q is None else W_Q), ("W_K", toy_K if W_K is None else W_K)):
-        if _is_complex(W):
-            return Feedback(False, f"{name} has complex numbers; the toy's matrices are real: "
-                                   "give real numbers only")
-        a = as_answer_array(W, name, (4, 2), layout="(d, d_k)", why=" (it must stay that shape)")
-        if isinstance(a, Feedback):
-            return a
-        arrays.append(a)
+    arrays = _design_matrices(W_Q, W_K)
+    if isinstance(arrays, Feedback):
+        return arrays
     Q, K, _ = _toy_qkv(*arrays)
     i_mat, i_cat, i_sat = (toy.TOKENS.index(w) for w in ("mat", "cat", "sat"))
     A = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)
@@ -220,9 +213,8 @@ def check_design(W_Q, W_K=None) -> Feedback:
     if cat_top != "sat":
         return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
                                f"attends most to {cat_top!r} ({A[i_cat].max():.3f}), 'sat' gets "
-                               f"{A[i_cat, i_sat]:.3f}. The query of 'cat' is "
-                               f"{np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
-                               "use, and which of them did you change?")
+                               f"{A[i_cat, i_sat]:.3f}. "
+                               + _lost_verb_hint(Q, K, i_cat, cat_top, *arrays))
     tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(w[j] - w[rival]) <= ATOL]
     runner = (f"{tied[0]!r} ({w[rival]:.3f})" if len(tied) == 1 else
               f"a tie of {', '.join(map(repr, tied[:-1]))} and {tied[-1]!r} "
@@ -230,6 +222,40 @@ def check_design(W_Q, W_K=None) -> Feedback:
     return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of {runner}, and 'cat' "
                           f"still attends most to 'sat'; the query of 'mat' is "
                           f"{np.round(Q[i_mat], 3).tolist()}")
+
+
+def _design_matrices(W_Q, W_K):
+    """The design's (W_Q, W_K), each (4, 2) float, the toy's own where None; or a Feedback."""
+    toy_Q, toy_K, _ = toy.projections()
+    arrays = []
+    for name, W in (("W_Q", toy_Q if W_Q is None else W_Q), ("W_K", toy_K if W_K is None else W_K)):
+        if isinstance(W, (bool, np.bool_, str)) or np.isscalar(W):
+            return Feedback(False, f"{name} is a single {type(W).__name__} ({W!r}); it should be "
+                                   "a (4, 2) matrix of numbers: copy the toy's and edit entries")
+        if _is_complex(W):
+            return Feedback(False, f"{name} has complex numbers; the toy's matrices are real: "
+                                   "give real numbers only")
+        a = as_answer_array(W, name, (4, 2), layout="(d, d_k)", why=" (it must stay that shape)")
+        if isinstance(a, Feedback):
+            return a
+        arrays.append(a)
+    return arrays
+
+
+def _lost_verb_hint(Q, K, i_cat: int, winner: str, W_Q, W_K) -> str:
+    """Hint when "cat" no longer attends most to "sat": ask about the matrix the learner changed."""
+    toy_Q, toy_K, _ = toy.projections()
+    changed_q, changed_k = not np.allclose(W_Q, toy_Q), not np.allclose(W_K, toy_K)
+    query = (f"The query of 'cat' is {np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
+             "use, and which of them did you change?")
+    keys = (f"You changed W_K, so keys moved: 'sat' now has the key "
+            f"{np.round(K[toy.TOKENS.index('sat')], 3).tolist()} and {winner!r} "
+            f"{np.round(K[toy.TOKENS.index(winner)], 3).tolist()}, against the query of 'cat' "
+            f"{np.round(Q[i_cat], 3).tolist()}: which rows of W_K did you change, and which "
+            "of these keys did that move?")
+    if changed_k and changed_q:
+        return keys + " And, for W_Q: " + query[0].lower() + query[1:]
+    return keys if changed_k else query
 
 
 def _is_complex(value) -> bool:
@@ -320,7 +346,8 @@ def check_window_weights(weights) -> Feedback:
     right = softmax(S, axis=-1, where=mask)
     if _near(a, right):
         return Feedback(True, "correct: every word spreads its attention over itself and its "
-                              "two neighbours only")
+                              "neighbours only (two in the middle, one for the first and last "
+                              "word)")
     if _near(a, softmax(S, axis=-1) * mask):
         return Feedback(False, "you zeroed the far words after the softmax, so rows no longer sum "
                                "to 1; set their scores to -inf BEFORE the softmax")

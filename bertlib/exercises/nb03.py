@@ -47,9 +47,10 @@ BANK_RIVER = "We sat on the bank of the river and watched the water."
 BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
-#: A guess within this distance of the measured cosine counts as right: wide enough for a reasoned
-#: guess ("same word, nearby position: high, about 0.9"), narrow enough to refuse "about half".
-GUESS_TOLERANCE = 0.1
+#: A guess within this distance of the measured cosine counts as right: wide enough for a guess
+#: reasoned from section 3's printed row lengths (the worked solution's 0.93), narrow enough to
+#: refuse 1, "same word, same vector", the idea the exercise is there to unlearn.
+GUESS_TOLERANCE = 0.04
 #: Exercise 4: a river-side margin below this still passes, and the message calls it narrow.
 NARROW_MARGIN = 0.02
 #: Exercise 4's baseline: *bank* with no context. A design must lean further to the river side.
@@ -208,17 +209,14 @@ def check_position_guess(guess, model=None) -> Feedback:
         return guess
     measured = bank_cosine(0, model)
     off = guess - measured
-    one = guess > 0.999 and measured < 0.999  # "identical": the idea to unlearn
-    why_not_one = ("the word embedding is the same, but E also adds the position embedding, and "
-                   "the two banks sit at positions 1 and 5")
     if abs(off) <= GUESS_TOLERANCE:
-        note = (f". But not 1 itself: {why_not_one}" if one else
-                ". Same word piece, but a different position embedding: similar, not the same")
         return Feedback(True, f"close enough (within ±{GUESS_TOLERANCE}): the cosine is "
                               f"{measured:.3f} (you said {guess:.3f}, {abs(off):.3f} "
-                              f"{'above' if off > 0 else 'below'}){note}")
-    if one:
-        return Feedback(False, f"it is below 1: {why_not_one}. Guess again")
+                              f"{'above' if off > 0 else 'below'}). Same word piece, but a "
+                              "different position embedding: similar, not the same")
+    if guess > 0.999:  # "identical": the idea to unlearn, named on its own
+        return Feedback(False, "identical vectors would give 1; what else does E add to the word "
+                               "embedding, and is it the same at piece 1 and piece 5? Guess again")
     side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
                   else ("low", "the word embedding outweighs the position embedding more than "
                                "you assumed"))

@@ -208,7 +208,7 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
     then called (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
     ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None or False) History's
     number_probe is None; measuring never changes the training. Deterministic for a given seed
-    and thread count.
+    and thread count. The model's config records the recipe (``config.bertlib_recipe``).
     """
     kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
     steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
@@ -241,6 +241,7 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
     seconds = time.process_time() - start
     if bar is not None:
         bar.close()
+    model.config.bertlib_recipe = recipe.to_json()  # what it was trained on (saved with it)
     model.eval()
     return record.history(losses, seconds)
 

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bertlib import grammar, probes
-from bertlib.checks import kind, text
+from bertlib.checks import kind, one_of, text
 from bertlib.claims import Subject
 from bertlib.pretrain import History, Recipe
 
@@ -41,8 +41,9 @@ TEST_PER_CONSTRUCTION, TEST_SEED = 60, 2
 class Run(NamedTuple):
     """One training run: its name (the folder's), recipe, trained model (eval mode, eager
     attention) and history (name -> array: "steps" (T,), "loss" (S,), "accuracy" (T,),
-    "log_odds" (T,), "heads/<measure>" (T, L, H), "number_probe" (T, L, 2),
-    "snapshot/<step>" (L, H, N, N); see :class:`bertlib.pretrain.History`)."""
+    "log_odds" (T,), "heads/<measure>" (T, L, H), "number_probe" (T, L, 4),
+    "snapshot/<step>" (L, H, N, N), "final/rows" and "final/accuracy" (K,) (:func:`final_table`);
+    see :class:`bertlib.pretrain.History`)."""
 
     name: str
     recipe: Recipe
@@ -135,10 +136,10 @@ def final_table(model, tokenizer) -> dict[str, np.ndarray]:
 
 def worst_trained_row(history: dict, recipe: Recipe) -> float:
     """The lowest final agreement accuracy (history "final/accuracy") over the rows of the
-    constructions ``recipe`` trained on. KeyError naming the field when it was not recorded."""
-    if "final/accuracy" not in history:
-        raise KeyError("this history has no 'final/accuracy' (train it with "
-                       "tools/pretrain_tiny_bert.py)")
+    constructions ``recipe`` trained on. ValueError naming the fields there are when it was not
+    recorded (histories written by tools/pretrain_tiny_bert.py have it)."""
+    one_of("final/accuracy", "the history field (tools/pretrain_tiny_bert.py records it)",
+           list(history))
     trained = [str(r).split(" · ")[0] in recipe.constructions for r in history["final/rows"]]
     return float(np.min(history["final/accuracy"][np.array(trained)]))
 

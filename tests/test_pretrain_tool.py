@@ -54,5 +54,5 @@ def test_the_late_seeds_are_kept_as_histories_with_their_final_tables():
         assert recipe == pt.Recipe(seed=k) and not (runs.HISTORY_ONLY / name / "model.safetensors").exists()
         assert len(history["loss"]) == recipe.steps and history["number_probe"].shape[-1] == 4
         assert 0 <= runs.worst_trained_row(history, recipe) <= 1
-    for _, recipe, history in runs.load_histories(SAVED):  # the committed runs' records too
+    for _, _, history in runs.load_histories(SAVED):  # the committed runs' records too
         assert history["final/accuracy"].shape == (13,) and history["number_probe"].shape[-1] == 4

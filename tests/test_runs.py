@@ -67,7 +67,7 @@ def test_a_history_only_record_keeps_the_final_table_and_no_model(tok, tmp_path)
     trained = [k for k, row in enumerate(final["final/rows"])
                if row.split(" · ")[0] in recipe.constructions]
     assert runs.worst_trained_row(saved, recipe) == final["final/accuracy"][trained].min()
-    with pytest.raises(KeyError, match="final/accuracy"):
+    with pytest.raises(ValueError, match="final/accuracy"):
         runs.worst_trained_row({"loss": history.loss}, recipe)
     with pytest.raises(FileNotFoundError, match="no training run"):
         runs.run_folders(tmp_path)  # a record, not a run

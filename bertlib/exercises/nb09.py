@@ -63,8 +63,8 @@ def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
                                "returns (each with its history)")
     n = len(heads)
     guess = as_answer_whole(guess, "guess_runs (a number of runs)", 0, n,
-                            todo=f"set guess_runs to in how many of the {n} runs you expect such "
-                                 f"a head, then run this cell")
+                            todo=f"set guess_runs to the number of runs (of {n}) you expect to "
+                                 f"have such a head, then run this cell")
     if isinstance(guess, Feedback):
         return guess
     found = [h for h in heads if h is not None]

@@ -68,7 +68,8 @@ def _reference(subject) -> tuple[bool, str, str]:
     return is_bundled(subject), getattr(subject, "name", ""), f"bundled {BUNDLED_NAME}"
 
 
-def claim(bert: LoadedBert | Subject, statement: str, holds: bool, measured=None) -> bool:
+def claim(bert: LoadedBert | Subject, statement: str, holds: bool, measured=None,
+          cases: int | None = None, none: str = "nothing to check") -> bool:
     """Check a fact the prose states about the bundled model's own numbers.
 
     bert: the LoadedBert the notebook uses (or a :class:`Subject`, e.g. notebook 09's runs).
@@ -77,6 +78,10 @@ def claim(bert: LoadedBert | Subject, statement: str, holds: bool, measured=None
     in the message). With the bundled model, raises AssertionError when ``holds`` is false; with
     any other model, prints the measured value and that the prose's number is for the bundled
     model. Returns ``holds``.
+    cases: for a claim about every member of a set ("in every relay run ..."), the set's size.
+    An empty set makes the claim vacuous: with the reference it raises (the prose speaks of
+    members), with any other model it prints ``none`` (e.g. "no relay run, nothing to check"),
+    never "also holds", and returns False.
     """
     text(statement, "statement (the claim in words)")
     if not isinstance(bert, Subject):
@@ -84,9 +89,15 @@ def claim(bert: LoadedBert | Subject, statement: str, holds: bool, measured=None
     holds = bool(holds)
     shown = "" if measured is None else f" (measured: {measured})"
     reference, name, about = _reference(bert)
+    empty = cases is not None and whole(cases, "cases (the size of the set)", 0) == 0
     if reference:
+        assert not empty, f"claim about an empty set for the {about}: {statement}"
         assert holds, f"claim no longer true for the {about}: {statement}{shown}"
         return holds
+    if empty:
+        print(f"[other model] '{statement}' was measured on the {about}; with {name}: "
+              f"{text(none, 'none (what to say about an empty set)')}.")
+        return False
     verdict = "also holds" if holds else "does not hold"
     print(f"[other model] '{statement}' was measured on the {about}; with "
           f"{name} it {verdict}{shown}.")

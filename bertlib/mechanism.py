@@ -11,8 +11,10 @@ probe for the subject's number, and activation patching.
   number on the hidden state at one position and layer, with a train / test split and a control
   task (Hewitt & Liang 2019: the same probe on labels that are a random function of the subject's
   noun, so a probe that only memorises words scores as well there). Selectivity = accuracy −
-  control accuracy. :func:`control_labels` / :func:`verb_number_probe`: that control and the
-  probe at the masked verb after each layer (recorded while training).
+  control accuracy. :func:`number_probe_controls` adds the control a probe at a verb needs: the
+  nearest noun's number (scored on the conflict rows, where it differs from the subject's, and
+  as a probe of its own). :func:`control_labels` / :func:`verb_number_probe`: the control task and
+  the probe at the masked verb after each layer (recorded while training).
 - :func:`minimal_pairs` / :func:`patch_flip`: each probe row beside the same sentence with its
   subject's number flipped (and every verb that agrees with it); the hidden state at one position
   after one layer is copied from the flipped sentence into the original, and we count how often
@@ -36,7 +38,8 @@ from bertlib.probes import Probe, agreement_table, make_probe, plural_of
 
 __all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_drops",
            "agreement_correct",
-           "hidden_states", "number_probe", "control_labels", "verb_number_probe",
+           "hidden_states", "number_probe", "number_probe_controls", "PROBE_COLUMNS",
+           "control_labels", "verb_number_probe",
            "minimal_pairs", "patch_flip", "POSITIONS"]
 
 
@@ -125,19 +128,55 @@ def number_probe(features, labels, control, train_share: float = 0.5,
     (R,) bool labels (the control task). Features are standardised with the training rows'
     mean and spread; the fit minimises the mean cross-entropy + l2 · |w|² (L-BFGS, float64,
     deterministic). Returns (test accuracy, control test accuracy)."""
+    x, cut = _probe_features(features, train_share, {"labels": labels, "control": control})
+    return tuple(float((_probe_predict(x, target, cut, l2) == np.asarray(target, bool)[cut:])
+                       .mean()) for target in (labels, control))
+
+
+#: The columns of :func:`number_probe_controls` (and of a run's history "number_probe").
+PROBE_COLUMNS = ("subject", "control", "subject, conflict rows", "nearest noun")
+
+
+def number_probe_controls(features, subject, nearest, control, train_share: float = 0.5,
+                          l2: float = 1e-2) -> np.ndarray:
+    """:func:`number_probe` with the two controls a subject-number probe at a verb needs.
+
+    features: (R, d); subject, nearest, control: (R,) bool (the subject's number, the number of
+    the nearest noun before the verb, the control task's labels). Returns (4,) test accuracies
+    in the order of PROBE_COLUMNS: the subject probe on all test rows; the control task; the
+    subject probe on the **conflict rows** only (test rows whose nearest noun has the other
+    number: a probe that reads the nearest noun scores below 0.5 there; nan when the test half
+    has none); a probe trained for the nearest noun's number (Hewitt & Liang 2019's advice:
+    control for the easy explanation you fear)."""
+    x, cut = _probe_features(features, train_share,
+                             {"subject": subject, "nearest": nearest, "control": control})
+    y, near = np.asarray(subject, bool), np.asarray(nearest, bool)
+    said = _probe_predict(x, y, cut, l2)
+    conflict = (y != near)[cut:]
+    return np.array([(said == y[cut:]).mean(),
+                     (_probe_predict(x, control, cut, l2) == np.asarray(control, bool)[cut:])
+                     .mean(),
+                     (said == y[cut:])[conflict].mean() if conflict.any() else np.nan,
+                     (_probe_predict(x, near, cut, l2) == near[cut:]).mean()])
+
+
+def _probe_features(features, train_share, labels: dict):
+    """Standardised float64 features (with the training rows' mean and spread) and the cut;
+    labels: name -> (R,) labels, checked for their length."""
     x = np.asarray(features, dtype=np.float64)
     has_shape(x, "features", (len(x), x.shape[-1]), "(R, d)")
-    y, c = np.asarray(labels, bool), np.asarray(control, bool)
-    has_shape(y, "labels", (len(x),), "(R,)")
-    has_shape(c, "control", (len(x),), "(R,)")
+    for name, y in labels.items():
+        has_shape(np.asarray(y), name, (len(x),), "(R,)")
     cut = int(round(train_share * len(x)))
     whole(cut, "the number of training rows", 2, len(x) - 2)
-    x = torch.as_tensor((x - x[:cut].mean(0)) / (x[:cut].std(0) + 1e-6))
-    scores = []
-    for target in (y, c):
-        w, b = _fit_logistic(x[:cut], torch.as_tensor(target[:cut], dtype=torch.float64), l2)
-        scores.append(float(((x[cut:] @ w + b > 0).numpy() == target[cut:]).mean()))
-    return scores[0], scores[1]
+    return torch.as_tensor((x - x[:cut].mean(0)) / (x[:cut].std(0) + 1e-6)), cut
+
+
+def _probe_predict(x, target, cut: int, l2: float) -> np.ndarray:
+    """A probe fitted on rows [:cut] for ``target``; its (R - cut,) bool predictions after."""
+    w, b = _fit_logistic(x[:cut], torch.as_tensor(np.asarray(target, bool)[:cut],
+                                                  dtype=torch.float64), l2)
+    return (x[cut:] @ w + b > 0).numpy()
 
 
 def control_labels(tokenizer, probe: Probe, seed: int = 0) -> np.ndarray:
@@ -152,13 +191,14 @@ def control_labels(tokenizer, probe: Probe, seed: int = 0) -> np.ndarray:
 
 
 def verb_number_probe(model, probe: Probe, control) -> np.ndarray:
-    """:func:`number_probe` for the subject's number on the masked verb's hidden state after each
-    layer. control: (R,) bool (:func:`control_labels`). Returns (L, 2): test accuracy and control
-    test accuracy after layer 0, 1, ..."""
+    """:func:`number_probe_controls` at the masked verb's hidden state after each layer.
+    control: (R,) bool (:func:`control_labels`). Returns (L, 4): after layer 0, 1, ... the test
+    accuracies in the order of PROBE_COLUMNS (subject, control, subject on conflict rows,
+    nearest noun)."""
     states = hidden_states(model, probe)                      # (R, L + 1, N, d)
     at_verb = states[np.arange(len(states)), 1:, probe.verb]  # (R, L, d)
-    plural = plural_of(probe)[0]                              # the verb's = its subject's
-    return np.array([number_probe(at_verb[:, layer], plural, control)
+    plural, nearest, _ = plural_of(probe)                     # the verb's = its subject's
+    return np.array([number_probe_controls(at_verb[:, layer], plural, nearest, control)
                      for layer in range(at_verb.shape[1])])
 
 

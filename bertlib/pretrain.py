@@ -121,9 +121,11 @@ class History(NamedTuple):
     heads: name -> (T, L, H) shares (see :func:`measure`; "subject_far" is the verb -> subject
     share on the rows whose subject is not the previous word); snapshots: step -> attention maps
     (L, H, N, N) of the probe's first row; seconds: CPU time of the training loop;
-    number_probe: (T, L, 2) a linear probe's test accuracy for the subject's number at the
-    masked verb after each layer, and on the control task
-    (:func:`bertlib.mechanism.verb_number_probe`), or None when not measured."""
+    number_probe: (T, L, C) what ``train``'s number_probe returned at each evaluation step, e.g.
+    (T, L, 4) from :func:`bertlib.mechanism.verb_number_probe`: a linear probe's test accuracy
+    for the subject's number at the masked verb after each layer, on the control task, on the
+    conflict rows, and a nearest-noun probe's (columns: mechanism.PROBE_COLUMNS), or None when
+    not measured."""
 
     steps: list[int]
     loss: np.ndarray
@@ -203,12 +205,13 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
 
     steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
     steps (and at 0 and the end) runs :func:`measure` on ``probe``, and ``number_probe(model,
-    probe)`` when given (an (L, 2) array, e.g. :func:`bertlib.mechanism.verb_number_probe` with
-    its control labels, as ``tools/pretrain_tiny_bert.py`` passes); ``on_record(recorder)`` is
-    then called (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
-    ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None or False) History's
-    number_probe is None; measuring never changes the training. Deterministic for a given seed
-    and thread count.
+    probe)`` when given (an (L, C) array, e.g. :func:`bertlib.mechanism.verb_number_probe` with
+    its control labels on a probe set of its own, as ``tools/pretrain_tiny_bert.py`` passes);
+    ``on_record(recorder)`` is then called (e.g. to redraw a plot; the recorder holds
+    ``steps``, ``accuracy``, ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None
+    or False) History's number_probe is None; measuring never changes the training.
+    Deterministic for a given seed and thread count. The model's config records the recipe
+    (``config.bertlib_recipe``).
     """
     kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
     steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
@@ -241,6 +244,7 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
     seconds = time.process_time() - start
     if bar is not None:
         bar.close()
+    model.config.bertlib_recipe = recipe.to_json()  # what it was trained on (saved with it)
     model.eval()
     return record.history(losses, seconds)
 

@@ -20,23 +20,30 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.checks import kind, text
+from bertlib import grammar, probes
+from bertlib.checks import kind, one_of, text
 from bertlib.claims import Subject
 from bertlib.pretrain import History, Recipe
 
-__all__ = ["ENV", "COMMITTED", "Run", "run_folders", "save_run", "load_run", "load_runs"]
+__all__ = ["ENV", "COMMITTED", "HISTORY_ONLY", "Run", "run_folders", "save_run", "load_run",
+           "load_runs", "final_table", "load_histories", "worst_trained_row"]
 
 #: The environment variable that points notebook 09 at other runs.
 ENV = "BERTLIB_TINY_BERT"
 #: The folder of the committed runs (one sub-folder per seed).
 COMMITTED = Path(__file__).resolve().parent / "data" / "tiny_bert"
+#: Histories (no model) of more seeds trained with the recipe, one sub-folder per seed.
+HISTORY_ONLY = COMMITTED / "history_only"
+#: Notebook 09's test sentences: this many per construction, drawn with this grammar seed.
+TEST_PER_CONSTRUCTION, TEST_SEED = 60, 2
 
 
 class Run(NamedTuple):
     """One training run: its name (the folder's), recipe, trained model (eval mode, eager
     attention) and history (name -> array: "steps" (T,), "loss" (S,), "accuracy" (T,),
-    "log_odds" (T,), "heads/<measure>" (T, L, H), "number_probe" (T, L, 2),
-    "snapshot/<step>" (L, H, N, N); see :class:`bertlib.pretrain.History`)."""
+    "log_odds" (T,), "heads/<measure>" (T, L, H), "number_probe" (T, L, 4),
+    "snapshot/<step>" (L, H, N, N), "final/rows" and "final/accuracy" (K,) (:func:`final_table`);
+    see :class:`bertlib.pretrain.History`)."""
 
     name: str
     recipe: Recipe
@@ -65,20 +72,25 @@ def run_folders(path=None) -> list[Path]:
     return found
 
 
-def save_run(out, model, recipe: Recipe, history: History) -> Path:
-    """Write a run folder: the model, ``recipe.json`` and ``history.npz``. Returns the folder."""
+def save_run(out, model, recipe: Recipe, history: History, extra: dict | None = None,
+             with_model: bool = True) -> Path:
+    """Write a run folder: the model, ``recipe.json`` and ``history.npz``. Returns the folder.
+    extra: more arrays for history.npz (e.g. :func:`final_table`'s). with_model=False writes the
+    recipe and history only (a record of the seed, not a run :func:`load_runs` loads)."""
     kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
     kind(history, "history", History, "the History that pretrain.train returns")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
+    if with_model:
+        model.save_pretrained(out)
     (out / "recipe.json").write_text(json.dumps(recipe.to_json(), indent=1) + "\n")
     np.savez_compressed(out / "history.npz", steps=np.array(history.steps), loss=history.loss,
                         accuracy=history.accuracy, log_odds=history.log_odds,
                         **({} if history.number_probe is None
                            else {"number_probe": history.number_probe}),
                         **{f"heads/{k}": v for k, v in history.heads.items()},
-                        **{f"snapshot/{k}": v for k, v in history.snapshots.items()})
+                        **{f"snapshot/{k}": v for k, v in history.snapshots.items()},
+                        **(extra or {}))
     return out
 
 
@@ -87,9 +99,9 @@ def load_run(folder) -> Run:
     from transformers import BertForMaskedLM  # noqa: PLC0415  (not a bertlib import)
 
     folder = Path(folder)
-    recipe = json.loads((folder / "recipe.json").read_text())
-    recipe = Recipe(**{**recipe, "constructions": tuple(recipe["constructions"])})
+    recipe = _recipe(folder)
     model = BertForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    model.config.bertlib_recipe = recipe.to_json()  # what it was trained on
     with np.load(folder / "history.npz") as saved:
         history = dict(saved)
     return Run(folder.name, recipe, model, history)
@@ -108,3 +120,43 @@ def load_runs(path=None) -> tuple[list[Run], Subject]:
     name = (f"the {len(runs)} committed runs ({names})" if is_reference
             else f"the {len(runs)} run(s) in {where} ({names})")
     return runs, Subject(name, is_reference, f"{len(committed)} committed runs")
+
+
+def final_table(model, tokenizer) -> dict[str, np.ndarray]:
+    """The trained model's agreement table on notebook 09's test sentences (TEST_PER_CONSTRUCTION
+    of every construction, seed TEST_SEED) as history arrays: "final/rows" (K,) row names
+    ("construction · role") and "final/accuracy" (K,)."""
+    test = grammar.generate(TEST_PER_CONSTRUCTION * len(grammar.CONSTRUCTIONS),
+                            grammar.CONSTRUCTIONS, seed=TEST_SEED, split="test")
+    probe = probes.make_probe(tokenizer, test)
+    table = probes.agreement_table(probe, probes.measure(model, probe)["correct"])
+    return {"final/rows": np.array(list(table)),
+            "final/accuracy": np.array([row["model"] for row in table.values()])}
+
+
+def worst_trained_row(history: dict, recipe: Recipe) -> float:
+    """The lowest final agreement accuracy (history "final/accuracy") over the rows of the
+    constructions ``recipe`` trained on. ValueError naming the fields there are when it was not
+    recorded (histories written by tools/pretrain_tiny_bert.py have it)."""
+    one_of("final/accuracy", "the history field (tools/pretrain_tiny_bert.py records it)",
+           list(history))
+    trained = [str(r).split(" · ")[0] in recipe.constructions for r in history["final/rows"]]
+    return float(np.min(history["final/accuracy"][np.array(trained)]))
+
+
+def load_histories(path=HISTORY_ONLY) -> list[tuple[str, Recipe, dict]]:
+    """(name, recipe, history) of every sub-folder of ``path`` (or ``path`` itself) holding a
+    ``history.npz`` and ``recipe.json``, runs and history-only records alike, sorted by name."""
+    path = Path(path)
+    found = [path] if (path / "history.npz").is_file() else sorted(
+        p for p in path.iterdir() if (p / "history.npz").is_file()) if path.is_dir() else []
+    out = []
+    for folder in found:
+        with np.load(folder / "history.npz") as saved:
+            out.append((folder.name, _recipe(folder), dict(saved)))
+    return out
+
+
+def _recipe(folder: Path) -> Recipe:
+    recipe = json.loads((folder / "recipe.json").read_text())
+    return Recipe(**{**recipe, "constructions": tuple(recipe["constructions"])})

@@ -193,14 +193,17 @@ def small_png(png: bytes, colours: int = PNG_COLOURS) -> bytes:
 
 
 
-def route_arcs(tokens, arcs, ax=None, title: str = ""):
+def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: float = 0.0):
     """One sentence's tokens on a line, with an arc for each attention link of a route.
 
     tokens: (n,) strings. arcs: [(query, key, weight, label), ...]: an arc from token ``query``
     (attending) to token ``key`` (attended to), drawn above the line for the first layer's heads
     and below for later ones when labels start with "L0"/"L1"..., its width growing with
-    ``weight`` (0..1), labelled "label weight" at its top. ValueError for a position outside
-    0..n − 1 or a weight outside 0..1. Returns the Axes.
+    ``weight`` (0..1), labelled "label weight" at its top. costs: optional (len(arcs),) what
+    switching each arc's head off costs (e.g. an agreement drop); an arc whose cost is below
+    ``min_cost`` is not drawn (no causal test supports it) and is named in a note under the
+    line instead. ValueError for a position outside 0..n − 1, a weight outside 0..1 or costs
+    of another length. Returns the Axes.
     """
     tokens = [str(t) for t in tokens]
     n = len(tokens)
@@ -209,6 +212,11 @@ def route_arcs(tokens, arcs, ax=None, title: str = ""):
         whole(query, "query", 0, n - 1)
         whole(key, "key", 0, n - 1)
         number(weight, "an arc's weight", 0, 1)
+    costs = [np.inf] * len(arcs) if costs is None else [float(c) for c in costs]
+    whole(len(costs), "the number of costs", len(arcs), len(arcs), "(one per arc)")
+    left_out = [f"{a[3]} (costs {c:.2f} < {min_cost:g})" for a, c in zip(arcs, costs, strict=True)
+                if c < min_cost]
+    arcs = [a for a, c in zip(arcs, costs, strict=True) if c >= min_cost]
     if ax is None:
         _, ax = plt.subplots(figsize=(max(6.0, 0.75 * n), 2.8))
     for i, t in enumerate(tokens):
@@ -232,6 +240,9 @@ def route_arcs(tokens, arcs, ax=None, title: str = ""):
     ax.set_xlim(-0.7, n - 0.3)
     ax.set_ylim(-top - 0.2, top + 0.2)
     ax.axis("off")
+    if left_out:
+        ax.text(-0.6, -top - 0.15, "not drawn: " + "; ".join(left_out), fontsize=7,
+                color="#666", va="bottom")
     if title:
         ax.set_title(title, fontsize=10)
     return ax

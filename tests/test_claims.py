@@ -99,6 +99,21 @@ def test_a_subject_names_what_the_claim_is_about(capsys):
         claim("runs", "x", True)
 
 
+def test_a_claim_over_an_empty_set_says_so_and_never_holds(capsys):
+    committed = Subject("the committed runs", True, "5 committed runs")
+    fresh = Subject("the runs in /tmp/seed7", False, "5 committed runs")
+    assert not claim(fresh, "in every relay run both layers matter", True, "0 of 0", cases=0,
+                     none="no relay run, nothing to check")
+    out = capsys.readouterr().out
+    assert "no relay run, nothing to check" in out and "holds" not in out.split("'")[-1]
+    assert claim(fresh, "in every relay run both layers matter", True, "2 of 2", cases=2)
+    assert "also holds (measured: 2 of 2)" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="empty set"):
+        claim(committed, "in every relay run both layers matter", True, cases=0)
+    with pytest.raises(ValueError, match="cases"):
+        claim(fresh, "x", True, cases=-1)
+
+
 def test_sweep_shows_every_threshold(capsys):
     rows = sweep([0.3, 0.4], lambda t: int(t * 10))
     assert rows == [(0.3, 3), (0.4, 4)]

@@ -44,7 +44,28 @@ def test_control_labels_flip_a_coin_per_noun_and_the_verb_probe_has_one_row_per_
         assert by_noun.setdefault(noun, c) == c  # singular and plural share one label
     assert 0 < control.mean() < 1 and np.array_equal(control, mech.control_labels(tok, probe))
     scores = mech.verb_number_probe(tiny, probe, control)
-    assert scores.shape == (2, 2) and ((scores >= 0) & (scores <= 1)).all()
+    assert scores.shape == (2, len(mech.PROBE_COLUMNS))
+    assert ((scores[:, [0, 1, 3]] >= 0) & (scores[:, [0, 1, 3]] <= 1)).all()
+
+
+def test_the_conflict_rows_catch_a_probe_that_reads_the_nearest_noun():
+    rng = np.random.default_rng(0)
+    subject = rng.random(400) < 0.5
+    nearest = np.where(rng.random(400) < 0.3, ~subject, subject)  # 30 % conflict rows
+    control = rng.random(400) < 0.5
+    noise = rng.normal(size=(400, 6))
+    reads_nearest = noise + 3.0 * nearest[:, None]
+    reads_subject = noise + 3.0 * subject[:, None]
+    s_all, c, s_conflict, near = mech.number_probe_controls(reads_nearest, subject, nearest,
+                                                             control)
+    assert 0.6 < s_all < 0.85 and s_conflict < 0.2 and near > 0.9 and abs(c - 0.5) < 0.15
+    s_all, _, s_conflict, near = mech.number_probe_controls(reads_subject, subject, nearest,
+                                                             control)
+    assert s_all > 0.9 and s_conflict > 0.9 and near < 0.85
+    same = mech.number_probe_controls(reads_subject, subject, subject, control)
+    assert np.isnan(same[2])  # no conflict row: nothing to score
+    with pytest.raises(ValueError, match="nearest"):
+        mech.number_probe_controls(reads_subject, subject, nearest[:-1], control)
 
 
 def test_ablated_heads_switches_off_exactly_the_listed_heads(tok, tiny):

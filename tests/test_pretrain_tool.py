@@ -45,3 +45,14 @@ def test_the_script_refuses_a_call_without_a_target(capsys):
     with pytest.raises(SystemExit):
         pretrain_tiny_bert.main([])
     assert "give either OUT" in capsys.readouterr().err
+
+
+def test_the_late_seeds_are_kept_as_histories_with_their_final_tables():
+    tried = runs.load_histories(runs.HISTORY_ONLY)
+    assert [name for name, _, _ in tried] == [f"seed{k}" for k in pretrain_tiny_bert.HISTORY_SEEDS]
+    for (name, recipe, history), k in zip(tried, pretrain_tiny_bert.HISTORY_SEEDS, strict=True):
+        assert recipe == pt.Recipe(seed=k) and not (runs.HISTORY_ONLY / name / "model.safetensors").exists()
+        assert len(history["loss"]) == recipe.steps and history["number_probe"].shape[-1] == 4
+        assert 0 <= runs.worst_trained_row(history, recipe) <= 1
+    for _, _, history in runs.load_histories(SAVED):  # the committed runs' records too
+        assert history["final/accuracy"].shape == (13,) and history["number_probe"].shape[-1] == 4

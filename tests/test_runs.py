@@ -27,7 +27,7 @@ def test_a_saved_run_loads_back_equal(tok, tmp_path):
     assert run.name == "seed3" and run.recipe == recipe
     assert np.array_equal(run.history["loss"], history.loss)
     assert run.history["heads/subject"].shape == run.history["heads/subject_far"].shape == (3, 1, 2)
-    assert np.array_equal(run.history["number_probe"], history.number_probe)
+    assert np.array_equal(run.history["number_probe"], history.number_probe, equal_nan=True)
     ids = torch.as_tensor(probes.encode_texts(tok, ["the cat sleeps"])[0])
     with torch.no_grad():
         assert torch.allclose(run.model(input_ids=ids).logits, model(input_ids=ids).logits)
@@ -53,3 +53,21 @@ def test_the_committed_runs_are_the_reference_of_claims(monkeypatch):
     assert len(folders) >= 5
     _, subject = runs.load_runs(folders[0].parent)
     assert subject.is_reference and subject.reference == f"{len(folders)} committed runs"
+
+
+def test_a_history_only_record_keeps_the_final_table_and_no_model(tok, tmp_path):
+    model, recipe, history = _train_small(tok, 3)
+    final = runs.final_table(model, tok)
+    assert final["final/rows"].shape == final["final/accuracy"].shape == (13,)
+    runs.save_run(tmp_path / "seed3", model, recipe, history, final, with_model=False)
+    assert not (tmp_path / "seed3" / "model.safetensors").exists()
+    [(name, saved_recipe, saved)] = runs.load_histories(tmp_path)
+    assert name == "seed3" and saved_recipe == recipe
+    assert list(saved["final/rows"]) == list(final["final/rows"])
+    trained = [k for k, row in enumerate(final["final/rows"])
+               if row.split(" · ")[0] in recipe.constructions]
+    assert runs.worst_trained_row(saved, recipe) == final["final/accuracy"][trained].min()
+    with pytest.raises(ValueError, match="final/accuracy"):
+        runs.worst_trained_row({"loss": history.loss}, recipe)
+    with pytest.raises(FileNotFoundError, match="no training run"):
+        runs.run_folders(tmp_path)  # a record, not a run

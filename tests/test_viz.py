@@ -117,3 +117,14 @@ def test_route_arcs_draws_one_labelled_arc_per_link_and_names_bad_positions():
         viz.route_arcs(tokens, [(3, 9, 0.5, "L0H1")])
     with pytest.raises(ValueError, match=r"weight must be a number in \[0, 1\]"):
         viz.route_arcs(tokens, [(3, 2, 1.5, "L0H1")])
+
+
+def test_route_arcs_leaves_out_an_arc_whose_head_costs_too_little():
+    tokens = ["[CLS]", "the", "key", "near", "the", "cabinets", "[MASK]", "[SEP]"]
+    ax = viz.route_arcs(tokens, [(3, 2, 0.9, "L0H1"), (6, 3, 0.4, "L1H0")], costs=[0.05, 0.4],
+                        min_cost=0.2)
+    labels = [t.get_text() for t in ax.texts]
+    assert len(ax.lines) == 1 and "L1H0 0.40" in labels and "L0H1 0.90" not in labels
+    assert "not drawn: L0H1 (costs 0.05 < 0.2)" in labels
+    with pytest.raises(ValueError, match="number of costs"):
+        viz.route_arcs(tokens, [(3, 2, 0.9, "L0H1")], costs=[0.1, 0.2])

@@ -2,11 +2,15 @@
 
     python tools/pretrain_tiny_bert.py --seed K OUT     one run, seed K, into the folder OUT
     python tools/pretrain_tiny_bert.py --committed      the committed runs (make pretrain):
-                                                        seeds 0..4 into bertlib/data/tiny_bert/seedK
+                                       seeds 0..4 into bertlib/data/tiny_bert/seedK, and seeds
+                                       31, 44 as histories only into its history_only/seedK
+    python tools/pretrain_tiny_bert.py --history-only --seed K OUT   recipe and history, no model
 
 Each run folder holds model.safetensors + config.json (a BertForMaskedLM), recipe.json and
 history.npz (evaluation steps, loss per step, agreement accuracy and log-odds on the probe,
-per-head shares, the number probe at the masked verb, attention snapshots); notebook 09 reads it
+per-head shares, the number probe at the masked verb with its controls on a larger set of held-out
+sentences, attention snapshots, the final agreement table on notebook 09's test sentences);
+notebook 09 reads it
 through bertlib.runs (BERTLIB_TINY_BERT=OUT). Deterministic: seeds fixed and one torch thread,
 so a rerun on the same kind of CPU gives the same numbers (tests/test_pretrain_tool.py checks it).
 """
@@ -23,12 +27,17 @@ sys.path.insert(0, str(ROOT))
 
 #: The seeds of the committed runs.
 COMMITTED_SEEDS = (0, 1, 2, 3, 4)
+#: Seeds whose histories only are committed (two readers trained them; both learn late).
+HISTORY_SEEDS = (31, 44)
+#: The number probe's held-out sentences (recorded while training): how many, grammar seed.
+NUMBER_PROBE_SENTENCES, NUMBER_PROBE_SEED = 600, 3
 #: Steps at which the attention maps of the probe's first sentence are saved.
 SNAPSHOT_STEPS = (0, 100, 300, 600, 1000)
 
 
-def build(out: Path, seed: int, progress: bool = False) -> Path:
-    """Train the recipe with ``seed`` and save the run into ``out``."""
+def build(out: Path, seed: int, progress: bool = False, with_model: bool = True) -> Path:
+    """Train the recipe with ``seed`` and save the run into ``out`` (with_model=False: the recipe
+    and history only)."""
     import torch
 
     from bertlib import grammar, probes, runs
@@ -42,11 +51,13 @@ def build(out: Path, seed: int, progress: bool = False) -> Path:
     probe = probes.make_probe(tok, grammar.generate(recipe.probe_sentences,
                                                     grammar.CONSTRUCTIONS,
                                                     seed=recipe.probe_seed, split="test"))
-    control = mech.control_labels(tok, probe)
+    number = probes.make_probe(tok, grammar.generate(NUMBER_PROBE_SENTENCES, grammar.CONSTRUCTIONS,
+                                                     seed=NUMBER_PROBE_SEED, split="test"))
+    control = mech.control_labels(tok, number)
     history = pt.train(model, tok, recipe, probe, progress=progress,
                        snapshot_steps=[s for s in SNAPSHOT_STEPS if s <= recipe.steps],
-                       number_probe=lambda m, p: mech.verb_number_probe(m, p, control))
-    return runs.save_run(out, model, recipe, history)
+                       number_probe=lambda m, _: mech.verb_number_probe(m, number, control))
+    return runs.save_run(out, model, recipe, history, runs.final_table(model, tok), with_model)
 
 
 def main(argv=None) -> None:
@@ -54,15 +65,20 @@ def main(argv=None) -> None:
     parser.add_argument("out", nargs="?", type=Path, help="the run folder to write")
     parser.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     parser.add_argument("--committed", action="store_true",
-                        help=f"train seeds {COMMITTED_SEEDS} into bertlib/data/tiny_bert/")
+                        help=f"train seeds {COMMITTED_SEEDS} into bertlib/data/tiny_bert/ and "
+                             f"{HISTORY_SEEDS} (histories only) into its history_only/")
+    parser.add_argument("--history-only", action="store_true",
+                        help="save the recipe and history, not the model")
     args = parser.parse_args(argv)
     if args.committed == (args.out is not None):
         parser.error("give either OUT (with --seed K) or --committed")
-    jobs = ([(ROOT / "bertlib" / "data" / "tiny_bert" / f"seed{k}", k) for k in COMMITTED_SEEDS]
-            if args.committed else [(args.out, args.seed)])
-    for out, seed in jobs:
+    data = ROOT / "bertlib" / "data" / "tiny_bert"
+    jobs = ([(data / f"seed{k}", k, True) for k in COMMITTED_SEEDS]
+            + [(data / "history_only" / f"seed{k}", k, False) for k in HISTORY_SEEDS]
+            if args.committed else [(args.out, args.seed, not args.history_only)])
+    for out, seed, with_model in jobs:
         start = time.process_time()
-        build(out, seed, progress=sys.stderr.isatty())
+        build(out, seed, progress=sys.stderr.isatty(), with_model=with_model)
         print(f"{out} (seed {seed}): {time.process_time() - start:.0f} s CPU")
 
 

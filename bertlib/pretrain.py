@@ -30,7 +30,7 @@ from transformers import BertConfig, BertForMaskedLM
 from bertlib import grammar
 from bertlib.attention import softmax
 from bertlib.checks import heads_dividing, kind, whole
-from bertlib.mlm import IGNORE_INDEX, mask_batch
+from bertlib.mlm import IGNORE_INDEX, mask_batch, mlm_loss
 from bertlib.probes import SPECIALS, Probe, _forward, encode_texts, measure
 
 __all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
@@ -159,8 +159,7 @@ def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
     the original id at the chosen positions and IGNORE_INDEX (−100) elsewhere. Returns the loss."""
     model.train()
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, N, V)
-    chosen = labels != IGNORE_INDEX                                              # (B, N)
-    loss = torch.nn.functional.cross_entropy(logits[chosen], labels[chosen])     # mean over chosen
+    loss = mlm_loss(logits, labels)  # mean −log p(original token) over the chosen positions
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -199,9 +198,23 @@ class _Recorder:
 def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
           snapshot_steps: Sequence[int] = (), progress: bool = True,
           on_record: Callable | None = None, number_probe: Callable | None = None) -> History:
-    """Masked-LM pre-training of ``model`` with ``recipe`` (see :class:`Recipe`): every step a
-    fresh batch of training sentences, BERT's corruption (:func:`bertlib.mlm.mask_batch`), then
-    :func:`mlm_step` with AdamW (weight decay 0.01) and the warm-up / linear-decay schedule.
+    """Masked-LM pre-training of ``model`` with ``recipe``: every step a fresh batch (B, N) of
+    sentences, BERT's corruption, one :func:`mlm_step`. The rest (seeds, AdamW and its schedule,
+    measurements on ``probe``, the progress bar) is :class:`_Loop`'s. Returns a History."""
+    loop = _Loop(model, tokenizer, recipe, probe, steps, snapshot_steps, progress, on_record,
+                 number_probe)
+    for step in range(1, loop.steps + 1):
+        ids, attention = loop.batch()                                      # (B, N) each
+        masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng,
+                            recipe.mask_prob)                              # 15 %: 80/10/10
+        loss = mlm_step(model, loop.optimizer, torch.as_tensor(masked.input_ids),
+                        torch.as_tensor(attention), torch.as_tensor(masked.labels))
+        loop.after(step, loss)  # learning-rate schedule, measurements, progress bar
+    return loop.finish()
+
+
+class _Loop:
+    """Everything :func:`train` does around the masked-LM step.
 
     steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
     steps (and at 0 and the end) runs :func:`measure` on ``probe``, and ``number_probe(model,
@@ -210,43 +223,50 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
     ``on_record(recorder)`` is then called (e.g. to redraw a plot; the recorder holds
     ``steps``, ``accuracy``, ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None
     or False) History's number_probe is None; measuring never changes the training.
-    Deterministic for a given seed and thread count. The model's config records the recipe
-    (``config.bertlib_recipe``).
+    Deterministic for a given seed and thread count: the seeds are set here, in this order,
+    before the first batch. The model's config records the recipe (``config.bertlib_recipe``).
     """
-    kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
-    steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
-    special = [tokenizer.token_to_id(s) for s in SPECIALS]
-    mask_id, vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
-    rng = np.random.default_rng(recipe.seed)
-    torch.manual_seed(recipe.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
-    sched = _schedule(opt, recipe.warmup, recipe.steps)
-    record = _Recorder(model, probe, snapshot_steps, number_probe or None)
-    losses = record.losses  # training loss per step so far, for on_record
-    record(0)
-    bar = _progress(steps, progress)
-    start = time.process_time()
-    for step in range(1, steps + 1):
-        ids, attention = _batch_ids(tokenizer, recipe.batch_size, rng, recipe.constructions,
-                                    recipe.max_pp)
-        masked = mask_batch(ids, mask_id, vocab, special, rng, recipe.mask_prob)
-        losses.append(mlm_step(model, opt, torch.as_tensor(masked.input_ids),
-                               torch.as_tensor(attention), torch.as_tensor(masked.labels)))
-        sched.step()
-        if step % recipe.every == 0 or step == steps or step in snapshot_steps:
-            record(step)
-            if on_record is not None:
-                on_record(record)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.2f}", agreement=f"{record.accuracy[-1]:.2f}",
-                            refresh=False)
-    seconds = time.process_time() - start
-    if bar is not None:
-        bar.close()
-    model.config.bertlib_recipe = recipe.to_json()  # what it was trained on (saved with it)
-    model.eval()
-    return record.history(losses, seconds)
+
+    def __init__(self, model, tokenizer, recipe, probe, steps, snapshot_steps, progress,
+                 on_record, number_probe):
+        kind(recipe, "recipe", Recipe, "a bertlib.pretrain.Recipe")
+        self.steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
+        self.model, self.tokenizer, self.recipe = model, tokenizer, recipe
+        self.special = [tokenizer.token_to_id(s) for s in SPECIALS]
+        self.mask_id, self.vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
+        self.rng = np.random.default_rng(recipe.seed)
+        torch.manual_seed(recipe.seed)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
+        self.schedule = _schedule(self.optimizer, recipe.warmup, recipe.steps)
+        self.record = _Recorder(model, probe, snapshot_steps, number_probe or None)
+        self.snapshot_steps, self.on_record = snapshot_steps, on_record
+        self.record(0)
+        self.bar = _progress(self.steps, progress)
+        self.start = time.process_time()
+
+    def batch(self):
+        r = self.recipe
+        return _batch_ids(self.tokenizer, r.batch_size, self.rng, r.constructions, r.max_pp)
+
+    def after(self, step: int, loss: float) -> None:
+        self.record.losses.append(loss)
+        self.schedule.step()
+        if step % self.recipe.every == 0 or step == self.steps or step in self.snapshot_steps:
+            self.record(step)
+            if self.on_record is not None:
+                self.on_record(self.record)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.2f}", agreement=f"{self.record.accuracy[-1]:.2f}",
+                                 refresh=False)
+
+    def finish(self) -> History:
+        seconds = time.process_time() - self.start
+        if self.bar is not None:
+            self.bar.close()
+        self.model.config.bertlib_recipe = self.recipe.to_json()  # saved with the model
+        self.model.eval()
+        return self.record.history(self.record.losses, seconds)
 
 
 def _progress(total: int, show: bool):

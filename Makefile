@@ -122,7 +122,7 @@ test-any-seed: $(STAMP)
 # Re-execute notebooks in place in fresh kernels (NB=notebooks/01_attention_by_hand.ipynb for one).
 NB ?= notebooks/*.ipynb
 execute: $(STAMP)
-	$(BIN)/python -m bertlib.execute $(NB)
+	$(BIN)/python tools/execute.py $(NB)
 
 clean:
 	rm -rf $(VENV) *.egg-info bertlib.egg-info

@@ -1,13 +1,14 @@
 """The larger cost sweep of notebook 05 (``make bench``): naive numpy, naive torch, torch SDPA and
 tiled attention, one head, float32, Q, K, V: (1, 1, n, d_k), for n = 128, 256, ... 8192.
 
-For each kernel and n: the series' one timing procedure (``bertlib.cost.measure``: a warm-up call,
+For each kernel and n: the series' one timing procedure (``bertlib.lab.cost.measure``: a warm-up
+call,
 then ``--repeats`` timed calls, kept with their fastest, median and slowest; ``seconds`` is the
 fastest), the GFLOP/s, and the peak memory two ways: the tensor count of ``measure``
 (``peak_bytes``: deterministic, but for SDPA only its output) and, the same way for every kernel,
 the resident memory one call adds to a fresh process (``resident_bytes``,
-``bertlib.peak_memory.resident_peaks``), which sees inside SDPA's fused kernel too. A size that
-``bertlib.cost.check_memory`` refuses is reported, not run. Also the tiled kernel's largest
+``bertlib.lab.peak_memory.resident_peaks``), which sees inside SDPA's fused kernel too. A size that
+``bertlib.lab.cost.check_memory`` refuses is reported, not run. Also the tiled kernel's largest
 difference from naive torch, the fitted exponents and the ratios quoted in the README. Writes
 ``benchmarks/results/`` (cost.json, cost.png, cost.md) and prints the table.
 
@@ -29,8 +30,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from bertlib.attention import scaled_dot_product_attention
-from bertlib.cost import (
+from bertlib.lab.cost import (
     REPEATS,
     MemoryGuardError,
     attention_bytes,
@@ -42,8 +42,9 @@ from bertlib.cost import (
     pick_device,
     random_qkv,
 )
-from bertlib.kernels import naive_attention, tiled_attention
-from bertlib.peak_memory import resident_peaks
+from bertlib.lab.peak_memory import resident_peaks
+from bertlib.paper.attention import scaled_dot_product_attention
+from bertlib.paper.kernels import naive_attention, tiled_attention
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -81,10 +82,10 @@ def _sweep(fn, numpy_input, estimate, sizes, d_k, fraction, repeats, progress, d
 def _resident(methods: dict, d_k: int, block: int) -> None:
     """Add each row's ``resident_bytes``: the resident memory of one call, in one fresh process
     (only the sizes that ran; the targets are the same kernels, named by where they live)."""
-    targets = {"naive numpy": ("bertlib.attention:scaled_dot_product_attention", {}),
-               "naive torch": ("bertlib.kernels:naive_attention", {}),
+    targets = {"naive numpy": ("bertlib.paper.attention:scaled_dot_product_attention", {}),
+               "naive torch": ("bertlib.paper.kernels:naive_attention", {}),
                "torch SDPA": ("torch.nn.functional:scaled_dot_product_attention", {}),
-               f"tiled (block {block})": ("bertlib.kernels:tiled_attention",
+               f"tiled (block {block})": ("bertlib.paper.kernels:tiled_attention",
                                           {"block": block})}
     jobs = {name: {"target": target, "kwargs": kwargs, "d_k": d_k,
                    "inputs": "numpy" if name == "naive numpy" else "torch",

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bertlib import models
-from bertlib.widgets.explorer import BertAttentionExplorer
+from bertlib.hf import models
+from bertlib.pictures.widgets.explorer import BertAttentionExplorer
 
 
 def run(repeats: int = 5) -> None:
@@ -23,7 +23,7 @@ def run(repeats: int = 5) -> None:
 
     A step is timed until the view's HTML is built and serialised as the widget message the
     front end receives (the browser then draws it). A new sentence is timed without the cache
-    (never seen); its forward pass alone (``bertlib.models.run_bert``) is timed again
+    (never seen); its forward pass alone (``bertlib.hf.models.run_bert``) is timed again
     separately. Wall-clock and CPU time of this process are both printed (a busy machine slows
     the first, not the second).
     """

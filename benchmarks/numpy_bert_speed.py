@@ -1,4 +1,4 @@
-"""The numpy BERT (``bertlib.bert.bert_forward``, float64, from the equations) against
+"""The numpy BERT (``bertlib.paper.bert.bert_forward``, float64, from the equations) against
 transformers' eager forward (float32) on the same input, one thread, in one run (``make bench``).
 
 Both return every layer's hidden states and attention weights. The two are timed in turns (numpy,
@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from bertlib.bert import bert_forward, bert_params
-from bertlib.corpus import load_corpus
-from bertlib.loading import load_bert
+from bertlib.hf.corpus import load_corpus
+from bertlib.hf.loading import load_bert
+from bertlib.paper.bert import bert_forward, bert_params
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -1,11 +1,11 @@
 """Sliding-window attention (torch, banded) against torch's fused exact attention, up to n = 16,384.
 
 One head, d_k = 64, float32, 4-D (1, 1, n, d_k) tensors so that torch picks its fused CPU kernel.
-Timing: the series' one procedure, ``bertlib.cost.measure`` (a warm-up call, then ``--repeats``
+Timing: the series' one procedure, ``bertlib.lab.cost.measure`` (a warm-up call, then ``--repeats``
 timed calls, kept with their fastest, median and slowest), the same as notebooks 05 and 06; for
 each n it records whether the two kernels differ beyond the spread of their runs. Memory: the
 same instrument for both, the peak resident memory a call adds to a fresh process
-(``bertlib.peak_memory.resident_peaks``), which sees inside the fused kernel. Writes
+(``bertlib.lab.peak_memory.resident_peaks``), which sees inside the fused kernel. Writes
 ``benchmarks/results/window.json`` and ``window.md``; notebook 06 shows them.
 
     python benchmarks/window_vs_sdpa.py [--sizes 1024 2048 ...] [--window 256] [--repeats 5]
@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bertlib.cost import REPEATS, WARMUP, check_memory, measure, random_qkv
-from bertlib.kernels import banded_attention
-from bertlib.peak_memory import resident_peaks
+from bertlib.lab.cost import REPEATS, WARMUP, check_memory, measure, random_qkv
+from bertlib.lab.peak_memory import resident_peaks
+from bertlib.paper.kernels import banded_attention
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NAMES = ("sliding window (banded torch)", "torch SDPA (exact, fused)")
@@ -45,7 +45,7 @@ def run(sizes: list[int], window: int, repeats: int, threads: int) -> dict:
     timed = [measure(fn, sizes, setup=inputs, warmup=WARMUP, repeats=repeats, memory="none",
                      progress=False) for fn in (banded, F.scaled_dot_product_attention)]
     resident = resident_peaks({
-        NAMES[0]: {"target": "bertlib.kernels:banded_attention", "kwargs": {"w": window},
+        NAMES[0]: {"target": "bertlib.paper.kernels:banded_attention", "kwargs": {"w": window},
                    "sizes": sizes},
         NAMES[1]: {"target": "torch.nn.functional:scaled_dot_product_attention", "sizes": sizes}})
     rows = {}

@@ -21,9 +21,9 @@ import scope_order
 import torch
 import torch.nn.functional as F
 
-from bertlib import pretrain as pt
-from bertlib import probes
-from bertlib.loading import load_bert
+from bertlib.hf.loading import load_bert
+from bertlib.tiny import pretrain as pt
+from bertlib.tiny import probes
 
 
 @pytest.fixture(scope="session")
@@ -142,7 +142,7 @@ def torch_masked():
 
 @pytest.fixture(scope="module")
 def tok():
-    """The word-level tokenizer of notebook 09's generated language (bertlib.probes)."""
+    """The word-level tokenizer of notebook 09's generated language (bertlib.tiny.probes)."""
     return probes.build_tokenizer()
 
 

@@ -1,12 +1,12 @@
-"""Tests for bertlib.ablation: one head switched off inside a with block, the model restored."""
+"""Tests for bertlib.hf.ablation: one head switched off inside a with block, the model restored."""
 
 import numpy as np
 import pytest
 import torch
 
-from bertlib import ablation as ab
-from bertlib.corpus import sentence_vectors
-from bertlib.loading import load_bert
+from bertlib.hf import ablation as ab
+from bertlib.hf.corpus import sentence_vectors
+from bertlib.hf.loading import load_bert
 
 
 def _state(model):

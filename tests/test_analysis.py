@@ -1,11 +1,11 @@
-"""Tests for bertlib.analysis: constructed maps with known answers, bad inputs, the real model."""
+"""Tests for bertlib.lab.analysis: constructed maps with known answers, bad inputs, the real model."""
 
 import numpy as np
 import pytest
 
-from bertlib import analysis as an
-from bertlib.loading import load_bert
-from bertlib.models import run_bert
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import run_bert
+from bertlib.lab import analysis as an
 
 
 def prev_head(n):

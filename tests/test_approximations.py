@@ -1,11 +1,11 @@
-"""bertlib.approximations: Linformer, Performer and LSH against full attention, their limits, errors."""
+"""bertlib.paper.approximations: Linformer, Performer and LSH against full attention, their limits, errors."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlib.approximations import (
+from bertlib.paper.approximations import (
     linformer_attention,
     linformer_projections,
     lsh_attention,
@@ -16,7 +16,7 @@ from bertlib.approximations import (
     performer_features,
     relative_error,
 )
-from bertlib.attention import scaled_dot_product_attention
+from bertlib.paper.attention import scaled_dot_product_attention
 
 TOL = dict(rtol=1e-10, atol=1e-12)  # float64 on both sides: agreement to rounding
 

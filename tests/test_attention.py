@@ -1,11 +1,11 @@
-"""bertlib.attention against torch's scaled_dot_product_attention, and its errors."""
+"""bertlib.paper.attention against torch's scaled_dot_product_attention, and its errors."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlib.attention import (
+from bertlib.paper.attention import (
     causal_mask,
     check_qkv_shapes,
     padding_mask,

@@ -1,9 +1,9 @@
-"""bertlib.attention_interface: the written-out eager attention equals transformers' own, its
+"""bertlib.hf.attention_interface: the written-out eager attention equals transformers' own, its
 hook sees the scores, and a registered attention comes with the additive mask."""
 
 import torch
 
-from bertlib.attention_interface import eager_attention, register_attention, softmax_weights
+from bertlib.hf.attention_interface import eager_attention, register_attention, softmax_weights
 
 
 def test_register_attention_pairs_the_function_with_the_additive_mask():

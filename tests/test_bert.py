@@ -1,4 +1,4 @@
-"""bertlib.bert: the numpy forward pass equals transformers' BertModel on the real weights.
+"""bertlib.paper.bert: the numpy forward pass equals transformers' BertModel on the real weights.
 
 Reference: transformers' BertModel (float32, eager attention) on the bundled pretrained model.
 Ours computes in float64, so the difference is transformers' float32 rounding: one rounding is
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib.bert import (
+from bertlib.hf.models import encode
+from bertlib.paper.bert import (
     BertParams,
     LayerParams,
     bert_forward,
@@ -25,7 +26,6 @@ from bertlib.bert import (
     gelu,
     layer_norm,
 )
-from bertlib.models import encode
 
 ATOL_ATTENTION = 1e-5
 ATOL_HIDDEN = 1e-4

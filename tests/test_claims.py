@@ -1,10 +1,11 @@
-"""bertlib.claims: a claim about the bundled model's numbers is asserted with that model, and only
+"""bertlib.lab.claims: a claim about the bundled model's numbers is asserted with that model, and only
 reported with any other."""
 
 import numpy as np
 import pytest
 
-from bertlib.claims import (
+from bertlib.hf.loading import BUNDLED_NAME, LoadedBert, bundled_model_path
+from bertlib.lab.claims import (
     Subject,
     bootstrap_interval,
     claim,
@@ -13,7 +14,6 @@ from bertlib.claims import (
     spread,
     sweep,
 )
-from bertlib.loading import BUNDLED_NAME, LoadedBert, bundled_model_path
 
 BUNDLED = LoadedBert(None, None, BUNDLED_NAME)
 OTHER = LoadedBert(None, None, "prajjwal1/bert-tiny")

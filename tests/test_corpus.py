@@ -1,11 +1,11 @@
-"""Tests for bertlib.corpus: the shipped sentences, batched runs equal to run_bert, sentence vectors."""
+"""Tests for bertlib.hf.corpus: the shipped sentences, batched runs equal to run_bert, sentence vectors."""
 
 import numpy as np
 import pytest
 
-from bertlib import analysis as an
-from bertlib import corpus as cp
-from bertlib.models import run_bert
+from bertlib.hf import corpus as cp
+from bertlib.hf.models import run_bert
+from bertlib.lab import analysis as an
 
 
 def test_load_corpus_gives_hundreds_of_distinct_sentences_and_pairs():

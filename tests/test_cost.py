@@ -1,4 +1,4 @@
-"""bertlib.cost: the counts, the sweep and its log-log fit, the memory guard, the inputs."""
+"""bertlib.lab.cost: the counts, the sweep and its log-log fit, the memory guard, the inputs."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib import cost
-from bertlib.cost import (
+from bertlib.lab import cost
+from bertlib.lab.cost import (
     REPEATS,
     WARMUP,
     Fit,
@@ -24,7 +24,7 @@ from bertlib.cost import (
     measure,
     projection_flops,
 )
-from bertlib.kernels import naive_attention
+from bertlib.paper.kernels import naive_attention
 
 # --------------------------------------------------------------------------- fit_exponent
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bertlib import cost
-from bertlib.cost import attention_bytes, attention_flops
+from bertlib.lab import cost
+from bertlib.lab.cost import attention_bytes, attention_flops
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_cost.py"
 _SPEC = importlib.util.spec_from_file_location("attention_cost", _PATH)

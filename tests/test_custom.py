@@ -1,4 +1,4 @@
-"""Tests for bertlib.custom: the similarity prior and prior-guided attention in the real BERT."""
+"""Tests for bertlib.hf.custom: the similarity prior and prior-guided attention in the real BERT."""
 
 import copy
 import sys
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib import custom as C
-from bertlib import finetune as F
-from bertlib.models import encode
+from bertlib.hf import custom as C
+from bertlib.hf import finetune as F
+from bertlib.hf.models import encode
 
 A, B = "The cat sat on the mat", "A feline rested on the rug"
 TOKENS = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]",

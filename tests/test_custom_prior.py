@@ -7,10 +7,10 @@ import types
 import numpy as np
 import pytest
 
-from bertlib import custom as C
 from bertlib.exercises import nb08
-from bertlib.loading import load_bert
-from bertlib.models import encode
+from bertlib.hf import custom as C
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import encode
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""bertlib.diagrams, notebooks 01 and 02: the pictures draw and carry their labels and shapes."""
+"""bertlib.pictures.diagrams, notebooks 01 and 02: the pictures draw and carry their labels and shapes."""
 
 import matplotlib
 
@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlib import diagrams  # noqa: E402
+from bertlib.pictures import diagrams  # noqa: E402
 
 
 def texts(fig):
@@ -55,7 +55,7 @@ def test_hatch_masked_legend_sits_right_above_the_cells():
 
 
 def test_one_query_flow_works_every_number_through():
-    from bertlib import toy
+    from bertlib.paper import toy
 
     X = toy.embeddings()
     W_Q, W_K, W_V = toy.projections()

@@ -1,4 +1,4 @@
-"""bertlib.diagrams, notebook 03's picture: one encoder layer, labelled with the shapes."""
+"""bertlib.pictures.diagrams, notebook 03's picture: one encoder layer, labelled with the shapes."""
 
 import matplotlib
 
@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlib.diagrams import embeddings_and_stack, encoder_layer  # noqa: E402
+from bertlib.pictures.diagrams import embeddings_and_stack, encoder_layer_picture  # noqa: E402
 
 
 def texts(fig):
@@ -15,7 +15,7 @@ def texts(fig):
 
 
 def test_encoder_layer_draws_every_step_with_its_shapes():
-    fig = encoder_layer(n=8, d=384, h=12, d_ff=1536)
+    fig = encoder_layer_picture(n=8, d=384, h=12, d_ff=1536)
     words = texts(fig)
     for label in ("X\n(8, 384)", "12 heads,\nd_k = 32", "LayerNorm", "(8, 1536)", "residual: X",
                   "residual: X₁", "X₁\n(8, 384)", "X₂ (8, 384)"):
@@ -25,7 +25,7 @@ def test_encoder_layer_draws_every_step_with_its_shapes():
 
 
 def test_encoder_layer_follows_another_shape():
-    fig = encoder_layer(n=5, d=256, h=8, d_ff=512)
+    fig = encoder_layer_picture(n=5, d=256, h=8, d_ff=512)
     assert "8 heads,\nd_k = 32" in texts(fig) and "(5, 512)" in texts(fig)
     plt.close(fig)
 
@@ -37,7 +37,7 @@ def test_encoder_layer_follows_another_shape():
 ])
 def test_encoder_layer_rejects_bad_sizes(kwargs, error, message):
     with pytest.raises(error, match=message):
-        encoder_layer(**kwargs)
+        encoder_layer_picture(**kwargs)
 
 
 def test_embeddings_and_stack_names_the_three_tables_and_every_layer_shown():

@@ -1,4 +1,4 @@
-"""bertlib.diagrams, notebook 05's picture: the tiled online softmax over key blocks."""
+"""bertlib.pictures.diagrams, notebook 05's picture: the tiled online softmax over key blocks."""
 
 import matplotlib
 
@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlib.diagrams import tiled_softmax_picture  # noqa: E402
+from bertlib.pictures.diagrams import tiled_softmax_picture  # noqa: E402
 
 
 def test_tiled_softmax_picture_labels_every_block_and_the_state():

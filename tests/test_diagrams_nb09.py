@@ -3,7 +3,7 @@
 import matplotlib
 import pytest
 
-from bertlib.diagrams import pretraining_step
+from bertlib.pictures.diagrams import pretraining_step
 
 matplotlib.use("Agg")
 

@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib import toy
-from bertlib.attention import scaled_dot_product_attention, softmax
 from bertlib.exercises import Feedback
 from bertlib.exercises.nb01 import (
     ATOL,
@@ -18,6 +16,8 @@ from bertlib.exercises.nb01 import (
     check_design,
     check_window_weights,
 )
+from bertlib.paper import toy
+from bertlib.paper.attention import scaled_dot_product_attention, softmax
 
 X = toy.embeddings()
 W_Q, W_K, W_V = toy.projections()

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from bertlib.attention import split_heads
 from bertlib.exercises.nb02 import DET_NOUN_SENTENCES, check_det_noun_head, check_split_heads
-from bertlib.models import run_bert
+from bertlib.hf.models import run_bert
+from bertlib.paper.attention import split_heads
 
 # --- split_heads -------------------------------------------------------------------------
 
@@ -57,7 +57,7 @@ def test_batched_exercise_refuses_bertlibs_own_split_heads():
 def test_batched_exercise_refuses_wrappers_of_split_heads_with_the_same_message():
     import functools
 
-    from bertlib import attention
+    from bertlib.paper import attention
 
     refused = check_split_heads(split_heads, batched=True).message
     wrapped = eval("lambda X, h: split_heads(X, h)", {"split_heads": split_heads})  # no source

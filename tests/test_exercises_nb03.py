@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib.bert import bert_params, layer_norm
 from bertlib.exercises import Feedback, nb03
 from bertlib.exercises.nb03 import (
     BANK_FIRST,
@@ -30,7 +29,8 @@ from bertlib.exercises.nb03 import (
     heads_where_top,
     river_lean,
 )
-from bertlib.models import encode, load_bert, run_bert
+from bertlib.hf.models import encode, load_bert, run_bert
+from bertlib.paper.bert import bert_params, layer_norm
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "03_inside_bert.ipynb"
 

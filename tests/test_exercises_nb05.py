@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib.cost import measure
 from bertlib.exercises import Feedback
 from bertlib.exercises.nb05 import (
     check_block_for_budget,
     check_memory_prediction,
     check_qkv_crossover,
 )
-from bertlib.kernels import naive_attention
+from bertlib.lab.cost import measure
+from bertlib.paper.kernels import naive_attention
 
 N, H = 3072, 12
 ANSWER = 2 * H * N * N * 4  # computed by hand: scores + weights of 12 heads, float32

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from bertlib.approximations import relative_error
-from bertlib.attention import scaled_dot_product_attention
 from bertlib.exercises.nb06 import check_band_bytes, check_window_design, check_window_mask
-from bertlib.variants import sliding_window_attention
+from bertlib.paper.approximations import relative_error
+from bertlib.paper.attention import scaled_dot_product_attention
+from bertlib.paper.variants import sliding_window_attention
 
 
 def offsets(n):

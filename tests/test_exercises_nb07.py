@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bertlib import family
 from bertlib.exercises import nb07
+from bertlib.paper import family
 
 
 def test_relative_positions_checker_accepts_the_answer_and_names_mistakes():

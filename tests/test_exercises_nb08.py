@@ -3,10 +3,10 @@
 import numpy as np
 import torch
 
-from bertlib import custom
 from bertlib.exercises import nb08
-from bertlib.loading import load_bert
-from bertlib.models import encode
+from bertlib.hf import custom
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import encode
 
 A, B = nb08.CHECK_PAIRS[0]
 

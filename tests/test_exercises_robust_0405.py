@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from bertlib import analysis as an
 from bertlib.exercises import Feedback, nb04, nb05
+from bertlib.lab import analysis as an
 
 #: Answers a learner can plausibly hand over by mistake.
 ODD = [None, "0.9", "", [[1, 2], [3]], [[1, 2], 3], [[[1]], [2, 3]], [], [[]], np.zeros((2, 3)),

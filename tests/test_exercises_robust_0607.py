@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from bertlib import family
 from bertlib.exercises import Feedback, how_far, nb06, nb07
+from bertlib.paper import family
 
 #: Answers a learner can plausibly hand over by mistake (as for 01–03, plus signed and huge numbers).
 ODD = [None, "0.9", "", [[1, 2], [3]], [[1, 2], 3], [], [[]], np.zeros((2, 3)),

@@ -1,4 +1,4 @@
-"""Tests of bertlib.family: DeBERTa's disentangled attention, ALBERT's sharing and counts."""
+"""Tests of bertlib.paper.family: DeBERTa's disentangled attention, ALBERT's sharing and counts."""
 
 import warnings
 
@@ -8,7 +8,7 @@ import torch
 from transformers import AlbertConfig, AlbertModel, BertConfig, DebertaV2Config, RobertaConfig
 from transformers.models.deberta_v2.modeling_deberta_v2 import DisentangledSelfAttention
 
-from bertlib import family as F
+from bertlib.paper import family as F
 
 
 def _inputs(n=7, d=6, d_k=3, k=2, seed=0):

@@ -1,4 +1,4 @@
-"""Tests for bertlib.finetune: the graded pairs, their batches, fine-tuning and Spearman's rho."""
+"""Tests for bertlib.hf.finetune: the graded pairs, their batches, fine-tuning and Spearman's rho."""
 
 import copy
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib import custom as C
-from bertlib import finetune as F
+from bertlib.hf import custom as C
+from bertlib.hf import finetune as F
 
 A, B = "The cat sat on the mat", "A feline rested on the rug"
 PAIRS = [(A, B), ("A dog ran.", "The small brown puppy is running across the big green field.")]

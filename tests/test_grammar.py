@@ -1,9 +1,9 @@
-"""Tests of bertlib.grammar: the generated sentences and their ground truth."""
+"""Tests of bertlib.tiny.grammar: the generated sentences and their ground truth."""
 
 import numpy as np
 import pytest
 
-from bertlib import grammar as g
+from bertlib.tiny import grammar as g
 
 # Sentences drawn with np.random.default_rng(7) and max_pp=2; the ground truth below was
 # checked by hand, word by word (positions count words from 0).

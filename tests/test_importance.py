@@ -1,15 +1,15 @@
-"""Tests for bertlib.importance: value norms by hand and through torch, head importance equal to
+"""Tests for bertlib.hf.importance: value norms by hand and through torch, head importance equal to
 full forward passes with the head ablated."""
 
 import numpy as np
 import pytest
 import torch
 
-from bertlib import importance as im
-from bertlib.ablation import ablated_head
-from bertlib.corpus import sentence_vectors
-from bertlib.loading import load_bert
-from bertlib.models import run_bert
+from bertlib.hf import importance as im
+from bertlib.hf.ablation import ablated_head
+from bertlib.hf.corpus import sentence_vectors
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import run_bert
 
 #: Two texts of different lengths (so the batch is padded).
 TEXTS = ["The kettle whistled.", "Snow fell on the quiet village overnight."]

@@ -1,13 +1,13 @@
-"""bertlib.kernels: naive, tiled (the plain twin and the fast one) and banded attention in torch."""
+"""bertlib.paper.kernels: naive, tiled (the plain twin and the fast one) and banded attention in torch."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlib.attention import scaled_dot_product_attention
-from bertlib.cost import fit_exponent, measure
-from bertlib.kernels import (
+from bertlib.lab.cost import fit_exponent, measure
+from bertlib.paper.attention import scaled_dot_product_attention
+from bertlib.paper.kernels import (
     banded_attention,
     naive_attention,
     tiled_attention,
@@ -62,7 +62,7 @@ def test_tiled_with_causal_and_padding_masks(torch_qkv):
 @pytest.mark.parametrize("fn", [tiled_attention_plain, tiled_attention])
 def test_tiled_fully_masked_row_gives_zeros_like_both_references(torch_qkv, fn):
     # the decision: a query that may attend to nothing gets zeros (no NaN, no error), as
-    # bertlib.attention's reference and torch's own attention give
+    # bertlib.paper.attention's reference and torch's own attention give
     Q, K, V = torch_qkv((6, 4), seed=6, dtype=torch.float64)
     mask = torch.ones(6, 6, dtype=torch.bool)
     mask[2] = False  # query 2 may attend to nothing

@@ -1,4 +1,4 @@
-"""bertlib.loading: the bundled real BERT loads offline; a wrong name, a missing folder or a
+"""bertlib.hf.loading: the bundled real BERT loads offline; a wrong name, a missing folder or a
 folder that is not a BERT gives a clear error naming the default; loading leaves process-wide
 settings alone; bert_module is the one unwrap of a model."""
 
@@ -10,9 +10,9 @@ import torch
 from transformers import BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2Model
 from transformers.utils import logging as hf_logging
 
-from bertlib import loading
-from bertlib.loading import DEFAULT_MODEL, bert_module, load_bert, max_positions
-from bertlib.models import attention_maps
+from bertlib.hf import loading
+from bertlib.hf.loading import DEFAULT_MODEL, bert_module, load_bert, max_positions
+from bertlib.hf.models import attention_maps
 
 SENTENCE = "The cat sat on the mat"
 

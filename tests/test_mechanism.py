@@ -1,13 +1,13 @@
-"""Tests of bertlib.mechanism: heads ablated together, the number probe, activation patching."""
+"""Tests of bertlib.tiny.mechanism: heads ablated together, the number probe, activation patching."""
 
 import numpy as np
 import pytest
 import torch
 
-from bertlib import grammar as g
-from bertlib import mechanism as mech
-from bertlib import probes
-from bertlib.ablation import ablated_heads
+from bertlib.hf.ablation import ablated_heads
+from bertlib.tiny import grammar as g
+from bertlib.tiny import mechanism as mech
+from bertlib.tiny import probes
 
 
 def test_head_groups_are_singles_pairs_within_a_layer_and_layers():
@@ -30,7 +30,7 @@ def test_cross_layer_groups_pair_every_head_with_every_head_of_a_later_layer():
 def test_agreement_correct_is_measure_s_correct_without_padding(tok, tiny):
     probe = probes.make_probe(tok, g.generate(20, g.CONSTRUCTIONS, seed=5, split="test"))
     assert len(set(probe.length)) > 2  # rows of several lengths, so the padding is really cut
-    expected = probes.measure(tiny, probe)["correct"]
+    expected = probes.measure_probe(tiny, probe)["correct"]
     assert np.array_equal(mech.agreement_correct(tiny, probe), expected)
 
 
@@ -70,11 +70,11 @@ def test_the_conflict_rows_catch_a_probe_that_reads_the_nearest_noun():
 
 def test_ablated_heads_switches_off_exactly_the_listed_heads(tok, tiny):
     probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
-    before = probes.measure(tiny, probe)
+    before = probes.measure_probe(tiny, probe)
     with ablated_heads([(0, 0), (0, 1)], model=tiny):
-        during = probes.measure(tiny, probe)
+        during = probes.measure_probe(tiny, probe)
     assert np.allclose(during["subject"][0], 0.0) and not np.allclose(during["subject"][1], 0.0)
-    assert np.allclose(probes.measure(tiny, probe)["p_right"], before["p_right"])
+    assert np.allclose(probes.measure_probe(tiny, probe)["p_right"], before["p_right"])
     with pytest.raises(ValueError, match=r"head must be a whole number in 0..1"):
         with ablated_heads([(0, 2)], model=tiny):
             pass
@@ -83,16 +83,16 @@ def test_ablated_heads_switches_off_exactly_the_listed_heads(tok, tiny):
 def test_ablation_grid_row_zero_is_the_intact_model(tok, tiny):
     probe = probes.make_probe(tok, g.generate(12, g.CONSTRUCTIONS, seed=0, split="test"))
     labels, names, acc = mech.ablation_grid(tiny, probe, mech.head_groups(2, 2))
-    table = probes.agreement_table(probe, probes.measure(tiny, probe)["correct"])
+    table = probes.agreement_table(probe, probes.measure_probe(tiny, probe)["correct"])
     assert labels[0] == "none" and names == list(table)
     assert acc.shape == (1 + 4 + 2 + 2, len(names))
     assert np.allclose(acc[0], [table[n]["model"] for n in names])
     with ablated_heads([(0, 1), (1, 0)], model=tiny):
-        off = probes.agreement_table(probe, probes.measure(tiny, probe)["correct"])
+        off = probes.agreement_table(probe, probes.measure_probe(tiny, probe)["correct"])
     labels, _, acc = mech.ablation_grid(tiny, probe, mech.cross_layer_groups(2, 2))
     assert np.allclose(acc[labels.index("L0H1+L1H0")], [off[n]["model"] for n in names])
     base, drops = mech.ablation_drops(tiny, probe, mech.cross_layer_groups(2, 2))
-    whole = probes.measure(tiny, probe)["correct"].mean()
+    whole = probes.measure_probe(tiny, probe)["correct"].mean()
     assert base == pytest.approx(whole) and drops.shape == (4,)
     n = np.array([table[k]["n"] for k in names])  # the overall drop is the rows' weighted mean
     assert drops[1] == pytest.approx(whole - (acc[labels.index("L0H1+L1H0")] * n).sum() / n.sum())
@@ -122,12 +122,12 @@ def test_minimal_pairs_flip_the_subject_and_its_verbs_only(tok):
 
 def test_patching_the_whole_input_of_the_verb_row_reproduces_the_flipped_sentence(tok, tiny):
     a, b = mech.minimal_pairs(tok, g.generate(8, seed=4, split="test"))
-    flipped = probes.measure(tiny, b)["log_odds"]  # right/wrong of b = wrong/right of a
+    flipped = probes.measure_probe(tiny, b)["log_odds"]  # right/wrong of b = wrong/right of a
     # patching the last layer at the verb gives the verb exactly the flipped sentence's output
     last = tiny.config.num_hidden_layers
     assert np.array_equal(mech.patch_flip(tiny, a, b, last, "verb"), flipped > 0)
     none = mech.patch_flip(tiny, a, a, 1, "subject")  # patching from itself changes nothing
-    assert np.array_equal(none, probes.measure(tiny, a)["log_odds"] < 0)
+    assert np.array_equal(none, probes.measure_probe(tiny, a)["log_odds"] < 0)
     with pytest.raises(ValueError, match="where must be one of"):
         mech.patch_flip(tiny, a, b, 1, "object")
     assert torch.is_grad_enabled()

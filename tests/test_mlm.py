@@ -1,10 +1,10 @@
-"""bertlib.mlm: BERT's 15 % / 80-10-10 masking, reproducible; fill-mask fails clearly offline."""
+"""bertlib.paper.mlm: BERT's 15 % / 80-10-10 masking, reproducible; fill-mask fails clearly offline."""
 
 import numpy as np
 import pytest
 
-from bertlib import loading
-from bertlib.mlm import IGNORE_INDEX, fill_mask, has_mlm_head, mask_sentence, mask_tokens
+from bertlib.hf import loading
+from bertlib.paper.mlm import IGNORE_INDEX, fill_mask, has_mlm_head, mask_sentence, mask_tokens
 
 CLS, SEP, MASK, VOCAB = 101, 102, 103, 30522
 
@@ -108,7 +108,7 @@ def test_mlm_loss_is_transformers_own_masked_lm_loss():
     import torch
     from transformers import BertConfig, BertForMaskedLM
 
-    from bertlib.mlm import mask_batch, mlm_loss
+    from bertlib.paper.mlm import mask_batch, mlm_loss
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

@@ -1,9 +1,9 @@
-"""Tests of bertlib.mlm.mask_batch: BERT's 80/10/10 corruption on a padded batch."""
+"""Tests of bertlib.paper.mlm.mask_batch: BERT's 80/10/10 corruption on a padded batch."""
 
 import numpy as np
 import pytest
 
-from bertlib.mlm import IGNORE_INDEX, mask_batch
+from bertlib.paper.mlm import IGNORE_INDEX, mask_batch
 
 PAD, CLS, SEP, MASK, V = 0, 2, 3, 4, 50
 

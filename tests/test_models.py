@@ -1,4 +1,4 @@
-"""bertlib.models: bad text gives clear errors; the cached forward pass equals transformers';
+"""bertlib.hf.models: bad text gives clear errors; the cached forward pass equals transformers';
 no cache serves a pass of weights the model no longer has; (layer, head) checked against a model."""
 
 import copy
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib import finetune, models
-from bertlib.attention_interface import register_attention
-from bertlib.bert import bert_params, forward_text
-from bertlib.loading import LoadedBert
-from bertlib.models import attention_maps, batch_runs, check_layer_head, encode, run_bert
+from bertlib.hf import finetune, models
+from bertlib.hf.attention_interface import register_attention
+from bertlib.hf.loading import LoadedBert
+from bertlib.hf.models import attention_maps, batch_runs, check_layer_head, encode, run_bert
+from bertlib.paper.bert import bert_params, forward_text
 
 SENTENCE = "The cat sat on the mat"
 # transformers computes in float32 (eps 1.2e-7); the numpy BERT in float64. Rounding errors of

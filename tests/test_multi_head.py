@@ -1,17 +1,17 @@
-"""bertlib.attention's multi-head functions against torch.nn.MultiheadAttention and BERT layer 0."""
+"""bertlib.paper.attention's multi-head functions against torch.nn.MultiheadAttention and BERT layer 0."""
 
 import numpy as np
 import pytest
 import torch
 
-from bertlib import toy
-from bertlib.attention import (
+from bertlib.hf.models import encode, run_bert
+from bertlib.paper import toy
+from bertlib.paper.attention import (
     merge_heads,
     multi_head_attention,
     scaled_dot_product_attention,
     split_heads,
 )
-from bertlib.models import encode, run_bert
 
 # float64 on both sides (eps 2.2e-16), sums of d <= 24 terms through 3 products and a softmax:
 # ~1e-14 relative -> RTOL; ATOL for the entries near 0

@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from bertlib import bertviz_offline
+from bertlib.pictures import bertviz_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -20,7 +20,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 OPTIONAL = {"nltk"}
 #: Needed without an import statement: the offline bertviz views read files out of these
 #: packages (bertviz_offline._LIBRARIES), tokenizers runs transformers' fast tokenizers, and
-#: ``python -m bertlib.execute`` starts an ipykernel.
+#: ``python tools/execute.py`` starts an ipykernel.
 NOT_IMPORTED = {pkg for pkg, _ in bertviz_offline._LIBRARIES.values()} | {"tokenizers", "ipykernel"}
 
 

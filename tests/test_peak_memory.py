@@ -1,10 +1,10 @@
-"""bertlib.peak_memory: the most bytes a call holds alive at once, for torch tensors and numpy."""
+"""bertlib.lab.peak_memory: the most bytes a call holds alive at once, for torch tensors and numpy."""
 
 import numpy as np
 import pytest
 import torch
 
-from bertlib.peak_memory import resident_peaks, tensor_peak_bytes, tensors_in, traced_peak_bytes
+from bertlib.lab.peak_memory import resident_peaks, tensor_peak_bytes, tensors_in, traced_peak_bytes
 
 
 def test_tensors_in_finds_tensors_in_nested_containers():
@@ -50,11 +50,11 @@ def test_resident_peaks_sees_inside_a_fused_kernel_with_one_accounting():
     # fused kernel (invisible to the tensor count beyond its output) stays far below one matrix
     n = 1024
     peaks = resident_peaks({
-        "naive torch": {"target": "bertlib.kernels:naive_attention", "sizes": [n]},
-        "naive numpy": {"target": "bertlib.attention:scaled_dot_product_attention", "sizes": [n],
+        "naive torch": {"target": "bertlib.paper.kernels:naive_attention", "sizes": [n]},
+        "naive numpy": {"target": "bertlib.paper.attention:scaled_dot_product_attention", "sizes": [n],
                         "inputs": "numpy"},
         "sdpa": {"target": "torch.nn.functional:scaled_dot_product_attention", "sizes": [n]},
-        "lsh": {"target": "bertlib.approximations:lsh_attention", "sizes": [n], "inputs": "numpy",
+        "lsh": {"target": "bertlib.paper.approximations:lsh_attention", "sizes": [n], "inputs": "numpy",
                 "call": "qv", "per_n": {"n_buckets": 64}, "kwargs": {"seed": 0}},
     })
     matrix = n * n * 4
@@ -66,4 +66,4 @@ def test_resident_peaks_sees_inside_a_fused_kernel_with_one_accounting():
 
 def test_resident_peaks_names_the_failure():
     with pytest.raises(OSError, match="could not measure"):
-        resident_peaks({"broken": {"target": "bertlib.kernels:no_such_kernel", "sizes": [8]}})
+        resident_peaks({"broken": {"target": "bertlib.paper.kernels:no_such_kernel", "sizes": [8]}})

@@ -1,15 +1,15 @@
-"""Tests of bertlib.pretrain: config, training, ablation, fill-mask."""
+"""Tests of bertlib.tiny.pretrain: config, training, ablation, fill-mask."""
 
 import numpy as np
 import pytest
 import torch
 
-from bertlib import grammar as g
-from bertlib import mechanism as mech
-from bertlib import pretrain as pt
-from bertlib import probes
-from bertlib.ablation import ablated_head
-from bertlib.mlm import mask_batch
+from bertlib.hf.ablation import ablated_head
+from bertlib.paper.mlm import mask_batch
+from bertlib.tiny import grammar as g
+from bertlib.tiny import mechanism as mech
+from bertlib.tiny import pretrain as pt
+from bertlib.tiny import probes
 
 
 def test_config_needs_hidden_divisible_by_heads():
@@ -78,18 +78,18 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
     assert plain.number_probe is None and np.array_equal(plain.loss, a.loss)  # same training
     with pytest.raises(ValueError, match=r"steps must be a whole number in 1..30"):
         pt.train(model, tok, recipe, probe, steps=31)
-    with pytest.raises(TypeError, match="recipe must be a bertlib.pretrain.Recipe"):
+    with pytest.raises(TypeError, match="recipe must be a bertlib.tiny.pretrain.Recipe"):
         pt.train(model, tok, 30, probe)
 
 
 def test_ablation_changes_only_inside_the_block_and_checks_its_range(tok, tiny):
     probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
-    before = probes.measure(tiny, probe)["p_right"]
+    before = probes.measure_probe(tiny, probe)["p_right"]
     with ablated_head(1, 0, "zero", tiny):
-        during = probes.measure(tiny, probe)
+        during = probes.measure_probe(tiny, probe)
     assert np.allclose(during["subject"][1, 0], 0.0)
     assert not np.allclose(during["p_right"], before)
-    assert np.allclose(probes.measure(tiny, probe)["p_right"], before)
+    assert np.allclose(probes.measure_probe(tiny, probe)["p_right"], before)
     with pytest.raises(ValueError, match=r"layer must be a whole number in 0..1 \(2 layers\)"):
         with ablated_head(2, 0, "zero", tiny):
             pass
@@ -99,12 +99,12 @@ def test_ablation_changes_only_inside_the_block_and_checks_its_range(tok, tiny):
 
 
 def test_fill_mask_returns_probabilities_and_names_bad_text(tok, tiny):
-    top, tokens, maps, where = pt.fill_mask(tiny, tok, "the cat [MASK]", k=3)
+    top, tokens, maps, where = pt.tiny_fill_mask(tiny, tok, "the cat [MASK]", k=3)
     assert len(top) == 3 and tokens[where] == "[MASK]" and maps.shape == (2, 2, 5, 5)
     assert top[0][1] >= top[1][1] >= top[2][1] > 0
     with pytest.raises(ValueError, match="exactly one \\[MASK\\], got 0"):
-        pt.fill_mask(tiny, tok, "the cat sleeps")
+        pt.tiny_fill_mask(tiny, tok, "the cat sleeps")
     with pytest.raises(ValueError, match=r"not words of the language: \['unicorn', 'Cat'\]"):
-        pt.fill_mask(tiny, tok, "the unicorn near the Cat [MASK]")
+        pt.tiny_fill_mask(tiny, tok, "the unicorn near the Cat [MASK]")
     with pytest.raises(TypeError, match="text must be a string"):
-        pt.fill_mask(tiny, tok, None)
+        pt.tiny_fill_mask(tiny, tok, None)

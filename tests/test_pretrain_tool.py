@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib import grammar, probes, runs
-from bertlib import pretrain as pt
+from bertlib.tiny import grammar, probes, runs
+from bertlib.tiny import pretrain as pt
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))

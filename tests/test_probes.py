@@ -1,10 +1,10 @@
-"""Tests of bertlib.probes: tokenizer, probes, measures on constructed maps."""
+"""Tests of bertlib.tiny.probes: tokenizer, probes, measures on constructed maps."""
 
 import numpy as np
 import pytest
 
-from bertlib import grammar as g
-from bertlib import probes
+from bertlib.tiny import grammar as g
+from bertlib.tiny import probes
 
 
 def test_tokenizer_round_trip_and_special_tokens(tok):
@@ -80,15 +80,15 @@ def test_probe_masks_each_verb_and_records_its_ground_truth(tok):
 
 def test_measure_shapes_and_rows_sum(tok, tiny):
     probe = probes.make_probe(tok, g.generate(6, g.CONSTRUCTIONS, seed=2))
-    m = probes.measure(tiny, probe)
+    m = probes.measure_probe(tiny, probe)
     assert m["correct"].shape == m["p_right"].shape == probe.verb.shape
     for key in ("subject", "subject_far", "previous", "next", "[CLS]", "[SEP]"):
         assert m[key].shape == (2, 2)
         assert ((m[key] >= 0) & (m[key] <= 1)).all()
     far = probe.verb - probe.subject > 1
     assert 0 < far.sum() < len(far)  # both kinds of rows, so the two measures differ
-    assert np.allclose(m["subject_far"], probes.measure(tiny, probes.subset(probe, far))["subject"])
-    near = probes.measure(tiny, probes.subset(probe, ~far))["subject_far"]
+    assert np.allclose(m["subject_far"], probes.measure_probe(tiny, probes.subset(probe, far))["subject"])
+    near = probes.measure_probe(tiny, probes.subset(probe, ~far))["subject_far"]
     assert np.isnan(near).all()  # no far row: NaN, not a number made up
 
 

@@ -46,7 +46,7 @@ def _section(title: str) -> str:
 def test_readme_names_third_party_material_with_its_licence():
     from importlib.metadata import metadata
 
-    from bertlib.bertviz_offline import _LIBRARIES
+    from bertlib.pictures.bertviz_offline import _LIBRARIES
 
     text = " ".join(_section("Licences, citation and third-party material").split())
     spelled = {"requirejs": "require.js", "jquery": "jQuery", "d3": "d3"}

@@ -1,13 +1,13 @@
-"""Tests of bertlib.runs: run folders written, found and loaded; the Subject of claims."""
+"""Tests of bertlib.tiny.runs: run folders written, found and loaded; the Subject of claims."""
 
 import numpy as np
 import pytest
 import torch
 
-from bertlib import grammar as g
-from bertlib import mechanism as mech
-from bertlib import pretrain as pt
-from bertlib import probes, runs
+from bertlib.tiny import grammar as g
+from bertlib.tiny import mechanism as mech
+from bertlib.tiny import pretrain as pt
+from bertlib.tiny import probes, runs
 
 
 def _train_small(tok, seed):

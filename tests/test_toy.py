@@ -1,11 +1,11 @@
-"""bertlib.toy: shapes, the numbers a learner checks by hand, and the story the weights tell."""
+"""bertlib.paper.toy: shapes, the numbers a learner checks by hand, and the story the weights tell."""
 
 import math
 
 import numpy as np
 
-from bertlib import toy
-from bertlib.attention import causal_mask, scaled_dot_product_attention
+from bertlib.paper import toy
+from bertlib.paper.attention import causal_mask, scaled_dot_product_attention
 
 CAT, SAT, MAT = 1, 2, 5
 

@@ -1,13 +1,13 @@
-"""bertlib.variants: each sparse pattern against exact masked attention, its limits, errors."""
+"""bertlib.paper.variants: each sparse pattern against exact masked attention, its limits, errors."""
 
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from bertlib.approximations import linformer_attention, performer_attention, relative_error
-from bertlib.attention import scaled_dot_product_attention
-from bertlib.variants import (
+from bertlib.paper.approximations import linformer_attention, performer_attention, relative_error
+from bertlib.paper.attention import scaled_dot_product_attention
+from bertlib.paper.variants import (
     bert_layer,
     bert_qkv,
     block_sparse_attention,
@@ -182,7 +182,7 @@ def test_bad_arrays_are_named(numpy_qkv):
 
 
 def test_bert_qkv_and_layer_reproduce_the_model():
-    from bertlib.models import run_bert
+    from bertlib.hf.models import run_bert
 
     run = run_bert("The cat sat on the mat.")
     Q, K, V = bert_qkv(run.hidden_states[2], 2)
@@ -199,7 +199,7 @@ def test_bert_layer_out_of_range_is_named():
 
 
 def test_bert_layer_with_a_window_that_sees_everything_is_the_full_layer():
-    from bertlib.models import run_bert
+    from bertlib.hf.models import run_bert
 
     run = run_bert("The cat sat on the mat.")
     n = len(run.tokens)

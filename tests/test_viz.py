@@ -1,4 +1,4 @@
-"""bertlib.viz: heatmaps, bars and lines draw with labels and check their input."""
+"""bertlib.pictures.viz: heatmaps, bars and lines draw with labels and check their input."""
 
 import matplotlib
 
@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlib import viz  # noqa: E402
-from bertlib.viz import attention_heatmap, line_view, weight_bars  # noqa: E402
+from bertlib.pictures import viz  # noqa: E402
+from bertlib.pictures.viz import attention_heatmap, line_view, weight_bars  # noqa: E402
 
 TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 

@@ -1,4 +1,4 @@
-"""bertlib.bertviz_offline: bertviz's views render offline, carry a static snapshot, refuse bad
+"""bertlib.pictures.bertviz_offline: bertviz's views render offline, carry a static snapshot, refuse bad
 input and unexpected bertviz HTML."""
 
 import re
@@ -10,8 +10,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from nbval.plugin import get_sanitize_patterns  # noqa: E402
 
-from bertlib import bertviz_offline  # noqa: E402
-from bertlib.bertviz_offline import head_view, model_view, offline_bertviz_html  # noqa: E402
+from bertlib.pictures import bertviz_offline  # noqa: E402
+from bertlib.pictures.bertviz_offline import head_view, model_view, offline_bertviz_html  # noqa: E402
 
 TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 

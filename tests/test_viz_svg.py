@@ -1,4 +1,4 @@
-"""bertlib.viz's browser-drawn attention views: heatmap_png, attention_svg, lines_svg."""
+"""bertlib.pictures.viz's browser-drawn attention views: heatmap_png, attention_svg, lines_svg."""
 
 import io
 import xml.etree.ElementTree as ET
@@ -8,7 +8,7 @@ import pytest
 from matplotlib import colormaps
 from PIL import Image
 
-from bertlib.widgets.render import attention_svg, heatmap_png, lines_svg
+from bertlib.pictures.widgets.render import attention_svg, heatmap_png, lines_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -1,4 +1,4 @@
-"""bertlib.widgets.attention: the weights it draws, its input checks, and the widget itself."""
+"""bertlib.pictures.widgets.attention: the weights it draws, its input checks, and the widget itself."""
 
 import math
 
@@ -10,11 +10,11 @@ matplotlib.use("Agg")
 
 import IPython.display  # noqa: E402
 
-import bertlib.widgets  # noqa: E402
-from bertlib import toy  # noqa: E402
-from bertlib.attention import softmax  # noqa: E402
-from bertlib.widgets import query_index  # noqa: E402
-from bertlib.widgets.attention import (  # noqa: E402
+import bertlib.pictures.widgets  # noqa: E402
+from bertlib.paper import toy  # noqa: E402
+from bertlib.paper.attention import softmax  # noqa: E402
+from bertlib.pictures.widgets import query_index  # noqa: E402
+from bertlib.pictures.widgets.attention import (  # noqa: E402
     SCALINGS,
     ToyAttentionExplorer,
     score_divisor,
@@ -90,7 +90,7 @@ def shown(monkeypatch):
     figure's PNG (its title kept) are watched.
     """
     seen = {"displayed": [], "charts": []}
-    real_png = bertlib.widgets.figure_png
+    real_png = bertlib.pictures.widgets.figure_png
 
     def png(fig, *args, **kwargs):
         seen["charts"].append(fig.axes[0].get_title())
@@ -98,7 +98,7 @@ def shown(monkeypatch):
 
     monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: seen["displayed"].extend(
         o for o in objs if isinstance(o, IPython.display.HTML)))
-    monkeypatch.setattr(bertlib.widgets, "figure_png", png)
+    monkeypatch.setattr(bertlib.pictures.widgets, "figure_png", png)
     return seen
 
 

@@ -1,4 +1,4 @@
-"""bertlib.widgets.efficient: what it compares, its checks, and the widget with good and bad knobs."""
+"""bertlib.pictures.widgets.efficient: what it compares, its checks, and the widget with good and bad knobs."""
 
 import matplotlib
 import numpy as np
@@ -8,9 +8,9 @@ matplotlib.use("Agg")
 
 import IPython.display  # noqa: E402
 
-from bertlib.attention import scaled_dot_product_attention  # noqa: E402
-from bertlib.variants import bert_qkv, sliding_window_attention  # noqa: E402
-from bertlib.widgets.efficient import (  # noqa: E402
+from bertlib.paper.attention import scaled_dot_product_attention  # noqa: E402
+from bertlib.paper.variants import bert_qkv, sliding_window_attention  # noqa: E402
+from bertlib.pictures.widgets.efficient import (  # noqa: E402
     DEFAULT_TEXT,
     VARIANTS,
     EfficientExplorer,

@@ -1,4 +1,4 @@
-"""bertlib.widgets.explorer: the attention explorer builds, redraws, and turns bad input into a
+"""bertlib.pictures.widgets.explorer: the attention explorer builds, redraws, and turns bad input into a
 message while the last valid view stays usable."""
 
 import html
@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from bertlib.loading import load_bert
-from bertlib.models import attention_maps
-from bertlib.widgets.explorer import (
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import attention_maps
+from bertlib.pictures.widgets.explorer import (
     MIN_LINE_WEIGHT,
     TOP_KEYS,
     BertAttentionExplorer,
@@ -184,7 +184,7 @@ def test_uses_the_given_model(explorer):
 
 
 def test_static_picture_is_titled_with_the_sentence_shown(monkeypatch):
-    from bertlib.widgets import explorer as module
+    from bertlib.pictures.widgets import explorer as module
 
     titles = []
 

@@ -5,9 +5,9 @@ import matplotlib
 matplotlib.use("Agg")
 import pytest  # noqa: E402
 
-from bertlib import pretrain as pt  # noqa: E402
-from bertlib import probes  # noqa: E402
-from bertlib.widgets.fill_mask import FillMaskExplorer, fill_mask_figure  # noqa: E402
+from bertlib.pictures.widgets.fill_mask import FillMaskExplorer, fill_mask_figure  # noqa: E402
+from bertlib.tiny import pretrain as pt  # noqa: E402
+from bertlib.tiny import probes  # noqa: E402
 
 TEXT = "the dog [MASK] the cat"
 

@@ -7,9 +7,9 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlib import toy  # noqa: E402
-from bertlib.attention import multi_head_attention  # noqa: E402
-from bertlib.widgets.heads import HeadExplorer, draw_heads  # noqa: E402
+from bertlib.paper import toy  # noqa: E402
+from bertlib.paper.attention import multi_head_attention  # noqa: E402
+from bertlib.pictures.widgets.heads import HeadExplorer, draw_heads  # noqa: E402
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""bertlib.widgets.heads_overlay: the head summary shown under the attention explorer."""
+"""bertlib.pictures.widgets.heads_overlay: the head summary shown under the attention explorer."""
 
 import matplotlib
 
@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlib.widgets.explorer import BertAttentionExplorer  # noqa: E402
-from bertlib.widgets.heads_overlay import heads_overlay, segments_from_tokens  # noqa: E402
+from bertlib.pictures.widgets.explorer import BertAttentionExplorer  # noqa: E402
+from bertlib.pictures.widgets.heads_overlay import heads_overlay, segments_from_tokens  # noqa: E402
 
 TOKENS = ["[CLS]"] + [f"w{i}" for i in range(10)] + ["[SEP]"]
 

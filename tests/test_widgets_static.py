@@ -15,9 +15,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from bertlib.bertviz_offline import head_view, model_view, with_static_snapshot  # noqa: E402
-from bertlib.models import check_layer_head, run_bert  # noqa: E402
-from bertlib.widgets import (  # noqa: E402
+from bertlib.hf.models import check_layer_head, run_bert  # noqa: E402
+from bertlib.pictures.bertviz_offline import head_view, model_view, with_static_snapshot  # noqa: E402
+from bertlib.pictures.widgets import (  # noqa: E402
     LIVE_CLASS,
     LIVE_CSS,
     attempt,
@@ -25,11 +25,11 @@ from bertlib.widgets import (  # noqa: E402
     render_safely,
     static_bundle,
 )
-from bertlib.widgets.attention import ToyAttentionExplorer  # noqa: E402
-from bertlib.widgets.efficient import EfficientExplorer  # noqa: E402
-from bertlib.widgets.explorer import BertAttentionExplorer  # noqa: E402
-from bertlib.widgets.heads import HeadExplorer  # noqa: E402
-from bertlib.widgets.heads_overlay import heads_overlay  # noqa: E402
+from bertlib.pictures.widgets.attention import ToyAttentionExplorer  # noqa: E402
+from bertlib.pictures.widgets.efficient import EfficientExplorer  # noqa: E402
+from bertlib.pictures.widgets.explorer import BertAttentionExplorer  # noqa: E402
+from bertlib.pictures.widgets.heads import HeadExplorer  # noqa: E402
+from bertlib.pictures.widgets.heads_overlay import heads_overlay  # noqa: E402
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MAX_PICTURE = 120_000  # characters of base64 per static picture: small next to the 2 MB limit
@@ -257,7 +257,7 @@ def test_a_bug_in_the_forward_pass_reaches_the_learner_as_a_traceback(monkeypatc
     def broken(*args, **kwargs):
         return [][0]
 
-    monkeypatch.setattr("bertlib.widgets.explorer.run_bert", broken)
+    monkeypatch.setattr("bertlib.pictures.widgets.explorer.run_bert", broken)
     with pytest.raises(IndexError):
         explorer.set_text("A new sentence")
 

@@ -4,7 +4,7 @@ Builds, offline, a seeded random ``BertModel`` of another shape than the bundled
 8 heads, hidden 256) with the bundled tokenizer, then executes every notebook (lessons and
 solutions) top to bottom in a fresh kernel with ``BERTLIB_MODEL`` pointing at it. Execution must
 succeed; outputs are not compared (the numbers are another model's). Claims about the bundled
-model's own numbers go through ``bertlib.claims.claim``, which prints instead of asserting here.
+model's own numbers go through ``bertlib.lab.claims.claim``, which prints instead of asserting here.
 
     python tools/any_bert.py [notebooks/03_inside_bert.ipynb ...]
 """
@@ -28,7 +28,7 @@ def build_random_bert(folder: Path, seed: int = 0) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from bertlib.loading import bundled_model_path
+    from bertlib.hf.loading import bundled_model_path
 
     bundled = bundled_model_path()
     tokenizer = AutoTokenizer.from_pretrained(bundled, local_files_only=True)

@@ -1,4 +1,5 @@
-"""Pre-train notebook 09's tiny BERT with the recipe (bertlib.pretrain.Recipe) and save the run.
+"""Pre-train notebook 09's tiny BERT with the recipe (bertlib.tiny.pretrain.Recipe) and save the
+run.
 
     python tools/pretrain_tiny_bert.py --seed K OUT     one run, seed K, into the folder OUT
     python tools/pretrain_tiny_bert.py --committed      the committed runs (make pretrain):
@@ -11,7 +12,7 @@ history.npz (evaluation steps, loss per step, agreement accuracy and log-odds on
 per-head shares, the number probe at the masked verb with its controls on a larger set of held-out
 sentences, attention snapshots, the final agreement table on notebook 09's test sentences);
 notebook 09 reads it
-through bertlib.runs (BERTLIB_TINY_BERT=OUT). Deterministic: seeds fixed and one torch thread,
+through bertlib.tiny.runs (BERTLIB_TINY_BERT=OUT). Deterministic: seeds fixed and one torch thread,
 so a rerun on the same kind of CPU gives the same numbers (tests/test_pretrain_tool.py checks it).
 """
 
@@ -40,9 +41,9 @@ def build(out: Path, seed: int, progress: bool = False, with_model: bool = True)
     and history only)."""
     import torch
 
-    from bertlib import grammar, probes, runs
-    from bertlib import mechanism as mech
-    from bertlib import pretrain as pt
+    from bertlib.tiny import grammar, probes, runs
+    from bertlib.tiny import mechanism as mech
+    from bertlib.tiny import pretrain as pt
 
     torch.set_num_threads(1)
     recipe = pt.Recipe(seed=seed)

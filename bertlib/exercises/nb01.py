@@ -20,8 +20,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bertlib import toy
-from bertlib.attention import causal_mask, softmax
 from bertlib.checks import whole
 from bertlib.exercises import (
     Feedback,
@@ -30,6 +28,8 @@ from bertlib.exercises import (
     call_answer,
     not_answered,
 )
+from bertlib.paper import toy
+from bertlib.paper.attention import causal_mask, softmax
 
 __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
            "ATOL", "PENCIL_ATOL"]

@@ -15,8 +15,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bertlib import toy
-from bertlib.attention import multi_head_attention, split_heads
 from bertlib.exercises import (
     Feedback,
     as_answer_array,
@@ -24,8 +22,10 @@ from bertlib.exercises import (
     call_answer,
     not_answered,
 )
-from bertlib.loading import load_bert
-from bertlib.models import check_layer_head, run_bert
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import check_layer_head, run_bert
+from bertlib.paper import toy
+from bertlib.paper.attention import multi_head_attention, split_heads
 
 __all__ = ["DET_NOUN_SENTENCES", "check_cost_guess", "check_split_heads", "check_w_o_swap",
            "check_det_noun_head"]
@@ -44,7 +44,7 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     """Check a learner's ``fn(X, h)`` that should turn X (n, d) into (h, n, d / h).
 
     Head i must hold feature columns i·d_k … (i+1)·d_k − 1 of every token (d_k = d / h), the
-    layout of :func:`bertlib.attention.split_heads`. Tried on X = 0, 1, 2, … in a (3, 8) array
+    layout of :func:`bertlib.paper.attention.split_heads`. Tried on X = 0, 1, 2, … in a (3, 8) array
     with h = 2 and h = 4, so every misplaced number shows. ``batched=True``: X is a batch of five
     sentences, (5, 3, 8), and the result must be (batch, h, n, d_k) = (5, h, 3, 8 / h); as that is
     the exercise of notebook 02, a function that hands the work to bertlib's own ``split_heads``

@@ -23,10 +23,10 @@ import re
 
 import numpy as np
 
-from bertlib.bert import bert_params, layer_norm
 from bertlib.exercises import Feedback, as_answer_array, as_answer_number, not_answered
-from bertlib.loading import load_bert
-from bertlib.models import attention_maps, encode, run_bert
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import attention_maps, encode, run_bert
+from bertlib.paper.bert import bert_params, layer_norm
 
 __all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
            "BANK_FIRST", "BANK_NEUTRAL", "GUESS_TOLERANCE", "NARROW_MARGIN", "FORBIDDEN",

@@ -2,8 +2,8 @@
 
 Reproduce: :func:`check_share_to`, :func:`check_entropy`, :func:`check_rollout` call the
 learner's function on small random attention maps whose answer is known from
-:mod:`bertlib.analysis`, and name the usual mistake when the result is wrong. A function that
-gets its answer by calling the very :mod:`bertlib.analysis` function the lesson used (seen while
+:mod:`bertlib.lab.analysis`, and name the usual mistake when the result is wrong. A function that
+gets its answer by calling the very :mod:`bertlib.lab.analysis` function the lesson used (seen while
 it runs, however it was imported) is told to write the steps itself.
 Predict, then check: :func:`check_sep_prediction` (does [SEP] get more attention in pairs?).
 Design: :func:`check_block_map` (an attention map that the rules call "block"; says how close).
@@ -19,7 +19,14 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from bertlib.analysis import (
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_word,
+    call_answer,
+)
+from bertlib.hf.corpus import load_corpus, run_corpus
+from bertlib.lab.analysis import (
     PATTERN_THRESHOLDS,
     attention_entropy,
     attention_rollout,
@@ -27,14 +34,7 @@ from bertlib.analysis import (
     pattern_labels,
     to_token_shares,
 )
-from bertlib.claims import spread
-from bertlib.corpus import load_corpus, run_corpus
-from bertlib.exercises import (
-    Feedback,
-    as_answer_array,
-    as_answer_word,
-    call_answer,
-)
+from bertlib.lab.claims import spread
 
 __all__ = ["TOKENS", "SEGMENTS", "check_share_to", "check_entropy", "check_rollout",
            "sep_shares", "check_sep_prediction", "check_block_map"]
@@ -275,7 +275,7 @@ def check_sep_prediction(guess, model=None) -> Feedback:
 
 def check_block_map(M) -> Feedback:
     """Check a designed (n, n) attention map on TOKENS (a pair, token types SEGMENTS) that
-    :func:`bertlib.analysis.pattern_labels` labels "block"; otherwise say which rule fails and
+    :func:`bertlib.lab.analysis.pattern_labels` labels "block"; otherwise say which rule fails and
     by how much. Rows must be weights: non-negative, summing to 1."""
     n = len(TOKENS)
     M = as_answer_array(M, "M", (n, n), layout="(n, n)", why=", one row per query of TOKENS",

@@ -1,6 +1,6 @@
 """Checkers for notebook 05's "Try it" exercises: predicting what attention costs.
 
-- :func:`check_memory_prediction`: the peak memory of ``bertlib.kernels.naive_attention`` over
+- :func:`check_memory_prediction`: the peak memory of ``bertlib.paper.kernels.naive_attention`` over
   BERT-base's 12 heads in one call at n = 3072 (float32, the inputs not counted), predicted
   before measuring. The notebook measures one head at n = 256 … 4096 and leaves the learner to
   read off how many n × n matrices that is, to scale it to n = 3072 and to the 12 heads.
@@ -20,9 +20,9 @@ import math
 
 import torch
 
-from bertlib.cost import attention_bytes, measure
 from bertlib.exercises import Feedback, as_answer_number, as_answer_whole
-from bertlib.kernels import tiled_attention
+from bertlib.lab.cost import attention_bytes, measure
+from bertlib.paper.kernels import tiled_attention
 
 __all__ = ["check_memory_prediction", "check_qkv_crossover", "check_block_for_budget", "RTOL",
            "FACTOR"]

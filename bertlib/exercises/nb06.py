@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertlib.approximations import relative_error
-from bertlib.attention import scaled_dot_product_attention
 from bertlib.exercises import (
     Feedback,
     as_answer_array,
@@ -19,7 +17,9 @@ from bertlib.exercises import (
     as_answer_whole,
     how_far,
 )
-from bertlib.variants import sliding_window_attention, sliding_window_pattern
+from bertlib.paper.approximations import relative_error
+from bertlib.paper.attention import scaled_dot_product_attention
+from bertlib.paper.variants import sliding_window_attention, sliding_window_pattern
 
 __all__ = ["check_window_mask", "check_band_bytes", "check_window_design"]
 

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bertlib import family
 from bertlib.exercises import (
     Feedback,
     as_answer_array,
@@ -15,6 +14,7 @@ from bertlib.exercises import (
     call_answer,
     how_far,
 )
+from bertlib.paper import family
 
 __all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores",
            "check_score_memory", "check_albert_design"]

@@ -10,8 +10,6 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from bertlib import custom
-from bertlib.attention import softmax
 from bertlib.exercises import (
     Feedback,
     as_answer_array,
@@ -19,8 +17,10 @@ from bertlib.exercises import (
     call_answer,
     not_answered,
 )
-from bertlib.loading import load_bert
-from bertlib.models import encode
+from bertlib.hf import custom
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import encode
+from bertlib.paper.attention import softmax
 
 __all__ = ["reference_position_prior", "check_position_prior", "check_plugged_in",
            "PREDICT_SCORES", "PREDICT_PRIOR", "check_zero_prior_prediction", "check_prior_design"]

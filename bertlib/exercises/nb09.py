@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 from transformers import BertConfig, BertForMaskedLM
 
-from bertlib import grammar
 from bertlib.exercises import Feedback, as_answer_number, as_answer_whole, not_answered
-from bertlib.mechanism import agreement_correct
-from bertlib.pretrain import tiny_config
-from bertlib.probes import build_tokenizer, make_probe, subset
+from bertlib.tiny import grammar
+from bertlib.tiny.mechanism import agreement_correct
+from bertlib.tiny.pretrain import tiny_config
+from bertlib.tiny.probes import build_tokenizer, make_probe, subset
 
 __all__ = ["HEAD_SHARE", "subject_heads", "check_runs_prediction", "check_attractor_prediction",
            "check_design", "design_parameters", "ATTRACTOR_TEST", "ATTRACTOR_TRAINED", "OWN_TEST",
@@ -39,7 +39,7 @@ DESIGN_LAYERS, DESIGN_HEAD_WIDTH, DESIGN_BUDGET = 3, 16, 150_000
 
 
 def subject_heads(runs, share: float = HEAD_SHARE) -> list[tuple[int, int, float] | None]:
-    """For each run (anything with a ``history`` dict, e.g. bertlib.runs.Run): (layer, head,
+    """For each run (anything with a ``history`` dict, e.g. bertlib.tiny.runs.Run): (layer, head,
     share) of its strongest verb-to-subject head at the end of training, measured on the rows
     whose subject is not the previous word ("heads/subject_far" (T, L, H)), or None when that
     share is below ``share`` (no head does it)."""
@@ -59,7 +59,7 @@ def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
     try:
         heads = subject_heads(runs)
     except (TypeError, KeyError, AttributeError, IndexError, ValueError):
-        return Feedback(False, "runs must be the list of runs that bertlib.runs.load_runs() "
+        return Feedback(False, "runs must be the list of runs that bertlib.tiny.runs.load_runs() "
                                "returns (each with its history)")
     n = len(heads)
     guess = as_answer_whole(guess, "guess_runs (a number of runs)", 0, n,
@@ -149,10 +149,10 @@ def design_parameters(vocab_size: int, heads: int) -> int:
 def check_design(config) -> Feedback:
     """Check a BertConfig for the design task: DESIGN_LAYERS layers, heads of width
     DESIGN_HEAD_WIDTH, as many heads as fit in DESIGN_BUDGET parameters of BertForMaskedLM, the
-    grammar's vocabulary (tokenizer of bertlib.probes). The most heads that fit is computed
+    grammar's vocabulary (tokenizer of bertlib.tiny.probes). The most heads that fit is computed
     here by building the models."""
     if config is None:
-        return not_answered("build a config with bertlib.pretrain.tiny_config and assign it")
+        return not_answered("build a config with bertlib.tiny.pretrain.tiny_config and assign it")
     if isinstance(config, BertForMaskedLM):
         config = config.config
     if not isinstance(config, BertConfig):

@@ -90,7 +90,7 @@ def test_notebook_runs_after_the_cell(colab_like, name):
     nb = json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))
     path = work / name
     path.write_text(colab.dump(colab.with_colab(nb, f"notebooks/{name}")), encoding="utf-8")
-    run = subprocess.run([python, "-m", "bertlib.execute", str(path)], cwd=work,
+    run = subprocess.run([python, str(ROOT / "tools" / "execute.py"), str(path)], cwd=work,
                          env=colab_env(checkout), capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     first = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")

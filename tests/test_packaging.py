@@ -125,3 +125,18 @@ def test_lowest_versions_pins_every_lower_bound():
         low = next(s.version for s in req.specifier if s.operator == ">=")
         assert lowest[req.name] == low
         assert req.specifier.contains(low), f"{req}: its lower bound lies outside its range"
+
+
+def test_every_data_file_is_shipped_by_a_package_data_pattern():
+    """A wheel (Colab installs one) holds only the data files that tool.setuptools.package-data
+    matches: a new data folder must get its pattern, or a notebook fails outside the checkout."""
+    import fnmatch
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["bertlib"]
+    files = [p.relative_to(ROOT / "bertlib").as_posix()
+             for p in (ROOT / "bertlib" / "data").rglob("*") if p.is_file()]
+    unshipped = [f for f in files
+                 if not any(fnmatch.fnmatchcase(f, pat) and f.count("/") == pat.count("/")
+                            for pat in patterns)]
+    assert files and not unshipped, f"add a package-data pattern for {unshipped}"

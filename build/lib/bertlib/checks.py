@@ -1,0 +1,246 @@
+"""Input checks, in one place: each public bertlib function checks its inputs once, at the edge.
+
+A public function starts with a line or two from here, then reads like the formula it implements;
+the private functions it calls (layer to layer, head to head) trust their arguments. Every check
+raises ``TypeError`` for the wrong kind of thing and ``ValueError`` for a value out of range, with
+a message that names the argument, the valid range and what was given, e.g.
+
+    layer must be a whole number in 0..5 (6 layers), got 7
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
+           "check_finite", "same_shape", "heads_dividing", "vocab_ids"]
+
+
+def _span(low, high) -> str:
+    if high is None:
+        return f">= {low}"
+    return f"in {low}..{high}" if low is not None else f"<= {high}"
+
+
+def whole(value, name: str, low: int | None = 0, high: int | None = None, why: str = "") -> int:
+    """``value`` as an int in ``low..high`` (either end None = open).
+
+    why: a few words on where the range comes from, shown in the message, e.g. "(6 layers)".
+    Raises TypeError for a non-integer (bools included), ValueError outside the range.
+    """
+    why = f" {why}" if why else ""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be a whole number {_span(low, high)}{why}, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be a whole number {_span(low, high)}{why}, got {value}")
+    return int(value)
+
+
+def number(value, name: str, low: float | None = None, high: float | None = None, *,
+           open_low: bool = False, why: str = "") -> float:
+    """``value`` as a finite float in ``[low, high]`` (``(low, high]`` when ``open_low``).
+
+    Raises TypeError for a non-number (bools included), ValueError for NaN, ±inf or a value
+    outside the range.
+    """
+    why = f" {why}" if why else ""
+    left = "(" if open_low else "["
+    span = f"in {left}{low}, {high}]" if low is not None and high is not None else (
+        f"{'>' if open_low else '>='} {low}" if low is not None else
+        f"<= {high}" if high is not None else "finite")
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a number {span}{why}, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value) or (low is not None and (value <= low if open_low else value < low)) \
+            or (high is not None and value > high):
+        raise ValueError(f"{name} must be a number {span}{why}, got {value!r}")
+    return value
+
+
+def one_of(value, name: str, choices: Sequence):
+    """``value`` if it is one of ``choices``; otherwise a ValueError listing them."""
+    try:
+        ok = value in choices
+    except TypeError:  # an unhashable value against a set or dict of choices
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def kind(value, name: str, types: type | tuple[type, ...], what: str):
+    """``value`` if it is an instance of ``types``; otherwise a TypeError saying ``what`` it must
+    be (e.g. "a numpy Generator (np.random.default_rng(seed))") and what it is."""
+    if not isinstance(value, types):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    return value
+
+
+def text(value, name: str) -> str:
+    """``value`` if it is a string with something in it: TypeError for a non-string, ValueError
+    for an empty or whitespace-only one."""
+    kind(value, name, str, "a string")
+    if not value.strip():
+        raise ValueError(f"{name} is empty or only whitespace: type a sentence")
+    return value
+
+
+def items(values, name: str, what: str) -> list:
+    """``values`` (a list or tuple, not a string) as a non-empty list.
+
+    what: what the list holds, for the message, e.g. "sentences". Raises TypeError for a string
+    or a non-sequence, ValueError for an empty list.
+    """
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a list of {what}, got {type(values).__name__} "
+                        f"{values!r:.60}")
+    if len(values) == 0:
+        raise ValueError(f"{name} must be a non-empty list of {what}, got an empty one")
+    return list(values)
+
+
+def check_finite(x, name: str) -> None:
+    """Raise ValueError if ``x`` (an array or a torch tensor, any shape) holds NaN or ±inf, saying
+    how many and where first. A tensor is checked where it lives (no copy to numpy)."""
+    tensor = hasattr(x, "isfinite")
+    bad = ~x.isfinite() if tensor else ~np.isfinite(x)
+    if bad.any():
+        first = tuple(int(i) for i in (bad.nonzero() if tensor else np.argwhere(bad))[0])
+        raise ValueError(
+            f"{name} contains {int(bad.sum())} NaN/inf value(s) (first at index {first}); "
+            "attention needs finite numbers"
+        )
+
+
+def as_array(x, name: str, ndim: int | None = None, *, min_ndim: int = 0, shape: tuple = (),
+             layout: str = "", finite: bool = True, why: str = "") -> np.ndarray:
+    """``x`` as a float ndarray (float64 unless already floating), checked.
+
+    ndim: the exact number of axes required (None = any, at least ``min_ndim``); shape: the
+    exact shape required, as in :func:`has_shape` (ints, None for any length, a leading ``...``
+    for any leading axes); layout: the axes' names for the message, e.g. "(n, d)"; why: where a
+    required size comes from, e.g. "for 6 tokens". finite: reject NaN and ±inf.
+    Raises TypeError for booleans, strings, complex or ragged input; ValueError for the wrong
+    number of axes or non-finite values.
+    """
+    if isinstance(x, np.ndarray) and x.dtype == bool:
+        raise TypeError(f"{name} must hold numbers, got a boolean array")
+    try:
+        arr = x if isinstance(x, np.ndarray) else np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}") from exc
+    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
+    if (ndim is not None and arr.ndim != ndim) or arr.ndim < min_ndim:
+        want = f"{ndim}" if ndim is not None else f"at least {min_ndim}"
+        raise ValueError(f"{name} must have {want} dimensions {layout}, got shape {arr.shape}"
+                         .replace("  ", " "))
+    if shape:
+        has_shape(arr, name, shape, layout, why)
+    if finite:
+        check_finite(arr, name)
+    return arr
+
+
+def has_shape(x, name: str, shape: tuple, layout: str = "", why: str = "") -> None:
+    """Raise ValueError unless ``x.shape`` (a numpy array or a torch tensor) matches ``shape``.
+
+    shape: ints (that exact length) or None (any length) per axis, optionally after a leading
+    ``...`` (any number of leading axes); layout: the axes' names, e.g. "(k, n)", shown with the
+    required sizes, e.g. "E must have shape (k, n) = (4, 6), got (4, 5)"; why: where the sizes
+    come from, e.g. "for 6 tokens".
+    """
+    got = tuple(x.shape)
+    any_lead = shape[:1] == (...,)
+    axes = shape[1:] if any_lead else shape
+    fits = len(got) >= len(axes) if any_lead else len(got) == len(axes)
+    if fits and all(want in (None, have) for want, have in zip(axes[::-1], got[::-1],
+                                                                strict=False)):
+        return
+    names = [a.strip() for a in layout.strip("()").split(",") if a.strip()][-len(axes):]
+    if len(names) != len(axes):
+        names = ["?"] * len(axes)
+    sizes = ["..."] * any_lead + [name if want is None else str(want)
+                                   for want, name in zip(axes, names, strict=True)]
+    wanted = f"({', '.join(sizes)}{',' * (len(sizes) == 1)})"
+    wanted = f"{layout} = {wanted}" if layout else wanted
+    raise ValueError(f"{name} must have shape {wanted}{' ' + why if why else ''}, got {got}")
+
+
+def same_shape(a, b, names: tuple[str, str]) -> None:
+    """Raise ValueError unless arrays (or shapes) ``a`` and ``b`` have the same shape."""
+    sa = tuple(a) if isinstance(a, tuple) else np.shape(a)
+    sb = tuple(b) if isinstance(b, tuple) else np.shape(b)
+    if sa != sb:
+        raise ValueError(f"{names[0]} and {names[1]} must have the same shape, got {sa} and {sb}")
+
+
+def heads_dividing(h, d: int, symbols: tuple[str, str] = ("h", "d")) -> int:
+    """``h`` as a whole number ≥ 1 that divides the width ``d`` (every head gets d / h features),
+    or a ValueError naming d, h and the valid choices. symbols: what the caller calls h and d,
+    e.g. ("heads", "hidden")."""
+    hs, ds = symbols
+    h = whole(h, f"{hs} (the number of heads)" if hs == "h" else hs, 1)
+    if d % h:
+        valid = [k for k in range(1, d + 1) if d % k == 0]
+        raise ValueError(f"{ds} = {d} is not divisible by {hs} = {h}: every head gets {ds} / {hs} "
+                         f"features, so {hs} must divide {ds}. Valid {hs} for {ds} = {d}: {valid}")
+    return h
+
+
+def vocab_ids(ids, name: str, vocab_size: int, ndim: int | None = None,
+              what: str = "an array") -> np.ndarray:
+    """``ids`` as an integer ndarray whose every id is in ``0..vocab_size − 1``.
+
+    ndim: the exact number of axes required (None = any); what: the expected layout in words for
+    the message, e.g. "a 1-D array". Raises TypeError for ids that are not whole numbers,
+    ValueError for the wrong number of axes or an id outside the vocabulary (naming the first).
+    """
+    arr = np.asarray(ids)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be {what} of whole numbers (token ids), got dtype "
+                        f"{arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {what} of whole numbers (token ids), got shape "
+                         f"{arr.shape}")
+    bad = arr[(arr < 0) | (arr >= vocab_size)]
+    if bad.size:
+        raise ValueError(f"{name} must be in 0..{vocab_size - 1} (a vocabulary of {vocab_size}), "
+                         f"got {bad.flat[0]}")
+    return arr
+
+
+def attention_maps(A, name: str = "attention maps", n: int | None = None,
+                   layout: str = "(..., n, n)", why: str = "") -> np.ndarray:
+    """``A`` as a finite float array of square attention maps (..., n, n), n >= 1: the one check
+    of a stack of maps (rows = queries, columns = keys). n: the number of tokens, if known; else
+    any n. ``layout`` and ``why`` name the axes and the sizes' origin in the message."""
+    A = as_array(A, name, min_ndim=2, layout=layout)
+    m = A.shape[-1] if n is None else n
+    has_shape(A, name, (..., m, m), layout, why)
+    return A
+
+
+def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
+    """``mask`` as a bool array (True = may attend) that broadcasts to the attention scores'
+    ``shape`` (named by ``layout``), or a clear error: the one check of an attention mask."""
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+            "for a 0/1 array use mask.astype(bool)"
+        )
+    try:
+        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
+            f"{layout}"
+        )
+    return mask

@@ -1,0 +1,176 @@
+"""Checkers for the notebooks' "Try it" exercises: one module per notebook (``nb01``, ...).
+
+Every checker returns a :class:`Feedback` (printed as a short message) that says *what* is wrong
+(a wrong shape, a forgotten scaling, softmax over the wrong axis) rather than just "incorrect",
+and never raises on a learner's mistake.
+
+A checker first turns the learner's answer into what it needs with one of the ``as_answer_*``
+functions below (an array, a number, a whole number, one of a few words, or the result of the
+learner's function). Each returns either the value or the :class:`Feedback` naming what is wrong
+with the answer's form, so a checker reads::
+
+    a = as_answer_array(answer, "the weights", shape=(6, 6))
+    if isinstance(a, Feedback):
+        return a
+    ... compare a with the right answer and with each typical mistake ...
+
+``None`` (the untouched stub) always gives :func:`not_answered`, never an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: How every checker's message for an untouched stub begins; it is marked ✏️ (your turn), not ❌.
+NOT_ANSWERED = "not answered yet"
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Result of an exercise check: ``ok`` and a message for the learner."""
+
+    ok: bool
+    message: str
+
+    def __str__(self) -> str:
+        if self.ok:
+            return "✅ " + self.message
+        return ("✏️ " if self.message.startswith(NOT_ANSWERED) else "❌ ") + self.message
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython shows the message, not the dataclass
+        p.text(str(self))
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+#: What an untouched stub is told unless the checker says more precisely what to write.
+TODO = "replace None with your answer and run the cell again"
+
+
+def not_answered(todo: str = TODO) -> Feedback:
+    """The ✏️ Feedback for an untouched stub: "not answered yet: <what to do>"."""
+    return Feedback(False, f"{NOT_ANSWERED}: {todo}")
+
+
+def as_answer_array(answer, what: str, shape: tuple[int, ...] | None = None, *, layout: str = "",
+                    why: str = "", dtype=float, todo: str = TODO) -> np.ndarray | Feedback:
+    """The learner's ``answer`` as a numpy array (torch tensors included), or the Feedback saying
+    why it is not one: not answered (None), not numbers, the wrong shape, NaN or inf.
+
+    what: the answer's name in the messages ("the weights", "W_O"). shape: the shape required
+    (None = any); layout: its axes' names, e.g. "(n, d)"; why: a few words after the shape, e.g.
+    ", one row per query". dtype: float (default), or None to keep the answer's own (a bool mask).
+    """
+    if answer is None:
+        return not_answered(todo)
+    if hasattr(answer, "detach"):  # a torch tensor
+        answer = answer.detach().cpu().numpy()
+    try:
+        a = np.asarray(answer) if dtype is None else np.asarray(answer, dtype=dtype)
+    except (TypeError, ValueError):
+        return Feedback(False, f"expected {what} as an array of numbers, got "
+                               f"{type(answer).__name__}")
+    if shape is not None and a.shape != tuple(shape):
+        want = f"{layout} = {tuple(shape)}" if layout else f"{tuple(shape)}"
+        return Feedback(False, f"wrong shape: {what} should have shape {want}{why}; yours has "
+                               f"{a.shape}")
+    if np.issubdtype(a.dtype, np.inexact) and not np.isfinite(a).all():
+        return Feedback(False, f"{what} contains NaN or inf (a division by 0, or exp of a huge "
+                               "number?)")
+    return a
+
+
+def as_answer_number(answer, what: str, low: float | None = None, high: float | None = None, *,
+                     open_low: bool = False, todo: str = TODO) -> float | Feedback:
+    """The learner's ``answer`` as a float in ``[low, high]`` (``(low, high]`` when ``open_low``;
+    either end None = open), or the Feedback saying why it is not: not answered (None), not a
+    number (a str, a bool, NaN), out of range (±inf included)."""
+    if answer is None:
+        return not_answered(todo)
+    try:
+        value = math.nan if isinstance(answer, bool | str | bytes) else float(answer)
+    except (TypeError, ValueError):
+        value = math.nan
+    if math.isnan(value):
+        return Feedback(False, f"{what} must be given as a number, got {answer!r}")
+    if low is not None and high is not None:
+        span = f"a number between {low:g} and {high:g}"
+    elif low == 0 and open_low:
+        span = "a positive, finite number"
+    elif low is not None:
+        span = f"a finite number {'>' if open_low else '>='} {low:g}"
+    else:
+        span = "a finite number" if high is None else f"a finite number <= {high:g}"
+    too_low = low is not None and (value <= low if open_low else value < low)
+    if too_low or (high is not None and value > high) or math.isinf(value):
+        return Feedback(False, f"{what} must be {span}, got {answer!r}")
+    return value
+
+
+def as_answer_whole(answer, what: str, low: int | None = None, high: int | None = None, *,
+                    todo: str = TODO) -> int | Feedback:
+    """The learner's ``answer`` as an int in ``low..high`` (either end None = open), or the
+    Feedback saying why it is not: not answered (None), not a whole number (a str, a bool, a
+    float with a fraction, NaN, inf), out of range. A whole-number float (14.0) counts as 14."""
+    if answer is None:
+        return not_answered(todo)
+    if isinstance(answer, float | np.floating) and math.isfinite(answer) and answer.is_integer():
+        answer = int(answer)
+    span = (f" in {low}..{high}" if low is not None and high is not None else
+            f" >= {low}" if low is not None else f" <= {high}" if high is not None else "")
+    if isinstance(answer, bool) or not isinstance(answer, int | np.integer):
+        return Feedback(False, f"{what} must be a whole number{span}, got {answer!r}")
+    if (low is not None and answer < low) or (high is not None and answer > high):
+        return Feedback(False, f"{what} must be a whole number{span}, got {answer!r}")
+    return int(answer)
+
+
+def how_far(value: float, expected: float) -> str:
+    """'too high' or 'too low' and by roughly how much, as a band of ratios (never the exact gap,
+    so that a wrong guess does not make the answer computable). value, expected: numbers > 0."""
+    ratio = max(value, expected) / max(min(value, expected), 1e-300)
+    way = "too high" if value > expected else "too low"
+    bands = ((1.1, "by less than 10 %"), (2, "by less than a factor 2"),
+             (10, "by a factor between 2 and 10"), (100, "by a factor between 10 and 100"))
+    for limit, band in bands:
+        if ratio < limit:
+            return f"{way}, {band}"
+    return f"{way}, by more than a factor 100"
+
+
+def as_answer_word(answer, what: str, choices: Sequence[str], *, todo: str = TODO
+                   ) -> str | Feedback:
+    """The learner's ``answer`` as one of ``choices`` (case and surrounding spaces ignored), or
+    the Feedback listing them."""
+    if answer is None:
+        return not_answered(todo)
+    word = answer.strip().lower() if isinstance(answer, str) else None
+    if word not in choices:
+        quoted = [f'"{c}"' for c in choices]
+        listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+        return Feedback(False, f"{what}: answer with {listed}, got {answer!r}")
+    return word
+
+
+def call_answer(fn: Callable, *args, when: str = "", todo: str = TODO):
+    """Run the learner's function ``fn(*args)``: ``(result, None)``, or ``(None, Feedback)`` when
+    fn is None (not answered), is not a function, raises (the error becomes the message, never a
+    traceback) or returns None. when: where it was tried, e.g. "with h = 2", for the message."""
+    if fn is None:
+        return None, not_answered(todo)
+    if not callable(fn):
+        return None, Feedback(False, f"expected a function, got {type(fn).__name__}")
+    when = f"{when} " if when else ""
+    try:
+        result = fn(*args)
+    except Exception as exc:  # a learner's bug becomes feedback, never a traceback
+        return None, Feedback(False, f"{when}your function raised {type(exc).__name__}: {exc}")
+    if result is None:
+        return None, not_answered("your function returns None: fill it in so that it returns "
+                                  "its result")
+    return result, None

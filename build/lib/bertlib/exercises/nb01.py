@@ -1,0 +1,370 @@
+"""Checkers for notebook 01's "Try it" exercises, on the toy sentence "The cat sat on the mat".
+
+Each checker takes the learner's answer and returns a :class:`~bertlib.exercises.Feedback` that
+names the mistake it recognises (a forgotten 1/√d_k, a softmax over the wrong axis, keys used
+where values belong, a mask applied after the softmax, ...). An unanswered stub (``None``) gets a
+"not answered yet" message, never an exception.
+
+- :func:`check_causal_guess`: predict, then check: which word "cat" attends to most under a
+  causal mask.
+- :func:`check_attention_fn`: a learner's attention written with loops, tried on random inputs.
+- :func:`check_design`: edit W_Q (and W_K if needed) so that "mat" attends most to "cat", while
+  "cat" still attends most to "sat".
+- :func:`check_window_weights`: the toy's weights when each word sees only its neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from bertlib.checks import whole
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_word,
+    call_answer,
+    not_answered,
+)
+from bertlib.paper import toy
+from bertlib.paper.attention import causal_mask, softmax
+
+__all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
+           "ATOL", "PENCIL_ATOL"]
+
+#: Absolute tolerance for a match: loose enough for float32 (torch) answers (about 1e-7 relative
+#: rounding on weights of order 1), tight enough to tell every mistake below apart (the closest
+#: two differ by more than 0.01).
+ATOL = 1e-5
+
+_N = len(toy.TOKENS)
+
+
+def _toy_qkv(W_Q: np.ndarray | None = None, W_K: np.ndarray | None = None):
+    X = toy.embeddings()
+    W_Q0, W_K0, W_V0 = toy.projections()
+    W_Q = W_Q0 if W_Q is None else W_Q
+    W_K = W_K0 if W_K is None else W_K
+    return X @ W_Q, X @ W_K, X @ W_V0
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=ATOL))
+
+
+def check_causal_guess(word) -> Feedback:
+    """Predict-then-check: under a causal mask, which word does "cat" attend to most?
+
+    word: a token of the toy sentence (str). The answer is computed here: the argmax of row "cat"
+    of softmax(Q Kᵀ / √d_k) with keys after "cat" excluded.
+    """
+    word = as_answer_word(word, "your guess", sorted(set(toy.TOKENS)),
+                          todo="replace None with a word in quotes, e.g. 'the'")
+    if isinstance(word, Feedback):
+        return word
+    Q, K, _ = _toy_qkv()
+    i = toy.TOKENS.index("cat")
+    w = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1, where=causal_mask(_N))[i]
+    best = toy.TOKENS[int(w.argmax())]
+    seen = toy.TOKENS[:i + 1]
+    if word == best:
+        return Feedback(True, f"right: 'cat' sees only {seen}; its query {Q[i].tolist()} scores "
+                              f"{(Q[i] @ K[:i + 1].T).tolist()} against their keys, so it keeps "
+                              f"{w[i]:.3f} of its attention for itself")
+    if word not in seen:
+        return Feedback(False, f"{word!r} comes after 'cat': a causal row cannot see it. "
+                               f"'cat' sees only {seen}")
+    return Feedback(False, f"{word!r} is visible, but compare the scores: the query of 'cat' "
+                           f"{Q[i].tolist()} against the keys of {seen}")
+
+
+def _ragged_message(value, name: str) -> str:
+    """"" when ``value`` is array-like of one shape; else which row has a different length."""
+    try:
+        np.shape(value)
+        return ""
+    except ValueError:
+        pass
+    try:
+        lengths = [len(row) for row in value]
+    except TypeError:
+        return f"{name} mixes rows and single numbers: every row needs one entry per column"
+    first = lengths[0]
+    i = next((k for k, n in enumerate(lengths) if n != first), 1)
+    return (f"the rows of {name} have different lengths: row 0 has {first} entries, row {i} has "
+            f"{lengths[i]} (a list built in a loop that is not emptied for each new row?)")
+
+
+def _fitted_divisor(A: np.ndarray, S: np.ndarray) -> float | None:
+    """The constant c with A = softmax(S / c) per row, if one fits A (n_q, n_k) exactly; else None.
+
+    Row by row, log A = S / c − (a constant), so the centred log A is the centred S times 1/c.
+    """
+    if not np.all(A > 0) or not _close(A.sum(axis=1), np.ones(len(A))):
+        return None
+    logs = np.log(A) - np.log(A).mean(axis=1, keepdims=True)
+    centred = S - S.mean(axis=1, keepdims=True)
+    slope = float((logs * centred).sum() / (centred * centred).sum())
+    if slope <= 0 or np.abs(logs - slope * centred).max() > 1e-6:
+        return None
+    return 1.0 / slope
+
+
+def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
+    """What is wrong with an A (4, 5) that matches no known variant of softmax(S / √d_k)."""
+    c = _fitted_divisor(A, S)
+    if c is not None:
+        return Feedback(False, f"your scores q_i · k_j are right, but the divisor is not: you "
+                               f"divided them by {c:.3f} (= √{c * c:.2f}). It must be √d_k of "
+                               f"these inputs, the length of a query or key vector: here d_k = 3, "
+                               f"so √3 ≈ {math.sqrt(3):.3f} (d_v = 2 and the 5 keys do not count)")
+    off = float(np.abs(A - softmax(S / math.sqrt(3), axis=-1)).max())
+    if off < 1e-2:
+        return Feedback(False, f"A is off by up to {off:.1e}, more than the {ATOL:g} "
+                               "accepted: rounded values? Return A unrounded")
+    if not _close(A.sum(axis=1), np.ones(4)):
+        return Feedback(False, f"the rows of A must sum to 1 (within {ATOL:g}), yours sum "
+                               f"to {np.round(A.sum(axis=1), 6).tolist()}")
+    return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
+
+
+def check_attention_fn(fn: Callable) -> Feedback:
+    """Check a learner's ``fn(Q, K, V) -> (Z, A)``: A = softmax(Q Kᵀ / √d_k) per row, Z = A V.
+
+    Tried on random inputs with n_q = 4 queries, n_k = 5 keys, d_k = 3, d_v = 2 (all different, so
+    a swapped axis or keys in place of values changes a shape or a number).
+    Q: (4, 3), K: (5, 3), V: (5, 2); expected Z: (4, 2), A: (4, 5), rows of A summing to 1.
+    """
+    rng = np.random.default_rng(1)
+    Q, K, V = rng.normal(size=(4, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())
+    if error is not None:
+        return error
+    if not isinstance(result, tuple) or len(result) != 2:
+        return Feedback(False, "return two things: (Z, A), the outputs and the weights")
+    ragged = [_ragged_message(r, name) for r, name in zip(result, "ZA", strict=True)]
+    ragged = [m for m in ragged if m]
+    if ragged:
+        return Feedback(False, ragged[-1])  # A's problem first: Z is built from A
+    if [np.shape(r) for r in result] == [(4, 5), (4, 2)]:
+        return Feedback(False, "you returned the weights first: the order is (Z, A), outputs "
+                               "then weights")
+    A = as_answer_array(result[1], "A", (4, 5), layout="(n_q, n_k)", why=", one row per query")
+    Z = as_answer_array(result[0], "Z")
+    for r in (A, Z):
+        if isinstance(r, Feedback):
+            return r
+    S = Q @ K.T
+    divisors = {"√d_k": math.sqrt(3), "none": 1.0, "d_k": 3.0}
+    for name, div in divisors.items():
+        for axis in (-1, 0):
+            if _close(A, softmax(S / div, axis=axis)):
+                mistakes = []
+                if name == "none":
+                    mistakes.append("you forgot to divide the scores by √d_k")
+                if name == "d_k":
+                    mistakes.append("you divided by d_k; the divisor is its square root, √d_k")
+                if axis == 0:
+                    mistakes.append("your softmax runs down the columns: each query's ROW must "
+                                    "sum to 1")
+                if mistakes:
+                    return Feedback(False, "; and ".join(mistakes))
+                break
+        else:
+            continue
+        break
+    else:
+        return _a_not_softmax(A, S)
+    if Z.shape == (4, 3) and _close(Z, A @ K):
+        return Feedback(False, "A is right, but Z averages the keys; it must average the values")
+    if Z.shape != (4, 2):
+        return Feedback(False, f"A is right; Z should be (n_q, d_v) = (4, 2), yours is {Z.shape}")
+    if not _close(Z, A @ V):
+        return Feedback(False, "A is right, but Z is not Σ_j A[i, j] · V[j] for every query i")
+    return Feedback(True, "correct on random inputs with 4 queries, 5 keys, d_k = 3, d_v = 2")
+
+
+def check_design(W_Q, W_K=None) -> Feedback:
+    """Design task: edit the toy's W_Q (4, 2), and W_K (4, 2) if needed, so that "mat" attends most
+    to "cat" (weight on "cat" strictly larger than on any other key) while "cat" still attends
+    most to "sat", the head's original job. W_Q None or W_K None = the toy's own (not both).
+
+    Says how close an answer is: the weight on "cat", the word that beats it and by how much; and
+    why W_Q alone cannot work (keys that tie with, or are multiples of, the key of "cat").
+    """
+    if W_Q is None and W_K is None:
+        return not_answered()
+    arrays = _design_matrices(W_Q, W_K)
+    if isinstance(arrays, Feedback):
+        return arrays
+    Q, K, _ = _toy_qkv(*arrays)
+    i_mat, i_cat, i_sat = (toy.TOKENS.index(w) for w in ("mat", "cat", "sat"))
+    A = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)
+    w = A[i_mat]
+    rival = max((j for j in range(_N) if j != i_cat), key=lambda j: w[j])
+    if w[i_cat] <= w[rival] + ATOL:
+        return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
+                               f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
+                               f"{np.round(Q[i_mat], 3).tolist()})"
+                               f"{_key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}")
+    cat_top = toy.TOKENS[int(A[i_cat].argmax())]
+    if cat_top != "sat":
+        return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
+                               f"attends most to {cat_top!r} ({A[i_cat].max():.3f}), 'sat' gets "
+                               f"{A[i_cat, i_sat]:.3f}. "
+                               + _lost_verb_hint(Q, K, i_cat, cat_top, *arrays))
+    tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(w[j] - w[rival]) <= ATOL]
+    runner = (f"{tied[0]!r} ({w[rival]:.3f})" if len(tied) == 1 else
+              f"a tie of {', '.join(map(repr, tied[:-1]))} and {tied[-1]!r} "
+              f"(tied at {w[rival]:.3f} each)")
+    return Feedback(True, f"'mat' now gives 'cat' {w[i_cat]:.3f}, ahead of {runner}, and 'cat' "
+                          f"still attends most to 'sat'; the query of 'mat' is "
+                          f"{np.round(Q[i_mat], 3).tolist()}")
+
+
+def _design_matrices(W_Q, W_K):
+    """The design's (W_Q, W_K), each (4, 2) float, the toy's own where None; or a Feedback."""
+    toy_Q, toy_K, _ = toy.projections()
+    arrays = []
+    for name, W in (("W_Q", toy_Q if W_Q is None else W_Q), ("W_K", toy_K if W_K is None else W_K)):
+        if isinstance(W, (bool, np.bool_, str)) or np.isscalar(W):
+            return Feedback(False, f"{name} is a single {type(W).__name__} ({W!r}); it should be "
+                                   "a (4, 2) matrix of numbers: copy the toy's and edit entries")
+        if _is_complex(W):
+            return Feedback(False, f"{name} has complex numbers; the toy's matrices are real: "
+                                   "give real numbers only")
+        a = as_answer_array(W, name, (4, 2), layout="(d, d_k)", why=" (it must stay that shape)")
+        if isinstance(a, Feedback):
+            return a
+        arrays.append(a)
+    return arrays
+
+
+def _lost_verb_hint(Q, K, i_cat: int, winner: str, W_Q, W_K) -> str:
+    """Hint when "cat" no longer attends most to "sat": ask about the matrix the learner changed."""
+    toy_Q, toy_K, _ = toy.projections()
+    changed_q, changed_k = not np.allclose(W_Q, toy_Q), not np.allclose(W_K, toy_K)
+    query = (f"The query of 'cat' is {np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
+             "use, and which of them did you change?")
+    keys = (f"You changed W_K, so keys moved: 'sat' now has the key "
+            f"{np.round(K[toy.TOKENS.index('sat')], 3).tolist()} and {winner!r} "
+            f"{np.round(K[toy.TOKENS.index(winner)], 3).tolist()}, against the query of 'cat' "
+            f"{np.round(Q[i_cat], 3).tolist()}: which rows of W_K did you change, and which "
+            "of these keys did that move?")
+    if changed_k and changed_q:
+        return keys + " And, for W_Q: " + query[0].lower() + query[1:]
+    return keys if changed_k else query
+
+
+def _is_complex(value) -> bool:
+    """True if ``value`` (array-like or tensor) holds complex numbers; False if unreadable."""
+    if hasattr(value, "is_complex"):  # a torch tensor
+        return bool(value.is_complex())
+    try:
+        return bool(np.iscomplexobj(np.array(value)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False) -> str:
+    """Why no query can single out "cat": another key equals it, or "mat"'s key is a multiple."""
+    k_cat = K[i_cat]
+    hints = []
+    ties = [toy.TOKENS[j] for j in range(_N) if j != i_cat and np.allclose(K[j], k_cat)]
+    if ties:
+        hints.append(f"{ties[0]!r} has the same key as 'cat' {k_cat.tolist()}, so no query can "
+                     "prefer 'cat' to it")
+    ratio = (K[i_mat] @ k_cat) / (k_cat @ k_cat) if k_cat @ k_cat > 0 else 0.0
+    if ratio > 1 and np.allclose(K[i_mat], ratio * k_cat):
+        hints.append(f"the key of 'mat' {K[i_mat].tolist()} is {ratio:g} times the key of 'cat', "
+                     "so any query that scores 'cat' high scores 'mat' itself higher")
+    if not hints:
+        return ""
+    if keys_changed:
+        return ". Note: " + "; and ".join(hints) + ". With these keys no W_Q can fix that"
+    return ". Note: " + "; and ".join(hints) + ". Changing W_Q alone cannot fix that"
+
+
+def _window_mask(n: int, radius: int = 1) -> np.ndarray:
+    """(n, n) bool mask, True where |i − j| ≤ radius: each word sees itself and its neighbours."""
+    whole(n, "n", low=1)
+    whole(radius, "radius", low=0)
+    i = np.arange(n)
+    return np.abs(i[:, None] - i[None, :]) <= radius
+
+
+#: Tolerance for the window weights, which the notebook invites you to work out by pencil: a
+#: weight rounded to 3 decimals is off by at most 0.0005, so 1e-3 accepts it; the closest two
+#: mistakes below still differ by more than 0.01.
+PENCIL_ATOL = 1e-3
+
+
+def _near(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=PENCIL_ATOL))
+
+
+def _window_row_message(a: np.ndarray, right: np.ndarray, mask: np.ndarray) -> str:
+    i = int(np.argmax(np.abs(a - right).max(axis=1)))
+    window = [j for j in range(_N) if mask[i, j]]
+    given = [j for j in range(_N) if abs(a[i, j]) > PENCIL_ATOL]
+    where = f"row {i} (query {toy.TOKENS[i]!r})"
+    if given != window:
+        missing = [j for j in window if j not in given]
+        self_note = " (a word also sees itself)" if i in missing else ""
+        return (f"{where} gives weight to positions {given}, but its window is positions "
+                f"{window}{self_note}")
+    off = float(np.abs(a[i] - right[i]).max())
+    if abs(a[i].sum() - 1) > PENCIL_ATOL:
+        return (f"{where} puts weight on the right positions {window} but sums to "
+                f"{a[i].sum():.3f}: a softmax row sums to 1")
+    return (f"{where} puts weight on the right positions {window}, but its values are off by up "
+            f"to {off:.4f} (accepted: {PENCIL_ATOL:g}, i.e. 3 decimals): recompute the softmax "
+            f"of those scaled scores, or give more digits")
+
+
+def check_window_weights(weights) -> Feedback:
+    """Exercise: the toy's weights when word i sees only words i−1, i, i+1, shape (6, 6).
+
+    softmax over each row of Q Kᵀ / √d_k with the scores outside the window set to −∞ before
+    the softmax, so each row spreads over at most three keys and sums to 1. Answers within
+    ``PENCIL_ATOL`` (3 decimals, pencil precision) of the exact weights count as right.
+    """
+    ragged = "" if weights is None else _ragged_message(weights, "your weight matrix")
+    if ragged:
+        return Feedback(False, ragged)
+    if _is_complex(weights):
+        return Feedback(False, "your weight matrix has complex numbers; attention weights are "
+                               "real numbers between 0 and 1")
+    a = as_answer_array(weights, "your weight matrix", (_N, _N), why=", one row per query")
+    if isinstance(a, Feedback):
+        return a
+    Q, K, _ = _toy_qkv()
+    S = Q @ K.T / math.sqrt(Q.shape[1])
+    mask = _window_mask(_N)
+    right = softmax(S, axis=-1, where=mask)
+    if _near(a, right):
+        return Feedback(True, "correct: every word spreads its attention over itself and its "
+                              "neighbours only (two in the middle, one for the first and last "
+                              "word)")
+    if _near(a, softmax(S, axis=-1) * mask):
+        return Feedback(False, "you zeroed the far words after the softmax, so rows no longer sum "
+                               "to 1; set their scores to -inf BEFORE the softmax")
+    if _near(a, softmax(np.where(mask, S, 0.0), axis=-1)):
+        return Feedback(False, "you set the far words' scores to 0, not to -inf: a score of 0 "
+                               "still gets weight e^0 = 1 before normalising, so those words "
+                               "keep some attention")
+    if _near(a, softmax(Q @ K.T, axis=-1, where=mask)):
+        return Feedback(False, "the window is right, but you forgot to divide the scores by √d_k")
+    if _near(a, softmax(S, axis=-1)):
+        return Feedback(False, "no mask applied: these are the full bidirectional weights")
+    if _near(a, softmax(S, axis=-1, where=causal_mask(_N))):
+        return Feedback(False, "that is the causal mask; the window lets a word see one word on "
+                               "EACH side")
+    outside = np.abs(a) * ~mask > PENCIL_ATOL
+    if outside.any():
+        i, j = (int(x) for x in np.argwhere(outside)[0])
+        return Feedback(False, f"query {toy.TOKENS[i]!r} (position {i}) gives {a[i, j]:.3f} to "
+                               f"position {j}, more than one word away")
+    return Feedback(False, _window_row_message(a, right, mask))

@@ -1,0 +1,283 @@
+"""Checkers for notebook 02 (multi-head attention).
+
+- :func:`check_cost_guess`: predict, then check: how many times the parameters grow when every
+  head gets the full model width d instead of d / h.
+- :func:`check_split_heads`: a learner's ``split_heads``, for one sentence or a batch.
+- :func:`check_w_o_swap`: design W_O so that the toy's output lists head 1 before head 0.
+- :func:`check_det_noun_head`: find the real model's head that links "the" to its noun.
+
+An unanswered stub (``None``) gets a "not answered yet" message, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_number,
+    call_answer,
+    not_answered,
+)
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import check_layer_head, run_bert
+from bertlib.paper import toy
+from bertlib.paper.attention import multi_head_attention, split_heads
+
+__all__ = ["DET_NOUN_SENTENCES", "check_cost_guess", "check_split_heads", "check_w_o_swap",
+           "check_det_noun_head"]
+
+#: Sentences for the determiner exercise, each with the noun that every "the" introduces, in
+#: order. Adjectives sit between some pairs, so "look at the next token" is not enough.
+DET_NOUN_SENTENCES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("The cat sat on the mat", ("cat", "mat")),
+    ("The old cat sat on the soft mat", ("cat", "mat")),
+    ("The little girl read the book to the dog", ("girl", "book", "dog")),
+    ("The man in the red car waved at the children", ("man", "car", "children")),
+)
+
+
+def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
+    """Check a learner's ``fn(X, h)`` that should turn X (n, d) into (h, n, d / h).
+
+    Head i must hold feature columns i·d_k … (i+1)·d_k − 1 of every token (d_k = d / h), the
+    layout of :func:`bertlib.paper.attention.split_heads`. Tried on X = 0, 1, 2, … in a (3, 8) array
+    with h = 2 and h = 4, so every misplaced number shows. ``batched=True``: X is a batch of five
+    sentences, (5, 3, 8), and the result must be (batch, h, n, d_k) = (5, h, 3, 8 / h); as that is
+    the exercise of notebook 02, a function that hands the work to bertlib's own ``split_heads``
+    is refused there.
+    """
+    if fn is None:
+        return not_answered()
+    if batched and _calls_library_split_heads(fn):
+        return Feedback(False, "your function calls bertlib's split_heads, which already handles "
+                               "batches; write the reshape and the axis swap yourself")
+    lead = (5,) if batched else ()
+    n, d = 3, 8
+    X = np.arange(int(np.prod(lead + (n, d))), dtype=float).reshape(*lead, n, d)
+    for h in (2, 4):
+        d_k = d // h
+        got, error = call_answer(fn, X.copy(), h, when=f"with X of shape {X.shape} and h = {h}")
+        if error is None and not hasattr(got, "shape") and not isinstance(got, list | tuple):
+            return Feedback(False, f"with X of shape {X.shape} and h = {h} your function returned "
+                                   f"a {type(got).__name__}; it should return an array")
+        got = as_answer_array(got, "the result", dtype=None) if error is None else error
+        if isinstance(got, Feedback):
+            return got
+        want = split_heads(X, h)
+        if got.shape == lead + (n, h, d_k):
+            return Feedback(False, f"shape {got.shape} is {'(batch, ' if batched else '('}n, h, "
+                                   "d_k): the features are cut into heads, but the result must "
+                                   f"be {'(batch, ' if batched else '('}h, n, d_k), head axis "
+                                   "first: which two axes are in the wrong order?")
+        if batched and got.shape == (h, 5, n, d_k):
+            return Feedback(False, f"shape {got.shape}: the batch axis must stay first, "
+                                   "(batch, h, n, d_k)")
+        if got.shape != want.shape:
+            return Feedback(False, f"with X of shape {X.shape} and h = {h} the result should have "
+                                   f"shape {'(batch, h, n, d / h)' if batched else '(h, n, d / h)'}"
+                                   f" = {want.shape}, got {got.shape}")
+        if np.array_equal(got, want):
+            continue
+        first = want[(0,) * len(lead)][0]
+        mine = got[(0,) * len(lead)][0]
+        if np.array_equal(got, X.reshape(want.shape)):
+            return Feedback(False, f"with h = {h}, head 0 holds {mine.tolist()} but should hold "
+                                   f"columns 0..{d_k - 1} of every token, {first.tolist()}: a "
+                                   f"direct reshape to {want.shape} regroups the numbers in "
+                                   "memory order, so its rows mix pieces of several tokens")
+        return Feedback(False, f"with h = {h}, head 0 should hold columns 0..{d_k - 1} of every "
+                               f"token, i.e. {first.tolist()}; yours holds {mine.tolist()}")
+    name = getattr(fn, "__name__", "<lambda>")
+    name = "your function" if name == "<lambda>" else name
+    return Feedback(True, f"{name} is right: head i holds "
+                          f"columns i·d_k … (i+1)·d_k − 1 of every token, for h = 2 and h = 4"
+                          + (", on a batch of five sentences" if batched else ""))
+
+
+def _calls_library_split_heads(fn: Callable, depth: int = 3) -> bool:
+    """True if fn is bertlib's split_heads or its code reaches it: a global name or closure that
+    holds it, an attribute ``.split_heads`` (``attention.split_heads(...)``), or a function of
+    the learner's that does one of these (followed ``depth`` calls deep)."""
+    fn = getattr(fn, "func", fn)  # functools.partial
+    if fn is split_heads:
+        return True
+    code = getattr(fn, "__code__", None)
+    if code is None or depth == 0:
+        return False
+    cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
+    names = set(_code_names(code))
+    found = [getattr(fn, "__globals__", {}).get(name, split_heads if name == "split_heads"
+                                                 else None) for name in names]
+    return any(obj is not fn and callable(obj) and _calls_library_split_heads(obj, depth - 1)
+               for obj in cells + found)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+    except ValueError:
+        return False
+    return True
+
+
+def _code_names(code) -> list[str]:
+    """The global and attribute names a code object uses, nested functions' included."""
+    inner = [c for c in code.co_consts if hasattr(c, "co_names")]
+    return list(code.co_names) + [n for c in inner for n in _code_names(c)]
+
+
+def _det_noun_scores() -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int]]]:
+    """(scores (layers, heads), per_pair (pairs, layers, heads), pairs): the weight that "the"
+    gives to the noun it introduces, averaged and per pair.
+
+    pairs: (text, i_the, j_noun) word-piece positions over all of DET_NOUN_SENTENCES.
+    """
+    per_pair, pairs = [], []
+    for text, nouns in DET_NOUN_SENTENCES:
+        run = run_bert(text)
+        dets = [i for i, t in enumerate(run.tokens) if t == "the"]
+        for i, noun in zip(dets, nouns, strict=True):
+            j = run.tokens.index(noun, i)
+            pairs.append((text, i, j))
+            per_pair.append(run.attentions[:, :, i, j])
+    return np.mean(per_pair, axis=0), np.array(per_pair), pairs
+
+
+def check_det_noun_head(layer, head) -> Feedback:
+    """Is (layer, head) the head of the real BERT in which "the" gives its noun the most weight?
+
+    The measure: attentions[layer, head, i_the, j_noun] averaged over every "the" in
+    DET_NOUN_SENTENCES (the noun it introduces, not simply the next word). The right answer is the
+    (layer, head) with the largest average, computed here; a wrong answer is told its average, its
+    rank and where its "the" rows look instead.
+    """
+    for name, value in (("layer", layer), ("head", head)):
+        if isinstance(value, tuple | list | np.ndarray):
+            items = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
+            shown = (items if len(items) == 2 and all(isinstance(x, int | np.integer)
+                                                      for x in items) else ["…", "…"])
+            return Feedback(False, f"give layer and head separately, one whole number each "
+                                   f"(layer = {shown[0]}, head = {shown[1]}), not both in "
+                                   f"`{name}` as {type(value).__name__} {value!r}")
+    if layer is None and head is None:
+        return not_answered("replace None with two whole numbers: layer, head")
+    if layer is None or head is None:
+        return not_answered("one of layer, head is still None: give both, as whole numbers")
+    layer, head = (int(x) if isinstance(x, float | np.floating) and float(x).is_integer() else x
+                   for x in (layer, head))  # 2.0 is the whole number 2
+    try:
+        layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
+    except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
+        return Feedback(False, f"{exc} (layers and heads are counted from 0)")
+    scores, per_pair, pairs = _det_noun_scores()
+    L, H = scores.shape
+    best = np.unravel_index(int(scores.argmax()), scores.shape)
+    mine = float(scores[layer, head])
+    if (layer, head) == best:
+        return Feedback(True, f"layer {layer}, head {head}: on average 'the' gives "
+                              f"{mine:.2f} of its attention to its noun, more than in any other "
+                              f"of the {L * H} heads")
+    if (layer - 1, head - 1) == best:
+        return Feedback(False, f"layer {layer}, head {head} looks 1-based: take 1 off both and "
+                               "you have it (bertlib and numpy count layers and heads from 0; "
+                               "the first layer is layer 0)")
+    rank = int((scores > mine).sum()) + 1
+    worst = int(per_pair[:, layer, head].argmin())  # the pair this head gets most wrong
+    text, i, j = pairs[worst]
+    run = run_bert(text)
+    top = run.tokens[int(run.attentions[layer, head, i].argmax())]
+    return Feedback(False, f"in layer {layer}, head {head}, 'the' gives its noun only {mine:.3f} "
+                           f"on average (rank {rank} of {L * H}); its weakest case: in {text!r} "
+                           f"the 'the' at piece {i} gives {run.tokens[j]!r} "
+                           f"{float(per_pair[worst, layer, head]):.3f} and looks most at "
+                           f"{top!r}. One head reaches {float(scores.max()):.2f}: keep looking")
+
+
+def check_cost_guess(guess, h: int = 12) -> Feedback:
+    """Predict-then-check: parameters of h heads of full width d, divided by h heads of d / h.
+
+    The attention layer holds 3·d·(h·d_k) + (h·d_k)·d weights (biases left out), so it depends on
+    h·d_k only: with d_k = d the count is h times that with d_k = d / h. guess: a number.
+    """
+    guess = as_answer_number(guess, "your guess", todo="replace None with a number")
+    if isinstance(guess, Feedback):
+        return guess
+    if guess == h:
+        return Feedback(True, f"right: every count depends on h·d_k, which grows from d to "
+                              f"{h}·d: {h} times the parameters and the multiply-adds")
+    if guess == 1:
+        return Feedback(False, "that is the case d_k = d / h (the same as one big head); here "
+                               "every head gets all d features")
+    if guess == h * h:
+        return Feedback(False, f"too many: h·d_k grows by {h}, and each count is linear in h·d_k")
+    return Feedback(False, f"not {guess}: write each count in terms of h·d_k and compare "
+                           f"h·d_k = d with h·d_k = {h}·d")
+
+
+def check_w_o_swap(W_O) -> Feedback:
+    """Design task: a (4, 4) W_O for the toy's two heads that outputs [head 1 | head 0].
+
+    With the concatenation C = [head 0 | head 1] (6, 4), the output C W_O must hold head 1's two
+    columns first, then head 0's. Says which output columns are already right.
+    """
+    W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
+                        "output (n, 4))")
+    if isinstance(W, Feedback):
+        return W
+    X = toy.embeddings()
+    W_Q, W_K, W_V, I = toy.two_head_projections()
+    concat, _ = multi_head_attention(X, W_Q, W_K, W_V, I, 2)  # W_O = I: the concatenation
+    want = np.hstack([concat[:, 2:], concat[:, :2]])
+    got = concat @ W
+    right = [c for c in range(4) if np.allclose(got[:, c], want[:, c], atol=1e-9)]
+    if len(right) == 4:
+        return Feedback(True, "correct: output columns 0-1 now carry head 1, columns 2-3 head 0; "
+                              "W_O is a permutation matrix")
+    if np.allclose(got, concat, atol=1e-9):
+        return Feedback(False, "this W_O leaves the order as it was ([head 0 | head 1]): it acts "
+                               "like the identity")
+    if np.allclose(got, concat[:, ::-1], atol=1e-9):
+        return Feedback(False, "the heads are in the right places, but each head's two columns "
+                               "come out reversed: a head's columns keep their own order")
+    slip = _swap_slip(W, got, want)
+    if slip is not None:
+        return Feedback(False, slip)
+    scale = _column_scales(got, want)
+    if all(s is not None for s in scale):
+        return Feedback(False, "each output column holds the right concatenated column, but "
+                               f"multiplied by {[round(s, 3) for s in scale]}: moving a column "
+                               "must leave its values as they are")
+    which = f"output columns {right} are right" if right else "no output column is right yet"
+    return Feedback(False, f"{which}; output column c is concat @ W_O[:, c] (the heads' "
+                           "concatenation times column c of W_O), so column c of W_O decides "
+                           "which concatenated column lands there")
+
+
+def _swap_slip(W: np.ndarray, got: np.ndarray, want: np.ndarray) -> str | None:
+    """A named slip of the W_O design task: zero columns, or one head's two columns reversed."""
+    zero = [c for c in range(4) if np.allclose(W[:, c], 0, atol=1e-12)]
+    if zero:
+        return (f"column(s) {zero} of your W_O are all 0, so output column(s) {zero} are 0 "
+                "whatever the heads say: each column of W_O needs a 1 in the row of the "
+                "concatenated column that should land there")
+    for head, block in ((1, [0, 1]), (0, [2, 3])):  # output columns 0-1 carry head 1, 2-3 head 0
+        rest = [c for c in range(4) if c not in block]
+        if (np.allclose(got[:, rest], want[:, rest], atol=1e-9)
+                and np.allclose(got[:, block], want[:, block[::-1]], atol=1e-9)):
+            return (f"head {head} is in the right place, but its two columns come out in "
+                    f"reverse order (output columns {block[0]} and {block[1]} swapped): within "
+                    "a head the columns keep their own order")
+    return None
+
+
+def _column_scales(got: np.ndarray, want: np.ndarray) -> list[float | None]:
+    """Per column c of (n, m) arrays: s when got[:, c] = s · want[:, c], else None."""
+    scales = []
+    for g, w in zip(got.T, want.T, strict=True):
+        s = float(g @ w / (w @ w)) if w @ w > 0 else 0.0
+        scales.append(s if np.allclose(g, s * w, atol=1e-9) else None)
+    return scales

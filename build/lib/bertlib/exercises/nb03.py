@@ -1,0 +1,377 @@
+"""Checkers for notebook 03's "Try it" exercises, on the BERT that ``load_bert()`` returns.
+
+Every checker works for any BERT (the expected answer is computed on the model in use), returns a
+:class:`~bertlib.exercises.Feedback`, and says "not answered yet" (without raising) for ``None``.
+
+1. :func:`check_embeddings` (reproduce): the sum S = W_word[t] + W_pos[0…n−1] + W_type[s] of a
+   sentence *pair*, shape (n, d), and the embedding output E = LayerNorm(S). Asking for S too
+   means ``hidden_states[0]`` alone does not pass. Recognises a forgotten LayerNorm, position or
+   token-type embedding, segment A used for every piece, and a wrong shape.
+2. :func:`check_position_guess` (predict, then check): the cosine, at the input, between the
+   vectors of the same word *bank* at two different positions.
+3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
+   leaving out [CLS] and [SEP], goes to another word. Recognises 1-based numbering, special
+   tokens left in, and missing or extra heads.
+4. :func:`check_bank_sentence` (design): a sentence whose *bank*, after the last layer, is
+   closer to the river *bank* than to the money *bank*, without the river words. A *bank* with
+   no context leans to the money side in the bundled model, so only a designed context passes.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from bertlib.exercises import Feedback, as_answer_array, as_answer_number, not_answered
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import attention_maps, encode, run_bert
+from bertlib.paper.bert import bert_params, layer_norm
+
+__all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
+           "BANK_FIRST", "BANK_NEUTRAL", "GUESS_TOLERANCE", "NARROW_MARGIN", "FORBIDDEN",
+           "check_embeddings",
+           "bank_cosine", "check_position_guess", "heads_where_top", "check_heads", "bank_margin",
+           "river_lean", "check_bank_sentence"]
+
+#: Tolerance for the embedding check: float32 answers (torch) pass, every mistake below fails.
+ATOL = 1e-4
+#: Exercise 1's input: a pair, so the token types are 0 for the first sentence and 1 after it.
+EMBED_PAIR = ("The kettle boiled.", "She poured the tea.")
+HEADS_TEXT = "The quick brown fox jumps over the lazy dog"
+#: Exercise 3: fox and dog, five pieces apart: no previous- or next-token head links them, so the
+#: lesson's pictures of such heads (section 5, the explorer) do not answer it.
+QUERY, TARGET = "fox", "dog"
+#: The two senses of *bank*, as in the lesson's section 6 (bank is piece 5 in both).
+BANK_RIVER = "We sat on the bank of the river and watched the water."
+BANK_MONEY = "She went to the bank to ask for a loan."
+#: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
+BANK_FIRST = "Bank holidays are long."
+#: A guess within this distance of the measured cosine counts as right: wide enough for a guess
+#: reasoned from section 3's printed row lengths (the worked solution's 0.93), narrow enough to
+#: refuse 1, "same word, same vector", the idea the exercise is there to unlearn.
+GUESS_TOLERANCE = 0.04
+#: Exercise 4: a river-side margin below this still passes, and the message calls it narrow.
+NARROW_MARGIN = 0.02
+#: Exercise 4's baseline: *bank* with no context. A design must lean further to the river side.
+BANK_NEUTRAL = "There is a bank."
+#: Exercise 4 must not use a word that contains one of these words of the lesson's river sentences
+#: (copying them is no design). Any containing word counts: the model reads "riverbank" as the
+#: pieces river + ##bank, so the river word is there whatever the spelling.
+FORBIDDEN = ("river", "water", "stream")
+
+
+def _not_answered(what: str) -> Feedback:
+    return not_answered(f"{what}, then run this cell again")
+
+
+def _model(model):
+    return model or load_bert()
+
+
+def _embedding_variants(pair: tuple[str, str], model=None) -> tuple[dict, tuple]:
+    """({mistake name: (S, E)}, (pieces, token types, token-type rows)) for ``pair``."""
+    model = _model(model)
+    w = bert_params(model)
+    enc = encode(*pair, model=model)
+    ids, types = enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy()
+    n = len(ids)
+    word = w.word[ids].astype(np.float64)
+    pos, typ, typ_a = w.position[:n], w.token_type[types], w.token_type[np.zeros_like(types)]
+
+    def ln(x):
+        return layer_norm(x, w.emb_gamma, w.emb_beta, w.eps)
+
+    b = int(np.argmax(types == 1)) if types.any() else n  # sentence B's first piece
+    restart = w.position[np.r_[np.arange(b), np.arange(n - b)]]  # B counted from 0 again
+    sums = {"right": word + pos + typ, "all segment A": word + pos + typ_a,
+            "positions restart": word + restart + typ,
+            "positions from 1": word + w.position[1:n + 1] + typ,
+            "no position": word + typ, "no token type": word + pos, "word only": word}
+    out = {name: (S, ln(S)) for name, S in sums.items()}
+    pieces = model.tokenizer.convert_ids_to_tokens(ids.tolist())
+    return out, (pieces, types, w.token_type)
+
+
+_EMBED_HINTS = {
+    "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
+                     "first [SEP] belong to sentence B and add the token-type row of segment 1 "
+                     "(the tokenizer's token_type_ids say which piece is which)",
+    "positions restart": "the positions of sentence B start again at 0: positions run on "
+                         "across the whole pair, [CLS] to the last [SEP]",
+    "positions from 1": "the positions are off by one: the first piece, [CLS], is position 0",
+    "no position": "the position embeddings are missing: without them BERT could not tell "
+                   "'dog bites man' from 'man bites dog'",
+    "no token type": "the token-type (segment) embedding is missing: each piece also adds the "
+                     "row of its segment",
+    "word only": "you used only the word embeddings: the position and token-type embeddings "
+                 "are missing",
+}
+
+
+def _match(answer: np.ndarray, variants: dict) -> str | None:
+    """The name of the variant (of S or of E) that ``answer`` equals, or None."""
+    for name, pair in variants.items():
+        for which, V in zip("SE", pair, strict=True):
+            if np.allclose(answer, V, rtol=0, atol=ATOL):
+                return f"{which} {name}"
+    return None
+
+
+def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
+    """Feedback on the sum S, or None if it is right."""
+    found = _match(S, variants)
+    if found == "S right":
+        return None
+    if found == "E right":
+        return Feedback(False, "`summed` is already normalised (it equals E): it is the sum of "
+                               "the three embeddings, before the LayerNorm")
+    if found:
+        return Feedback(False, f"`summed`: {_EMBED_HINTS[found[2:]]}")
+    worst = float(np.abs(S - variants["right"][0]).max())
+    return Feedback(False, f"`summed` differs from word + position + token type by up to "
+                           f"{worst:.3g}{_first_wrong_piece(S, variants, pieces)}")
+
+
+def _first_wrong_piece(S: np.ndarray, variants: dict, pieces: tuple) -> str:
+    """Which piece (position, token) of S is the first one off, and if its token type is the
+    other segment's, say so: a [SEP] or a piece counted in the wrong sentence."""
+    right = variants["right"][0]
+    bad = np.flatnonzero(np.abs(S - right).max(axis=1) > ATOL)
+    if len(bad) == 0 or len(bad) == len(S):
+        return ""
+    i = int(bad[0])
+    piece, types, type_rows = pieces
+    where = f"; the first wrong row is piece {i}, {piece[i]!r}"
+    other = 1 - types[i]
+    if other in (0, 1) and np.allclose(S[i], right[i] - type_rows[types[i]] + type_rows[other],
+                                       rtol=0, atol=ATOL):
+        return (f"{where}, which got the token type of segment {other} but belongs to segment "
+                f"{types[i]}: segment A runs from [CLS] to the first [SEP], included; segment B "
+                f"is everything after it ({len(bad)} row(s) wrong in all)")
+    return f"{where} ({len(bad)} row(s) wrong in all)"
+
+
+def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedback:
+    """Check a learner's sum ``summed`` and embedding output ``E``, both (n, d), for ``pair``.
+
+    summed = W_word[t] + W_pos[0…n−1] + W_type[s], E = LayerNorm(summed), with t the piece ids
+    and s the token types (0 up to the first [SEP], 1 after it). model: a LoadedBert, None =
+    ``load_bert()``.
+    """
+    if summed is None or E is None:
+        return _not_answered("compute `summed` (the three embeddings added) and `E_pair` (its "
+                             "LayerNorm), one row per word piece of the pair")
+    variants, pieces = _embedding_variants(pair, model)
+    shape = variants["right"][0].shape
+    why = " (one row per word piece, [CLS] and both [SEP] included)"
+    summed = as_answer_array(summed, "summed", shape, layout="(n, d)", why=why)
+    E = as_answer_array(E, "E", shape, layout="(n, d)", why=why)
+    for answer in (summed, E):
+        if isinstance(answer, Feedback):
+            return answer
+    wrong = _check_sum(summed, variants, pieces)
+    if wrong is not None:
+        return wrong
+    found = _match(E, variants)
+    if found == "E right":
+        return Feedback(True, f"correct: the sum and E match BERT's (within {ATOL:g}) for all "
+                              f"{E.shape[0]} pieces")
+    if found == "S right":
+        return Feedback(False, "`summed` is right, but E equals it: the LayerNorm is missing "
+                               "(γ (x − μ)/√(σ² + ε) + β over the features of each token)")
+    worst = float(np.abs(E - variants["right"][1]).max())
+    return Feedback(False, f"`summed` is right, but E differs from its LayerNorm by up to "
+                           f"{worst:.3g}: use the embedding LayerNorm's γ, β and ε")
+
+
+def _cosine(u: np.ndarray, v: np.ndarray) -> float:
+    return float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+
+
+def _bank_vector(text: str, layer: int, model=None) -> np.ndarray:
+    run = run_bert(text, model=_model(model))
+    return run.hidden_states[layer, run.tokens.index("bank")].astype(np.float64)
+
+
+def bank_cosine(layer: int = 0, model=None) -> float:
+    """cos(u, v) = u·v / (‖u‖ ‖v‖) of *bank* in BANK_FIRST (piece 1) and BANK_RIVER (piece 5),
+    after ``layer`` layers (0 = the embedding output)."""
+    return _cosine(_bank_vector(BANK_FIRST, layer, model), _bank_vector(BANK_RIVER, layer, model))
+
+
+def check_position_guess(guess, model=None) -> Feedback:
+    """Check a guess of :func:`bank_cosine` at the input (layer 0): right within GUESS_TOLERANCE."""
+    guess = as_answer_number(guess, "your guess (a cosine)", -1.0, 1.0,
+                             todo="write your guess, a number between -1 and 1, in `guess`, "
+                                  "then run this cell again")
+    if isinstance(guess, Feedback):
+        return guess
+    measured = bank_cosine(0, model)
+    off = guess - measured
+    if abs(off) <= GUESS_TOLERANCE:
+        return Feedback(True, f"close enough (within ±{GUESS_TOLERANCE}): the cosine is "
+                              f"{measured:.3f} (you said {guess:.3f}, {abs(off):.3f} "
+                              f"{'above' if off > 0 else 'below'}). Same word piece, but a "
+                              "different position embedding: similar, not the same")
+    if guess > 0.999:  # "identical": the idea to unlearn, named on its own
+        return Feedback(False, "identical vectors would give 1; what else does E add to the word "
+                               "embedding, and is it the same at piece 1 and piece 5? Guess again")
+    side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
+                  else ("low", "the word embedding outweighs the position embedding more than "
+                               "you assumed"))
+    far = "by more than 0.2" if abs(off) > 0.2 else f"by between {GUESS_TOLERANCE} and 0.2"
+    return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again "
+                           "(the worked solution shows the value and why)")  # value withheld
+
+
+def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,
+                    skip_special: bool = True, model=None) -> list[tuple[int, int]]:
+    """Every 0-based (layer, head) whose largest weight from ``query`` goes to ``target``.
+
+    skip_special: leave [CLS] and [SEP] out of the comparison (they often take most weight).
+    """
+    tokens, A = attention_maps(text, model=_model(model))
+    for word in (query, target):
+        if word not in tokens:
+            raise ValueError(f"{word!r} is not a word piece of {text!r}: {tokens}")
+    row = A[:, :, tokens.index(query), :].copy()  # (layers, heads, n)
+    if skip_special:
+        row[..., [t in ("[CLS]", "[SEP]") for t in tokens]] = -1.0
+    top = row.argmax(axis=-1)
+    hits = np.argwhere(top == tokens.index(target))
+    return [(int(layer), int(head)) for layer, head in hits]
+
+
+def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> str | None:
+    """A message for a pair that names no head, or for the two words read the wrong way round."""
+    config = _model(model).model.config
+    L, H = config.num_hidden_layers, config.num_attention_heads
+    outside = sorted((a, b) for a, b in answer if not (0 <= a < L and 0 <= b < H))
+    if outside:
+        return (f"{outside[0]} names no head: layers run 0..{L - 1} and heads 0..{H - 1} "
+                f"({L} layers of {H} heads)")
+    reverse = set(heads_where_top(target, query, model=model))
+    if answer and len(answer & reverse) > len(answer & expected):
+        return (f"most of your heads are those where {target!r} attends to {query!r}: the "
+                f"exercise reads the other way, {query!r} is the query (its row) and {target!r} "
+                "the key (a column)")
+    return None
+
+
+def _looks_one_based(answer: set, shifted: set, expected: set) -> bool:
+    """True when nearly every pair of ``answer``, minus 1, is a right head and none holds a 0."""
+    if not answer or any(0 in pair for pair in answer):
+        return False  # a 0 cannot be 1-based counting
+    hits = len(shifted & expected)
+    nearly_all_right = len(shifted - expected) <= len(answer) // 5
+    return nearly_all_right and hits >= min(2, len(expected)) and hits > len(answer & expected)
+
+
+def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
+    """Check a learner's list of (layer, head) pairs, 0-based, for the exercise above."""
+    if heads is None:
+        return _not_answered("put your list of (layer, head) pairs in `your_heads`")
+    expected = set(heads_where_top(query, target, model=model))
+    try:
+        pairs = [(int(layer), int(head)) for layer, head in heads]
+    except (TypeError, ValueError):
+        return Feedback(False, "give a list of (layer, head) pairs of whole numbers, e.g. "
+                               "[(0, 2), (3, 11)]")
+    answer = set(pairs)
+    if len(answer) < len(pairs):
+        twice = next(p for p in pairs if pairs.count(p) > 1)
+        return Feedback(False, f"{twice} appears {pairs.count(twice)} times in your list: name "
+                               "each head once")
+    if answer == expected:
+        return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
+                              f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
+                              f"{target!r}")
+    shifted = {(layer - 1, head - 1) for layer, head in answer}
+    if _looks_one_based(answer, shifted, expected):
+        return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
+                               "taken off both numbers: they look 1-based, but bertlib and numpy "
+                               "count layers and heads from 0 (the first layer is layer 0)")
+    slip = _heads_slip(answer, expected, query, target, model)
+    if slip is not None:
+        return Feedback(False, slip)
+    with_special = set(heads_where_top(query, target, skip_special=False, model=model))
+    if answer == with_special and not answer <= expected:  # a subset is a partial answer
+        return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "
+                               "whose largest weight, [CLS] and [SEP] included, goes to "
+                               f"{target!r}; the exercise leaves those two keys out")
+    missing, extra = sorted(expected - answer), sorted(answer - expected)
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} head(s) missing")
+    if extra:
+        parts.append(f"{len(extra)} head(s) that do not qualify, e.g. {extra[0]}")
+    maybe = ("; if you kept [CLS] and [SEP] in the comparison, leave them out"
+             if answer == with_special else "")  # the same list from both, so only a maybe
+    return Feedback(False, "; ".join(parts) + f" (expected {len(expected)} in total){maybe}")
+
+
+def bank_margin(text: str, model=None) -> tuple[float, float]:
+    """(cos to the money bank, cos to the river bank) of *bank* in ``text`` after the last layer."""
+    bert = _model(model)
+    last = bert.model.config.num_hidden_layers
+    mine = _bank_vector(text, last, bert)
+    return (_cosine(mine, _bank_vector(BANK_MONEY, last, bert)),
+            _cosine(mine, _bank_vector(BANK_RIVER, last, bert)))
+
+
+def river_lean(text: str, model=None) -> float:
+    """cos to the river bank − cos to the money bank of *bank* in ``text``, after the last layer."""
+    to_money, to_river = bank_margin(text, model)
+    return to_river - to_money
+
+
+def _sentence_problem(text, model) -> Feedback | None:
+    if not isinstance(text, str):
+        return Feedback(False, f"the answer should be a sentence (a str), got "
+                               f"{type(text).__name__}")
+    try:
+        pieces = encode(text, model=_model(model))["input_ids"][0].tolist()
+    except ValueError as error:  # too long: the advice to truncate is not for this checker
+        return Feedback(False, str(error).split(", or pass truncate")[0]
+                        + ": a sentence of a line or two is plenty")
+    tokens = _model(model).tokenizer.convert_ids_to_tokens(pieces)
+    if "bank" not in tokens:
+        return Feedback(False, f"your sentence needs the word piece 'bank'; its pieces are "
+                               f"{tokens}")
+    if tokens.count("bank") > 1:
+        return Feedback(False, f"your sentence has {tokens.count('bank')} banks; the check "
+                               "measures one bank, so keep a single 'bank' and let the other "
+                               "words say which kind it is")
+    words = sorted(set(re.findall(r"[a-z]+", text.lower())))
+    used = [f"{word} (it contains {ban!r})" if word != ban else word
+            for word in words for ban in FORBIDDEN if ban in word]
+    if used:
+        return Feedback(False, f"without any word that contains {', '.join(FORBIDDEN)} (the "
+                               "model reads 'riverbank' as river + ##bank, so the river word "
+                               f"is still there): yours uses {', '.join(used)}")
+    return None
+
+
+def check_bank_sentence(text, model=None) -> Feedback:
+    """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
+    BANK_RIVER's than to BANK_MONEY's, and lean further that way than BANK_NEUTRAL's, without
+    any word that contains a word of FORBIDDEN."""
+    if text is None:
+        return _not_answered("write your sentence in `my_sentence`")
+    problem = _sentence_problem(text, model)
+    if problem is not None:
+        return problem
+    to_money, to_river = bank_margin(text, model)
+    lean, neutral = to_river - to_money, river_lean(BANK_NEUTRAL, model)
+    numbers = f"cos to the river bank {to_river:.3f}, to the money bank {to_money:.3f}"
+    if lean > max(0.0, neutral):
+        narrow = ": a narrow win; can you widen it?" if lean < NARROW_MARGIN else ""
+        return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side"
+                              f"{narrow}")
+    side = "river side" if neutral > 0 else "money side"
+    where = "ahead" if lean > 0 else "behind"
+    return Feedback(False, f"not yet: {numbers}, so the river side is {where} by {abs(lean):.3f}; "
+                           f"with no context ({BANK_NEUTRAL!r}) bank leans to the {side} by "
+                           f"{abs(neutral):.3f}, and your words must pull it further to the river "
+                           "side than that. Which words go with a bank you can sit on?")

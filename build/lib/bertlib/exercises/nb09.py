@@ -1,0 +1,184 @@
+"""Checkers for notebook 09 (pre-train a tiny BERT): predict in how many runs one head gives at
+least half of a masked verb's attention to a subject that is not the previous word (and in which
+layer), predict the effect of removing attractors from training, design a tiny BERT with as many
+heads as fit in a parameter budget. Each checker computes what it checks and answers any input
+with a message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from transformers import BertConfig, BertForMaskedLM
+
+from bertlib.exercises import Feedback, as_answer_number, as_answer_whole, not_answered
+from bertlib.tiny import grammar
+from bertlib.tiny.mechanism import agreement_correct
+from bertlib.tiny.pretrain import tiny_config
+from bertlib.tiny.probes import build_tokenizer, make_probe, subset
+
+__all__ = ["HEAD_SHARE", "subject_heads", "check_runs_prediction", "check_attractor_prediction",
+           "check_design", "design_parameters", "ATTRACTOR_TEST", "ATTRACTOR_TRAINED", "OWN_TEST",
+           "OWN_LEARNED",
+           "DESIGN_BUDGET", "DESIGN_LAYERS", "DESIGN_HEAD_WIDTH"]
+
+#: Held-out "pp" sentences the attractor checker measures on.
+ATTRACTOR_TEST = 400
+#: A model at or above this on those sentences' attractor rows was trained with attractors (an
+#: attractor-free model scores about 0.4 there; the committed runs, trained with them, 0.85+).
+ATTRACTOR_TRAINED = 0.75
+#: A "subject head": one head gives at least this share of a masked verb's attention to its
+#: subject, on the rows where the subject is not the previous word.
+HEAD_SHARE = 0.5
+#: Held-out sentences of the model's own training language (simple, comp, no phrases) and the
+#: agreement accuracy it needs there before its attractor accuracy is judged.
+OWN_TEST, OWN_LEARNED = 100, 0.8
+
+#: The design task: a BERT for the grammar's vocabulary with this many layers, heads of this
+#: width, and at most this many parameters.
+DESIGN_LAYERS, DESIGN_HEAD_WIDTH, DESIGN_BUDGET = 3, 16, 150_000
+
+
+def subject_heads(runs, share: float = HEAD_SHARE) -> list[tuple[int, int, float] | None]:
+    """For each run (anything with a ``history`` dict, e.g. bertlib.tiny.runs.Run): (layer, head,
+    share) of its strongest verb-to-subject head at the end of training, measured on the rows
+    whose subject is not the previous word ("heads/subject_far" (T, L, H)), or None when that
+    share is below ``share`` (no head does it)."""
+    found = []
+    for run in runs:
+        final = np.asarray(run.history["heads/subject_far"][-1])  # (L, H)
+        layer, head = (int(i) for i in np.unravel_index(final.argmax(), final.shape))
+        found.append((layer, head, float(final[layer, head])) if final.max() >= share else None)
+    return found
+
+
+def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
+    """Check a prediction of in how many of ``runs`` one head gives at least HEAD_SHARE of a
+    masked verb's attention to a subject that is not the previous word (guess, a whole number),
+    and optionally in which layer those heads sit (guess_layer). Computed here from the runs'
+    histories (:func:`subject_heads`), never taken from the learner."""
+    try:
+        heads = subject_heads(runs)
+    except (TypeError, KeyError, AttributeError, IndexError, ValueError):
+        return Feedback(False, "runs must be the list of runs that bertlib.tiny.runs.load_runs() "
+                               "returns (each with its history)")
+    n = len(heads)
+    guess = as_answer_whole(guess, "guess_runs (a number of runs)", 0, n,
+                            todo=f"set guess_runs to the number of runs (of {n}) you expect to "
+                                 f"have such a head, then run this cell")
+    if isinstance(guess, Feedback):
+        return guess
+    found = [h for h in heads if h is not None]
+    where = ", ".join(f"{getattr(run, 'name', f'run {k}')}: " + (
+        f"L{h[0]}H{h[1]} {h[2]:.2f}" if h else "none") for k, (run, h) in enumerate(zip(
+            runs, heads, strict=True)))
+    layers = sorted({h[0] for h in found})
+    if guess != len(found):
+        side = "more" if guess > len(found) else "fewer"
+        return Feedback(False, f"{len(found)} of {n}, not {guess} ({where}): {side} than it "
+                               f"turned out. Same recipe, other seeds: what else could carry the "
+                               f"subject's number to the verb?")
+    if guess_layer is None or not found:
+        return Feedback(True, f"right: {len(found)} of {n} ({where})")
+    layer = as_answer_whole(guess_layer, "guess_layer (a layer)", 0, len(
+        np.asarray(runs[0].history["heads/subject_far"][-1])) - 1, todo="")
+    if isinstance(layer, Feedback):
+        return layer
+    ok = layers == [layer]
+    return Feedback(ok, f"{len(found)} of {n}, right ({where}); " + (
+        f"all in layer {layer}, as you said" if ok else f"in layer(s) {layers}, not only "
+        f"{layer}: a layer-0 head sees words and positions only, a layer-1 head also what "
+        f"layer 0 gathered"))
+
+
+def check_attractor_prediction(guess, model) -> Feedback:
+    """Check a predicted accuracy (0..1) of ``model`` (trained without attractors) on main verbs
+    after a prepositional phrase whose noun has the other number; the accuracy is measured here
+    on ATTRACTOR_TEST held-out sentences, never taken from the learner."""
+    guess = as_answer_number(guess, "guess_accuracy", 0, 1,
+                             todo="write your predicted accuracy (a number between 0 and 1) in "
+                                  "guess_accuracy before training")
+    if isinstance(guess, Feedback):
+        return guess
+    if model is None:
+        return not_answered("train the attractor-free model and assign it to trained")
+    if not isinstance(model, BertForMaskedLM) or model.config.vocab_size != _vocab_size():
+        return Feedback(False, f"trained must be the BertForMaskedLM you trained (made by "
+                               f"pt.new_model for this vocabulary), got {type(model).__name__}")
+    recipe = getattr(model.config, "bertlib_recipe", None) or {}
+    if recipe.get("max_pp", 0) > 0 or set(recipe.get("constructions", ())) - {"simple", "comp"}:
+        return Feedback(False, f"this model was trained on {recipe.get('constructions')} with "
+                               f"max_pp={recipe.get('max_pp')}: with attractors. Train one on "
+                               f"('simple', 'comp') with max_pp=0 and give that one")
+    tok = build_tokenizer()
+    own = make_probe(tok, grammar.generate(OWN_TEST, ("simple", "comp"), seed=2, split="test",
+                                           max_pp=0))
+    learned = float(agreement_correct(model, own).mean())
+    if learned < OWN_LEARNED:
+        return Feedback(False, f"your model gets only {learned:.2f} of the verbs right on its own "
+                               f"kind of sentences (simple, comp; {OWN_LEARNED} needed): it has "
+                               f"not learned agreement yet, so its attractor accuracy would tell "
+                               f"nothing. Train it longer (the recipe's steps) and check again")
+    probe = make_probe(tok, grammar.generate(ATTRACTOR_TEST, ("pp",), seed=2, split="test"))
+    hard = probe.differs
+    measured = float(agreement_correct(model, subset(probe, hard)).mean())
+    if measured >= ATTRACTOR_TRAINED:
+        return Feedback(False, f"this model gets {measured:.2f} of the attractor verbs right: it "
+                               f"looks trained with attractors. Give the model you trained on "
+                               f"('simple', 'comp') with max_pp=0")
+    miss, n = abs(guess - measured), int(hard.sum())
+    hint = ("what does a model that never saw a noun between subject and verb do when one "
+            "appears?" if guess > measured else "it follows the noun next to the verb less "
+            "often than you expected: something in its training also pointed to the subject")
+    verdict = "within 0.1: good intuition" if miss <= 0.1 else (
+        f"{'optimistic' if guess > measured else 'pessimistic'} by {miss:.2f} ({hint})")
+    return Feedback(miss <= 0.1, f"measured {measured:.2f} on {n} verbs; your guess "
+                                 f"{guess:.2f} was {verdict}")
+
+
+def _vocab_size() -> int:
+    return build_tokenizer().get_vocab_size()
+
+
+def design_parameters(vocab_size: int, heads: int) -> int:
+    """Parameters of BertForMaskedLM with DESIGN_LAYERS layers and ``heads`` heads of width
+    DESIGN_HEAD_WIDTH for a vocabulary of ``vocab_size`` tokens (counted on a built model)."""
+    config = tiny_config(vocab_size, DESIGN_LAYERS, heads, heads * DESIGN_HEAD_WIDTH)
+    return sum(p.numel() for p in BertForMaskedLM(config).parameters())
+
+
+def check_design(config) -> Feedback:
+    """Check a BertConfig for the design task: DESIGN_LAYERS layers, heads of width
+    DESIGN_HEAD_WIDTH, as many heads as fit in DESIGN_BUDGET parameters of BertForMaskedLM, the
+    grammar's vocabulary (tokenizer of bertlib.tiny.probes). The most heads that fit is computed
+    here by building the models."""
+    if config is None:
+        return not_answered("build a config with bertlib.tiny.pretrain.tiny_config and assign it")
+    if isinstance(config, BertForMaskedLM):
+        config = config.config
+    if not isinstance(config, BertConfig):
+        return Feedback(False, f"config must be a transformers BertConfig (tiny_config returns "
+                               f"one), got {type(config).__name__}")
+    vocab = build_tokenizer().get_vocab_size()
+    if config.vocab_size != vocab:
+        return Feedback(False, f"vocab_size must be the tokenizer's {vocab}, got "
+                               f"{config.vocab_size}")
+    if config.num_hidden_layers != DESIGN_LAYERS:
+        return Feedback(False, f"the task asks for {DESIGN_LAYERS} layers, got "
+                               f"{config.num_hidden_layers}")
+    width = config.hidden_size / config.num_attention_heads
+    if width != DESIGN_HEAD_WIDTH:
+        return Feedback(False, f"each head has hidden / heads = {config.hidden_size} / "
+                               f"{config.num_attention_heads} = {width:g} dimensions; the task "
+                               f"asks for {DESIGN_HEAD_WIDTH}")
+    n = sum(p.numel() for p in BertForMaskedLM(config).parameters())
+    if n > DESIGN_BUDGET:
+        return Feedback(False, f"{n:,} parameters: {n - DESIGN_BUDGET:,} over the budget of "
+                               f"{DESIGN_BUDGET:,} (which part grows fastest with hidden?)")
+    heads = config.num_attention_heads
+    more = design_parameters(vocab, heads + 1)
+    if more <= DESIGN_BUDGET:
+        return Feedback(False, f"{n:,} parameters fit, but so would one more head ({more:,}): "
+                               f"the task asks for as many heads as the budget allows")
+    return Feedback(True, f"{n:,} parameters, {DESIGN_BUDGET - n:,} under the budget; one more "
+                          f"head would need {more:,}. {heads} heads of width "
+                          f"{DESIGN_HEAD_WIDTH} is the most that fits")

@@ -1,0 +1,66 @@
+"""Attention plugged into transformers' BERT through its registry (``AttentionInterface``).
+
+``eager_attention`` is transformers' eager attention written out, with one hook,
+``weights_of``, that turns the scores into weights; a custom attention (an ablated head, a
+similarity prior) changes only that step and is registered under a name with
+:func:`register_attention`, then switched on with ``model.set_attn_implementation(name)``.
+No class of transformers is patched.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["register_attention", "softmax_weights", "eager_attention"]
+
+
+def register_attention(name: str, fn) -> None:
+    """Register a custom attention function with transformers under ``name``.
+
+    fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs) ->
+    (output (batch, n, heads, d_k), weights (batch, heads, n, n)), as transformers' own eager
+    attention. The mask function registered beside it is transformers' ``eager_mask``: the
+    additive float mask (0 or a large negative number per key), without which padding would be
+    silently ignored. Switch a model to it with ``model.set_attn_implementation(name)``.
+    """
+    # imported when first registering, so that importing this module stays cheap
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import eager_mask
+
+    AttentionInterface.register(name, fn)
+    AttentionMaskInterface.register(name, eager_mask)
+
+
+def softmax_weights(module, scores, attention_mask):
+    """BERT's attention weights from the scaled scores: softmax(scores + mask) over the keys.
+
+    scores: (batch, h, n, n) = Q Kᵀ · scaling; attention_mask: the additive float mask
+    (batch, 1, n, n) (0 = may attend, a very negative number = padding) or None. The default
+    ``weights_of`` of :func:`eager_attention`; ``module`` (the layer's self-attention) is unused
+    here and there for hooks that need it (``module.layer_idx``).
+    """
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    return torch.softmax(scores, dim=-1)
+
+
+def eager_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                    weights_of=softmax_weights, **kwargs):
+    """Scaled dot-product attention as transformers' eager implementation computes it:
+
+        weights = softmax(Q Kᵀ · scaling + mask),    output = weights V,
+
+    scaling = 1/√d_k unless given. query, key, value: (batch, h, n, d_k); attention_mask as in
+    :func:`softmax_weights`. The hook ``weights_of(module, scores, attention_mask)`` turns the
+    scores into weights (default :func:`softmax_weights`); a custom attention changes only that
+    step (``functools.partial(eager_attention, weights_of=...)``) and registers the result with
+    :func:`register_attention`. Dropout on the weights while training, as transformers does.
+    Returns (output (batch, n, h, d_k), weights (batch, h, n, n)): transformers'
+    ``AttentionInterface`` signature.
+    """
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    weights = weights_of(module, scores, attention_mask)
+    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights

@@ -1,0 +1,279 @@
+"""Fine-tuning BERT on graded sentence pairs, with or without the prior, and its measure.
+
+The project's pairs (bertlib/data/sts_pairs.tsv, scored 0..5) are read by :func:`load_pairs` and
+batched with their similarity priors (:func:`bertlib.hf.custom.similarity_prior`) by
+:func:`pair_batch`, so the same code trains and measures a standard BERT and one whose attention
+is prior-guided (:func:`bertlib.hf.custom.use_prior_attention`): :func:`pair_cosines` reads each
+pair jointly and compares the mean hidden states of its two sentences, :func:`fine_tune` trains
+that cosine towards score / 5, and :func:`spearman` measures how well the cosines rank the pairs.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from bertlib.checks import as_array, items, kind, one_of, same_shape, whole
+from bertlib.hf.custom import PRIOR_ATTENTION, similarity_prior, strip_punctuation
+from bertlib.hf.loading import LoadedBert, bert_module, load_bert
+
+__all__ = ["StsPair", "PairBatch", "load_pairs", "pair_batch", "pair_cosines", "fine_tune",
+           "spearman", "LinkEffects", "link_effects", "batch_word_ids"]
+
+_DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+class StsPair(NamedTuple):
+    """One labelled sentence pair: score 0 (unrelated) .. 5 (same meaning)."""
+
+    sentence_a: str
+    sentence_b: str
+    score: float
+    split: str  # "train" or "test"
+    group: int = -1  # pairs of one group share sentence_a (the split keeps a group together)
+
+
+class PairBatch(NamedTuple):
+    """A padded batch of sentence pairs, ready for ``model(**inputs, prior=prior)``.
+
+    inputs: dict of (batch, n) int tensors input_ids, token_type_ids, attention_mask.
+    prior: (batch, n, n) float32 tensor, 0 on padding.
+    mask_a, mask_b: (batch, n) float32, 1 on the word pieces of sentence a (resp. b), no specials.
+    """
+
+    inputs: dict
+    prior: object
+    mask_a: object
+    mask_b: object
+
+
+def load_pairs(split: str | None = None) -> list[StsPair]:
+    """The project's graded sentence pairs (bertlib/data/sts_pairs.tsv), optionally one split.
+
+    split: None for all 162 pairs, or "train" / "test" (the split is by group of pairs sharing
+    their first sentence, so no sentence a of the test pairs is seen in training; each pair's
+    ``group`` says which, for intervals that resample whole groups).
+    """
+    one_of(split, "split", (None, "train", "test"))
+    with open(_DATA / "sts_pairs.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    pairs = [StsPair(r["sentence_a"], r["sentence_b"], float(r["score"]), r["split"],
+                     int(r["group"])) for r in rows]
+    return [p for p in pairs if split is None or p.split == split]
+
+
+def pair_batch(pairs: Sequence[tuple[str, str]] | Sequence[StsPair], source: str = "lexicon",
+               model: LoadedBert | None = None, **prior_options) -> PairBatch:
+    """Tokenize sentence pairs into one padded batch with their priors (see :class:`PairBatch`).
+
+    pairs: a non-empty list of (sentence_a, sentence_b) (StsPair works too).
+    prior_options: passed to :func:`similarity_prior` (``punctuation``, ``stop_words``,
+    ``first_sep``, ``lexicon``); with punctuation="remove" (the default) BERT reads the pairs
+    without punctuation too, as in the authors' code.
+    Shapes: inputs (batch, n) with n the longest pair; prior (batch, n, n), 0 on padding rows
+    and columns; mask_a / mask_b (batch, n). Errors as in :func:`similarity_prior`.
+    """
+    pairs = items(pairs, "pairs", "(sentence_a, sentence_b)")
+    model = model or load_bert()
+    priors = [similarity_prior(p[0], p[1], source, model, **prior_options) for p in pairs]
+    keep = prior_options.get("punctuation", "remove") == "keep"
+    texts = [(p[0], p[1]) if keep else (strip_punctuation(p[0]), strip_punctuation(p[1]))
+             for p in pairs]
+    inputs = model.tokenizer([a for a, _ in texts], [b for _, b in texts], padding=True,
+                             return_tensors="pt", return_special_tokens_mask=True)
+    special = inputs.pop("special_tokens_mask").bool()
+    n = inputs["input_ids"].shape[1]
+    prior = torch.zeros(len(pairs), n, n)
+    for k, S in enumerate(priors):
+        prior[k, : len(S), : len(S)] = torch.from_numpy(S)
+    real = inputs["attention_mask"].bool() & ~special
+    second = inputs["token_type_ids"].bool()
+    return PairBatch(dict(inputs), prior, (real & ~second).float(), (real & second).float())
+
+
+def pair_cosines(model, batch: PairBatch):
+    """cos(u, v) per pair (batch,): u, v = mean of the last hidden states over a's and b's pieces.
+
+    The pair is read jointly as [CLS] a [SEP] b [SEP] (so the prior can link the sentences);
+    the prior is passed only when prior attention is on. Differentiable (no torch.no_grad here).
+    """
+    bert = bert_module(model)
+    extra = {"prior": batch.prior} if bert.config._attn_implementation == PRIOR_ATTENTION else {}
+    H = bert(**batch.inputs, **extra).last_hidden_state  # (batch, n, d)
+
+    def pool(mask):
+        return (H * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+    return torch.nn.functional.cosine_similarity(pool(batch.mask_a), pool(batch.mask_b), dim=-1)
+
+
+def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int = 16,
+              lr: float = 5e-5, seed: int = 0, train_embeddings: bool = False,
+              prior_options: dict | None = None) -> list[float]:
+    """Train ``model`` (in place) so cos(u, v) matches score / 5; returns the loss of each step.
+
+    Loss: mean squared error between :func:`pair_cosines` and the gold score / 5 (the cosine
+    similarity loss of sentence-BERT). AdamW over every parameter except, by default, the
+    embeddings (12 of the 23 million parameters: frozen for the run, with ``requires_grad`` off so
+    no gradient is computed for them, which keeps the "embedding" prior fixed; switched back on
+    afterwards); a learned gate is trained too. prior_options: passed to :func:`pair_batch`.
+    Dropout on; the pairs shuffled each epoch by a generator seeded with ``seed``; torch's seed
+    and deterministic algorithms are set for the run (torch's random state and the previous
+    setting are restored afterwards, so the caller's random numbers go on as if the call had not
+    happened). Leaves the model in eval mode.
+    """
+    pairs = items(pairs, "pairs", "labelled pairs")
+    whole(epochs, "epochs", 1)
+    bert = bert_module(model)
+    rng = np.random.default_rng(seed)
+    batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
+    encoded = [(pair_batch(b, **(prior_options or {})), torch.tensor([p.score / 5 for p in b]))
+               for b in batches]
+    frozen = [] if train_embeddings else [p for p in bert.embeddings.parameters()
+                                          if p.requires_grad]
+    for p in frozen:  # no gradient is computed for them at all (saves time and memory)
+        p.requires_grad_(False)
+    # fused=True: one fused kernel per parameter, so the update needs no temporaries the size
+    # of the whole model (a small peak memory) and costs about a quarter of the per-parameter
+    # loop's CPU time (AdamW's arithmetic; rounded in another order). The fused kernel does not
+    # move torch's version counters, which run_bert's cache reads: each step moves them itself.
+    trained = [p for p in bert.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=lr, fused=True)
+    losses = []
+    bert.train()
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    caller_rng = torch.get_rng_state()  # put back afterwards: the caller's random stream
+    torch.manual_seed(seed)  # dropout's masks, the same for the same seed
+    try:
+        for _ in range(epochs):
+            for k in rng.permutation(len(encoded)):
+                batch, target = encoded[k]
+                loss = torch.nn.functional.mse_loss(pair_cosines(bert, batch), target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                torch.autograd.graph.increment_version(trained)
+                losses.append(loss.item())
+    finally:
+        bert.eval()
+        for p in frozen:
+            p.requires_grad_(True)
+        torch.use_deterministic_algorithms(was_deterministic)
+        torch.set_rng_state(caller_rng)
+    return losses
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1 with ties given their average rank (one sort: a tie is a run of the sort)."""
+    order = np.argsort(x, kind="stable")
+    ordered = x[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # where each run begins
+    ends = np.r_[starts[1:], len(x)]
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat((starts + ends - 1) / 2, ends - starts)
+    return ranks
+
+
+def spearman(x, y) -> float:
+    """Spearman's rank correlation: Pearson's r of the ranks (ties get their average rank).
+
+    x, y: (m,) arrays of finite numbers, m >= 2, neither constant (a single value is constant).
+    Returns a float in [-1, 1].
+    """
+    x, y = as_array(x, "x", 1), as_array(y, "y", 1)
+    same_shape(x, y, ("x", "y"))
+    rx, ry = _ranks(x) - (len(x) - 1) / 2, _ranks(y) - (len(y) - 1) / 2
+    denom = math.sqrt(float(rx @ rx) * float(ry @ ry))
+    if denom == 0:
+        raise ValueError("Spearman's correlation is undefined when x or y is constant")
+    return float(rx @ ry) / denom
+
+
+class LinkEffects(NamedTuple):
+    """Layer 0 of BERT with the prior, measured at every lexicon link of a set of pairs.
+
+    A link is a word of sentence a and a word of b with a prior S > 0 across (read from the
+    word's first piece as query, to all pieces of the linked word as keys). All arrays are (m,),
+    one entry per link, weights summed over the linked word's pieces and averaged over the heads:
+    standard (no prior), prior (the prior in layer 0), control (the prior with this one link set
+    to 0); negative_heads: the share of heads whose scores to the linked word are all < 0;
+    zeroed_positive: the share of the query's scores to keys of b that S sets to 0 which are > 0
+    (all heads); pair: the index (in ``pairs``) of the pair the link is in, so an interval can
+    resample whole pairs or groups of pairs rather than links, which are not independent.
+    zero_negative: over all pairs, the share of scores at S = 0 that are < 0.
+    """
+
+    words: list
+    standard: np.ndarray
+    prior: np.ndarray
+    control: np.ndarray
+    negative_heads: np.ndarray
+    zeroed_positive: np.ndarray
+    pair: np.ndarray
+    zero_negative: float
+
+
+def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
+                 **prior_options) -> LinkEffects:
+    """Measure what the prior does in layer 0 at every link of ``pairs`` (see LinkEffects).
+
+    model: LoadedBert (its layer 0 read directly: embeddings, then Q and K; no forward hooks).
+    pairs: a non-empty list of (sentence_a, sentence_b); prior_options as in :func:`pair_batch`.
+    """
+    kind(model, "model", LoadedBert, "the LoadedBert that load_bert() returns")
+    pairs = items(pairs, "pairs", "(sentence_a, sentence_b)")
+    bert, rows, pair_of, negatives, total = bert_module(model), [], [], 0, 0
+    layer = bert.encoder.layer[0].attention.self
+    h = bert.config.num_attention_heads
+    for index, (a, b) in enumerate((p[0], p[1]) for p in pairs):
+        batch = pair_batch([(a, b)], model=model, **prior_options)
+        words = batch_word_ids(model, a, b, prior_options)
+        with torch.no_grad():
+            X = bert.embeddings(input_ids=batch.inputs["input_ids"],
+                                token_type_ids=batch.inputs["token_type_ids"])[0]
+            Q, K = (f(X).view(len(X), h, -1).transpose(0, 1) for f in (layer.query, layer.key))
+            scores = Q @ K.transpose(-1, -2) * layer.scaling  # (h, n, n)
+        S = batch.prior[0]
+        negatives += int((scores[:, S == 0] < 0).sum())
+        total += int((S == 0).sum()) * h
+        pieces = model.tokenizer.convert_ids_to_tokens(batch.inputs["input_ids"][0])
+        found = _links_of(scores, S, words, batch.mask_b[0].bool(), pieces)
+        rows, pair_of = rows + found, pair_of + [index] * len(found)
+    return LinkEffects([r[0] for r in rows], *(np.array([r[k] for r in rows]) for k in range(1, 6)),
+                       np.array(pair_of, dtype=int), negatives / total)
+
+
+def batch_word_ids(model, a: str, b: str, prior_options: dict) -> list:
+    """(sentence, word) of each piece of the pair as :func:`pair_batch` reads it (None: special)."""
+    if prior_options.get("punctuation", "remove") == "remove":
+        a, b = strip_punctuation(a), strip_punctuation(b)
+    enc = (model or load_bert()).tokenizer(a, b)
+    return [None if s is None else (s, w) for s, w in zip(enc.sequence_ids(0), enc.word_ids(0),
+                                                          strict=True)]
+
+
+def _links_of(scores, S, words, in_b, pieces) -> list:
+    """One row (words, standard, prior, control, negative_heads, zeroed_positive) per link."""
+    rows = []
+    firsts = {w: p for p, w in reversed(list(enumerate(words))) if w is not None and w[0] == 0}
+    for wa, q in sorted(firsts.items()):
+        for wb in sorted({words[k] for k in range(len(words)) if in_b[k] and S[q, k] > 0}):
+            keys = [k for k in range(len(words)) if words[k] == wb]
+            control = S[q].clone()
+            control[keys] = 0
+            weights = [torch.softmax(scores[:, q] * row, -1)[:, keys].sum(-1).mean().item()
+                       for row in (torch.ones_like(S[q]), S[q], control)]
+            zeroed = in_b & (S[q] == 0)
+            text = ["".join(pieces[k].removeprefix("##") for k in range(len(words))
+                            if words[k] == w) for w in (wa, wb)]
+            negative = (scores[:, q, keys] < 0).all(-1).float().mean().item()
+            rows.append((tuple(text), *weights, negative,
+                         (scores[:, q, zeroed] > 0).float().mean().item()))
+    return rows

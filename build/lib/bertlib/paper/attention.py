@@ -1,0 +1,200 @@
+"""Scaled dot-product attention in numpy: the reference every notebook checks against.
+
+Shapes: one sequence is ``(n, d)``; any number of leading batch/head dimensions may precede the
+last two axes. Masks are boolean with ``True`` = "this query may attend to this key".
+
+Equation first: each public function checks its arguments in one line, then reads like the paper
+(Vaswani et al. 2017, section 3.2). The checks sit at the bottom of the file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bertlib.checks import as_array, bool_mask, heads_dividing, number, whole
+
+__all__ = [
+    "softmax",
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "padding_mask",
+    "check_qkv_shapes",
+    "split_heads",
+    "merge_heads",
+    "multi_head_attention",
+]
+
+
+def softmax(x, axis: int = -1, where=None) -> np.ndarray:
+    """softmax(x)_i = e^(x_i − m) / Σ_j e^(x_j − m), m = max_j x_j (the same, and never overflows).
+
+    x: any shape. where: optional bool array broadcastable to x; entries where it is False get
+    weight 0. A slice whose entries are all excluded (or all -inf) gives zeros, never NaN.
+    Returns an array of x's shape whose slices along ``axis`` sum to 1 (or 0 if fully excluded).
+    """
+    x, where = _check_softmax(x, where)  # -inf is a valid score: "never attend here"
+    x = x if where is None else np.where(where, x, -np.inf)  # excluded: e^(−∞) = 0
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))  # a fully excluded slice: any shift will do
+    total = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
+    """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V, leading (batch, head) axes broadcast.
+
+    Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v)
+    mask: (..., n_q, n_k) bool, True where a query may attend; None = all.
+    scale: the factor applied to Q Kᵀ; default 1/√d_k (what BERT uses, per head).
+    Returns (output (..., n_q, d_v), weights (..., n_q, n_k)); masked-out rows get zero weights.
+    """
+    Q, K, V, mask, scale = _check_attention(Q, K, V, mask, scale)
+    d_k = Q.shape[-1]
+    scores = Q @ np.swapaxes(K, -1, -2) * (1 / np.sqrt(d_k) if scale is None else scale)
+    weights = softmax(scores, where=mask)  # a masked-out key gets weight 0
+    return weights @ V, weights
+
+
+def split_heads(X, h: int) -> np.ndarray:
+    """Cut the feature axis into h heads of d_k = d / h features and put the head axis first.
+
+    X: (..., n, d) -> (..., h, n, d_k), with out[..., i, t, :] = X[..., t, i·d_k : (i+1)·d_k]:
+    head i gets feature columns i·d_k … (i+1)·d_k − 1 of every token.
+    Raises ValueError if h does not divide d (the message lists the valid h).
+    """
+    X, h = _check_split(X, h)
+    *lead, n, d = X.shape
+    return np.swapaxes(X.reshape(*lead, n, h, d // h), -3, -2)
+
+
+def merge_heads(X_heads) -> np.ndarray:
+    """Concat(head_0, …, head_{h−1}): the heads side by side again, the inverse of split_heads.
+
+    X_heads: (..., h, n, d_k) -> (..., n, h·d_k), with out[..., t, i·d_k : (i+1)·d_k] =
+    X_heads[..., i, t, :].
+    """
+    X_heads = as_array(X_heads, "X_heads", min_ndim=3, layout="(..., h, n, d_k)", finite=False)
+    *lead, h, n, d_k = X_heads.shape
+    return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
+
+
+def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None):
+    """MultiHead(X) = Concat(head_0, …, head_{h−1}) W_O + b_O, head_i = softmax(Q_i K_iᵀ/√d_k) V_i,
+    Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V, cut into h heads of d_k = d / h.
+
+    X: (..., n_q, d); X_kv: (..., n_k, d), None = X (self-attention). W_*: (d, d) as in x W (torch
+    Linear's weight.T); biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None. mask: bool, to
+    (..., h, n_q, n_k), True = may attend. Returns (..., n_q, d) and weights (..., h, n_q, n_k).
+    """
+    X, X_kv, (W_Q, W_K, W_V, W_O), (b_Q, b_K, b_V, b_O), h, mask = _check_multi_head(
+        X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
+    Q = split_heads(X @ W_Q + b_Q, h)  # (..., h, n_q, d_k)
+    K = split_heads(X_kv @ W_K + b_K, h)  # (..., h, n_k, d_k)
+    V = split_heads(X_kv @ W_V + b_V, h)  # (..., h, n_k, d_k)
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # every head_i at once
+    return merge_heads(heads) @ W_O + b_O, weights
+
+
+def causal_mask(n: int) -> np.ndarray:
+    """Lower-triangular (n, n) bool mask: query i may attend to keys 0..i (GPT-style)."""
+    n = whole(n, "n", 0)
+    return np.tril(np.ones((n, n), dtype=bool))
+
+
+def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
+    """Key-padding mask (batch, 1, n): True for real tokens, False for padding.
+
+    lengths_or_flags: either a 1-D sequence of lengths (one per batch item; then ``n`` is the
+    padded length, default the longest), or a 2-D (batch, n) array of 0/1 or bool flags where 1 =
+    real token (like transformers' ``attention_mask``).
+    Returns shape (batch, 1, n), which broadcasts over queries: (batch, n_q, n).
+    Add a head axis with ``mask[:, None]`` for (batch, heads, n_q, n).
+    """
+    a = np.asarray(lengths_or_flags)
+    if a.ndim not in (1, 2) or (a.ndim == 2 and not (a.dtype == bool or np.isin(a, (0, 1)).all())):
+        raise ValueError(f"expected 1-D lengths, or 2-D (batch, n) flags of 0/1 or bool (1 = real "
+                         f"token); got shape {a.shape} and dtype {a.dtype}")
+    if a.ndim == 2:
+        return a.astype(bool)[:, None, :]
+    lengths = np.array([whole(x, f"lengths[{i}]", 0) for i, x in enumerate(a.tolist())], int)
+    longest = int(lengths.max()) if lengths.size else 0
+    n = longest if n is None else whole(n, "n", longest, why="(not shorter than the longest "
+                                                            "length)")
+    return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
+
+
+# ---------------------------------------------------------------- the checks, once at the edge
+
+def check_qkv_shapes(Q_shape, K_shape, V_shape) -> None:
+    """Raise ValueError unless Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v) fit.
+
+    Takes shapes (tuples or torch.Size), so numpy and torch code share one check; the message
+    names what disagrees and all three shapes.
+    """
+    Q_shape, K_shape, V_shape = tuple(Q_shape), tuple(K_shape), tuple(V_shape)
+    problems = [why for bad, why in (
+        (Q_shape[-1] != K_shape[-1], "Q and K must share d_k (their last axis)"),
+        (K_shape[-2] != V_shape[-2], "K and V must have the same number of keys n_k "
+                                     "(second-last axis)")) if bad]
+    if problems:
+        raise ValueError(f"{'; '.join(problems)}: Q has shape {Q_shape}, K has {K_shape}, "
+                         f"V has {V_shape}")
+
+
+def _check_softmax(x, where) -> tuple[np.ndarray, np.ndarray | None]:
+    """softmax's x as a float array without NaN, and ``where`` as bool of x's shape (or None)."""
+    x = as_array(x, "x", finite=False)
+    if np.isnan(x).any():
+        raise ValueError("softmax input contains NaN")
+    return x, None if where is None else np.broadcast_to(np.asarray(where, dtype=bool), x.shape)
+
+
+def _check_attention(Q, K, V, mask, scale):
+    """Q, K, V as finite float arrays (at least 2 axes, d_k >= 1) whose shapes fit, the mask as a
+    bool array that broadcasts to the scores' shape, the scale a number >= 0 or None."""
+    Q, K, V = (as_array(x, name, min_ndim=2, layout="(..., n, d)")
+               for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
+    whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
+    scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
+    mask = None if mask is None else bool_mask(mask, scores)
+    return Q, K, V, mask, None if scale is None else number(scale, "scale", 0)
+
+
+def _check_split(X, h) -> tuple[np.ndarray, int]:
+    """split_heads' X as a float array (..., n, d) and h as a whole number dividing d."""
+    X = as_array(X, "X", min_ndim=2, layout="(..., n, d)", finite=False)
+    return X, heads_dividing(h, X.shape[-1])
+
+
+def _check_multi_head(X, X_kv, W, biases, h, mask):
+    """The arguments of :func:`multi_head_attention`, checked once: (X, X_kv, W, b, h, mask)."""
+    X = as_array(X, "X", min_ndim=2, layout="(..., n_q, d)")
+    X_kv = X if X_kv is None else as_array(X_kv, "X_kv", min_ndim=2, layout="(..., n_k, d)")
+    d = X.shape[-1]
+    h = heads_dividing(h, d)
+    try:
+        lead = np.broadcast_shapes(X.shape[:-2], X_kv.shape[:-2])
+    except ValueError:
+        lead = None
+    if X_kv.shape[-1] != d or lead is None:
+        raise ValueError(f"X_kv must have the same d as X (last axis), and leading (batch) axes "
+                         f"that broadcast with X's: X has shape {X.shape}, X_kv has {X_kv.shape}")
+    if biases is None:
+        biases = (None,) * 4
+    elif not isinstance(biases, list | tuple) or len(biases) != 4:
+        raise TypeError("biases must be None or a list or tuple (b_Q, b_K, b_V, b_O) of (d,) "
+                        f"vectors or None, got {type(biases).__name__}")
+    W = tuple(_param(w, name, (d, d))
+              for w, name in zip(W, ("W_Q", "W_K", "W_V", "W_O"), strict=True))
+    b = tuple(0.0 if x is None else _param(x, name, (d,))
+              for x, name in zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
+    if mask is not None:
+        mask = bool_mask(mask, lead + (h, X.shape[-2], X_kv.shape[-2]), "(..., h, n_q, n_k)")
+    return X, X_kv, W, b, h, mask
+
+
+def _param(W, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A finite projection matrix (d, d) or bias (d,) of exactly ``shape``, or an error naming d."""
+    return as_array(W, name, shape=shape, layout="(d, d)" if len(shape) == 2 else "(d,)",
+                    why="(d from the input's last axis)")

@@ -1,0 +1,211 @@
+"""BERT's forward pass written from the equations, in numpy, on the real pretrained parameters.
+
+The whole model (Devlin et al. 2019; the encoder of Vaswani et al. 2017), for token ids t_1..t_n:
+
+    X   = LayerNorm(W_word[t] + W_pos[0..n-1] + W_type[s])                 (n, d)
+    for each of the L layers:
+        M   = MultiHead(X) = Concat(head_0, ..., head_{h-1}) W_O + b_O,
+              head_i = softmax(Q_i K_iᵀ / √d_k + padding mask) V_i         (n, d)
+        X'  = LayerNorm(X + M)                                              (n, d)
+        F   = GELU(X' W_1 + b_1) W_2 + b_2                                  (n, d_ff)->(n, d)
+        X   = LayerNorm(X' + F)                                             (n, d)
+
+with LayerNorm(x) = γ (x − mean(x)) / √(var(x) + ε) + β over the feature axis, and BERT's exact
+GELU(x) = x · Φ(x) = x/2 · (1 + erf(x/√2)). X holds the hidden states, d is the hidden size, h
+the number of heads; A (the attentions) are the softmax weights. Everything is float64 here;
+transformers computes in float32, so the two agree to float32 rounding (a few 1e-6;
+tests/test_bert.py says how close).
+
+Equation first: the model's functions come first, each one check line and then its equations;
+the checks follow. The parameters' types and their reading out of a transformers model (cached
+per model) live on the hf side, in ``bertlib.hf.params``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from bertlib.checks import as_array, bool_mask, heads_dividing, kind, same_shape, vocab_ids, whole
+from bertlib.hf.loading import load_bert
+from bertlib.hf.models import encode
+from bertlib.hf.params import BertParams, LayerParams, bert_params
+from bertlib.paper.attention import merge_heads, scaled_dot_product_attention, split_heads
+
+__all__ = [
+    "LayerParams",
+    "BertParams",
+    "BertOutput",
+    "bert_params",
+    "layer_norm",
+    "gelu",
+    "embed",
+    "encoder_layer",
+    "bert_forward",
+    "forward_text",
+]
+
+
+def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None) -> BertOutput:
+    """BERT's encoder on token ids (the module docstring's equations): embeddings, then L layers.
+
+    input_ids, token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding
+    (keys nobody attends to), None = all real. model: BertModel / LoadedBert / BertParams / None.
+    Returns BertOutput(hidden_states (L+1, ..., n, d), attentions (L, ..., h, n, n)), float64.
+    """
+    params, mask = _check_forward(input_ids, attention_mask, model)
+    X = embed(params, input_ids, token_type_ids)  # LayerNorm(W_word[t] + W_pos + W_type[s])
+    hidden, attentions = [X], []
+    for layer in params.layers:  # X = EncoderLayer_l(X), l = 1..L
+        X, A = encoder_layer(X, layer, params.h, mask, params.eps)
+        hidden.append(X)
+        attentions.append(A)
+    return BertOutput(np.stack(hidden), np.stack(attentions))
+
+
+def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12,
+                  attend=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """One BERT encoder layer: multi-head attention, add & norm, feed-forward, add & norm.
+
+    X: (..., n, d); params: the layer's LayerParams; h: heads. mask: bool broadcastable to
+    (..., h, n, n), True = may attend, e.g. key padding (..., 1, 1, n); None = all. attend: None
+    (BERT's softmax) or attend(Q, K, V) -> (n, d_k) for one head's (n, d_k) Q, K, V, no mask.
+    Returns (output (..., n, d), attentions A (..., h, n, n), or None with a custom attend).
+    """
+    X, p, mask = _check_layer(X, params, h, mask, attend)
+    Q, K, V = (split_heads(X @ W + b, h)  # Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V
+               for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
+    heads, A = (scaled_dot_product_attention(Q, K, V, mask) if attend is None  # head_i for all i
+                else (_each_head(attend, Q, K, V), None))
+    M = merge_heads(heads) @ p.W_O + p.b_O  # Concat(head_0, ..., head_{h-1}) W_O + b_O
+    X1 = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)
+    F = gelu(X1 @ p.W_1 + p.b_1) @ p.W_2 + p.b_2
+    return layer_norm(X1 + F, p.ln2_gamma, p.ln2_beta, eps), A
+
+
+def embed(params: BertParams, input_ids, token_type_ids=None) -> np.ndarray:
+    """E = LayerNorm(W_word[t] + W_pos[0..n−1] + W_type[s]).
+
+    input_ids, token_type_ids: (..., n) ints (token types default to 0, "sentence A").
+    Returns (..., n, d) float64.
+    """
+    t, s, n = _check_ids(params, input_ids, token_type_ids)
+    E = params.word[t].astype(np.float64) + params.position[:n] + params.token_type[s]
+    return layer_norm(E, params.emb_gamma, params.emb_beta, params.eps)
+
+
+def layer_norm(x, gamma, beta, eps: float = 1e-12) -> np.ndarray:
+    """LayerNorm(x) = γ (x − μ) / √(σ² + ε) + β, μ and σ² over the last (feature) axis.
+
+    x: (..., d); gamma, beta: (d,). Returns (..., d) float64. BERT uses ε = 1e-12.
+    """
+    x = _float64(x, "x")
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def gelu(x) -> np.ndarray:
+    """GELU(x) = x · Φ(x) = x/2 · (1 + erf(x / √2)), elementwise, any shape, float64 (BERT's exact
+    form, not the tanh approximation)."""
+    x = _float64(x, "x")
+    return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))
+
+
+def forward_text(text: str, text_pair: str | None = None, model=None) -> BertOutput:
+    """:func:`bert_forward` on one sentence (or pair), tokenised by
+    :func:`bertlib.hf.models.encode`.
+
+    Returns hidden_states (L+1, n, d) and attentions (L, h, n, n) for the n word pieces
+    (the tokens are ``bertlib.hf.models.run_bert(text, text_pair).tokens``).
+    """
+    loaded = load_bert() if model is None else model
+    enc = encode(text, text_pair, loaded)
+    return bert_forward(enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy(),
+                        model=loaded)
+
+
+# ---------------------------------------------------------------- the checks, once at the edge
+
+def _float64(x, name: str) -> np.ndarray:
+    """``x`` as a float64 array of real numbers (NaN and ±inf allowed), or a clear error."""
+    return as_array(x, name, finite=False).astype(np.float64, copy=False)
+
+
+def _check_forward(input_ids, attention_mask, model) -> tuple[BertParams, np.ndarray | None]:
+    """bert_forward's parameters (read once per model) and its key mask (..., 1, 1, n) or None."""
+    params = model if isinstance(model, BertParams) else bert_params(model)
+    return params, _key_mask(attention_mask, np.shape(input_ids))
+
+
+def _key_mask(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The (..., 1 head, 1 query, n keys) bool mask of (..., n) 0/1 flags; None stays None."""
+    if attention_mask is None:
+        return None
+    m = np.asarray(attention_mask)
+    same_shape(m, shape, ("attention_mask", "input_ids"))
+    if not (m.dtype == bool or np.isin(m, (0, 1)).all()):
+        raise ValueError("attention_mask must hold 0/1 or bool (1 = real token)")
+    if not m.astype(bool).any(axis=-1).all():
+        raise ValueError("every input needs at least one real token (attention_mask all 0)")
+    return m.astype(bool)[..., None, None, :]
+
+
+def _check_ids(params: BertParams, input_ids, token_type_ids):
+    """embed's (token ids t, token types s, n): ids inside the vocabulary, n within positions."""
+    t = vocab_ids(input_ids, "input_ids", params.word.shape[0])
+    n_max = params.position.shape[0]
+    n = whole(t.shape[-1] if t.ndim else 0, "n, the number of tokens (input_ids has shape "
+              "(..., n))", 1, n_max, why=f"(the model has {n_max} positions)")
+    s = np.zeros_like(t) if token_type_ids is None else vocab_ids(
+        token_type_ids, "token_type_ids", params.token_type.shape[0])
+    same_shape(s, t, ("token_type_ids", "input_ids"))
+    return t, s, n
+
+
+def _check_layer(X, params, h, mask, attend) -> tuple[np.ndarray, LayerParams, np.ndarray | None]:
+    """encoder_layer's arguments checked once: X as (..., n, d) for this layer's d, the layer's
+    parameters, h dividing d, the mask broadcasting to (..., h, n, n)."""
+    kind(params, "params", LayerParams, "a LayerParams (bert_params(model).layers[i])")
+    d = params.W_Q.shape[0]
+    X = as_array(X, "X", min_ndim=2, shape=(..., None, d), layout="(..., n, d)",
+                 why="(d of this layer)")
+    h = heads_dividing(h, d)
+    if mask is not None and attend is not None:
+        raise ValueError("a custom attend sees one head's Q, K, V and no mask: pass mask=None")
+    n = X.shape[-2]
+    return X, params, None if mask is None else bool_mask(mask, X.shape[:-2] + (h, n, n),
+                                                            "(..., h, n, n)")
+
+
+def _each_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """attend(q, k, v) on every head (and batch item) alone, stacked: (..., h, n_q, d_v)."""
+    lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
+    flat = [np.broadcast_to(x, lead + x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (Q, K, V)]
+    heads = np.stack([np.asarray(attend(q, k, v), dtype=Q.dtype)
+                      for q, k, v in zip(*flat, strict=True)])
+    one_head = (Q.shape[-2], V.shape[-1])
+    if heads.shape[1:] != one_head:
+        raise ValueError(f"attend must return one head's output of shape {one_head} "
+                         f"(n_q, d_k), got {heads.shape[1:]}")
+    return heads.reshape(lead + one_head)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf elementwise over a float64 array: torch's vectorised erf (within 1 ulp of math.erf)
+    on the array's own memory; ~30x faster than math.erf element by element."""
+    return torch.special.erf(torch.as_tensor(x)).numpy()
+
+
+class BertOutput(NamedTuple):
+    """Every layer's output of :func:`bert_forward` for input ids of shape (..., n).
+
+    hidden_states: (L + 1, ..., n, d); index 0 is the embedding output, l the output of layer l.
+    attentions: (L, ..., h, n, n); attentions[l, ..., i, q, k] is how much query q attends to
+    key k in head i of layer l (0-based). Rows sum to 1; padding keys get weight 0.
+    """
+
+    hidden_states: np.ndarray
+    attentions: np.ndarray

@@ -1,0 +1,188 @@
+"""How BERT was pre-trained: the masked-language-model corruption, and fill-mask when possible.
+
+Devlin et al. 2019, section 3.1: choose 15 % of the input's tokens for prediction; of those,
+replace 80 % by [MASK], 10 % by a random token, and keep 10 % unchanged. The model must predict
+the original token at every chosen position (and only there). As in Google's original
+``create_pretraining_data.py``, the number chosen is round(0.15 · n) (at least 1) over the
+non-special tokens, and each chosen token then draws its fate independently (80 / 10 / 10).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from bertlib.checks import has_shape, kind, number, vocab_ids
+from bertlib.hf.loading import bundled_model_path, load_bert, load_pretrained
+from bertlib.hf.models import encode
+
+__all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mlm_loss",
+           "mask_sentence", "has_mlm_head", "fill_mask"]
+
+#: Label of the positions the loss ignores (the PyTorch / transformers convention).
+IGNORE_INDEX = -100
+
+
+class MaskedInput(NamedTuple):
+    """One corrupted input. All arrays have shape (n,).
+
+    input_ids: the ids BERT sees (some replaced). labels: the original id at chosen positions,
+    IGNORE_INDEX elsewhere. chosen: bool, the 15 % to predict. action: 'mask', 'random', 'keep'
+    at chosen positions, '' elsewhere.
+    """
+
+    input_ids: np.ndarray
+    labels: np.ndarray
+    chosen: np.ndarray
+    action: np.ndarray
+
+
+def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, special_ids, mask_prob,
+                   mask_frac, random_frac) -> tuple[np.ndarray, np.ndarray, float, float, float]:
+    """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, an
+    ordinary token in every row, and three fractions in [0, 1] with mask_frac + random_frac ≤ 1.
+    Returns (ids, special: bool of ids' shape, mask_prob, mask_frac, random_frac)."""
+    ids = vocab_ids(input_ids, "input_ids", vocab_size, ndim, what)
+    special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
+    empty = np.flatnonzero(~np.atleast_2d(~special).any(axis=-1))  # rows of special tokens only
+    if empty.size:
+        where = "the input has" if ndim == 1 else f"row(s) {empty.tolist()} have"
+        raise ValueError(f"{where} no ordinary tokens to mask (only special tokens)")
+    fractions = [number(v, name, 0, 1) for v, name in
+                 ((mask_prob, "mask_prob"), (mask_frac, "mask_frac"), (random_frac, "random_frac"))]
+    if fractions[1] + fractions[2] > 1:
+        raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
+                         f"{fractions[1]} + {fractions[2]}")
+    return ids, special, *fractions
+
+
+def _corrupt(ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator, mask_id: int,
+             vocab_size: int, special_ids, mask_frac: float, random_frac: float) -> MaskedInput:
+    """BERT's 80/10/10 on the chosen positions (any shape): each becomes [MASK] with probability
+    mask_frac, a random ordinary id with probability random_frac, and stays itself otherwise."""
+    fate = rng.random(ids.shape)
+    action = np.full(ids.shape, "", dtype=object)
+    action[chosen & (fate < mask_frac)] = "mask"
+    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
+    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
+    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
+    out = ids.copy()
+    out[action == "mask"] = mask_id
+    out[action == "random"] = rng.choice(ordinary, size=int((action == "random").sum()))
+    labels = np.where(chosen, ids, IGNORE_INDEX)
+    return MaskedInput(out, labels, chosen, action.astype(str))
+
+
+def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
+                mask_prob: float = 0.15, mask_frac: float = 0.8,
+                random_frac: float = 0.1) -> MaskedInput:
+    """BERT's masked-LM corruption of one input, reproducible with ``seed``.
+
+    input_ids: (n,) ints; mask_id: the id of [MASK]; vocab_size: ids are 0..vocab_size−1;
+    special_ids: ids never chosen ([CLS], [SEP], [PAD]) and never used as random replacements.
+    Chooses k = max(1, round(mask_prob · m)) of the m non-special positions; each chosen one
+    becomes [MASK] with probability mask_frac, a random id with probability random_frac, and
+    stays itself otherwise. Returns a MaskedInput of (n,) arrays.
+    """
+    ids, special, mask_prob, mask_frac, random_frac = _check_masking(
+        input_ids, 1, "a 1-D array", vocab_size, special_ids, mask_prob, mask_frac,
+        random_frac)
+    candidates = np.flatnonzero(~special)
+    rng = np.random.default_rng(seed)
+    k = max(1, int(round(mask_prob * candidates.size))) if mask_prob > 0 else 0
+    chosen = np.zeros(ids.shape, dtype=bool)
+    chosen[rng.choice(candidates, size=k, replace=False)] = True
+    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
+
+
+def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
+               rng: np.random.Generator | None = None, mask_prob: float = 0.15,
+               mask_frac: float = 0.8, random_frac: float = 0.1) -> MaskedInput:
+    """:func:`mask_tokens`' rule on every row of a padded batch at once (for pre-training loops).
+
+    input_ids: (B, n) ints, padding included in ``special_ids`` so it is never chosen. Each row
+    gets k = max(1, round(mask_prob · m)) chosen positions among its m non-special ones, each
+    then [MASK] / random / kept with probabilities mask_frac / random_frac / the rest. rng: a
+    numpy Generator (default: seed 0). Returns a MaskedInput of (B, n) arrays. Same rule as
+    :func:`mask_tokens`, not the same random draws.
+    """
+    ids, special, mask_prob, mask_frac, random_frac = _check_masking(
+        input_ids, 2, "a 2-D (batch, n) array", vocab_size, special_ids, mask_prob,
+        mask_frac, random_frac)
+    rng = np.random.default_rng(0) if rng is None else rng
+    m = (~special).sum(1)  # ordinary tokens per row
+    k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)
+    scores = np.where(special, np.inf, rng.random(ids.shape))
+    rank = scores.argsort(1).argsort(1)
+    chosen = rank < k[:, None]
+    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
+
+
+def mlm_loss(logits, labels) -> torch.Tensor:
+    """L = −(1/|M|) Σ_{(b,t) ∈ M} log softmax(logits[b, t])[labels[b, t]], M = the chosen positions.
+
+    logits: (B, N, V) float tensor (the model's scores over the vocabulary); labels: (B, N) int64,
+    the original id at the chosen positions and IGNORE_INDEX elsewhere (:func:`mask_batch`).
+    Returns the mean cross-entropy over the chosen positions only, a 0-d tensor that backpropagates.
+    """
+    kind(logits, "logits", torch.Tensor, "a (B, N, V) torch tensor")
+    has_shape(labels, "labels", tuple(logits.shape[:-1]), "(B, N)", "(logits' first two axes)")
+    chosen = labels != IGNORE_INDEX  # M, (B, N)
+    log_p = torch.log_softmax(logits[chosen], dim=-1)  # (|M|, V)
+    return -log_p.gather(-1, labels[chosen][:, None]).mean()
+
+
+def mask_sentence(text: str, text_pair: str | None = None, model=None,
+                  seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
+    """:func:`mask_tokens` on a sentence (or pair) with the model's tokenizer.
+
+    Returns (tokens before, tokens after corruption, MaskedInput). [CLS], [SEP] and [PAD] are
+    never chosen.
+    """
+    loaded = load_bert() if model is None else model
+    tok = loaded.tokenizer
+    ids = encode(text, text_pair, loaded)["input_ids"][0].numpy()
+    masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
+    return (tok.convert_ids_to_tokens(ids.tolist()),
+            tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
+
+
+def has_mlm_head(folder: str | None = None) -> bool:
+    """Whether a model folder's parameters include BERT's masked-LM head (``cls.predictions.*``).
+
+    folder: None for the bundled model. Reads only the names in ``model.safetensors``.
+    """
+    from safetensors import safe_open  # third-party, loaded only when needed
+
+    path = os.path.join(folder or bundled_model_path(), "model.safetensors")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no model.safetensors in {folder!r}")
+    with safe_open(path, "np") as f:
+        return any(key.startswith("cls.predictions") for key in f.keys())
+
+
+def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tuple[str, float]]:
+    """The k most likely words for the single [MASK] in ``text`` by a model with an MLM head.
+
+    name: a hub id or folder of a model trained with masked-LM (the bundled model has no MLM
+    head). Returns [(word piece, probability), ...], most likely first. Raises OSError naming
+    the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
+    holds exactly one [MASK].
+    """
+    import torch  # torch and transformers load only when a model is asked for
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    if not isinstance(text, str) or text.count("[MASK]") != 1:
+        raise ValueError(f"text must contain exactly one [MASK], got {text!r}")
+    model = load_pretrained(AutoModelForMaskedLM, name).eval()
+    tok = load_pretrained(AutoTokenizer, name)
+    enc = tok(text, return_tensors="pt")
+    where = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
+    with torch.no_grad():
+        probs = model(**enc).logits[0, where].softmax(-1)
+    top = probs.topk(k)
+    return [(tok.convert_ids_to_tokens(int(i)), float(p))
+            for p, i in zip(top.values, top.indices, strict=True)]

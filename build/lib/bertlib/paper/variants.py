@@ -1,0 +1,278 @@
+"""Efficient attention that keeps exact softmax on some pairs, built small in numpy.
+
+Full attention softmax(Q Kᵀ/√d_k) V costs O(n²·d) time and O(n²) memory. Each sparse pattern here
+keeps a chosen set of pairs (i, j) and computes the exact softmax over them, never the n×n matrix:
+
+- :func:`sliding_window_attention` (Longformer, Beltagy et al. 2020): a band of w + 1 keys
+  around each query, plus global tokens (and :func:`sliding_window_attention_plain`, its plain
+  loop twin);
+- :func:`block_sparse_attention` (BigBird, Zaheer et al. 2020): window, random and global blocks.
+
+The approximations of the full softmax (Linformer, Performer, Reformer) live in
+:mod:`bertlib.paper.approximations`. All take one head: Q (n, d_k), K (n, d_k), V (n, d_v).
+``return_weights=True`` also returns the (n, n) attention the variant implies (for plots at small
+n; it costs n² memory, so the fast path never builds it). :func:`bert_qkv` and :func:`bert_layer`
+take Q, K, V from the real BERT and put a variant into one of its layers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from bertlib.checks import as_array, whole
+from bertlib.hf.loading import bert_module
+from bertlib.hf.models import check_layer_head
+from bertlib.paper.approximations import _one_head, _scale
+from bertlib.paper.attention import scaled_dot_product_attention, softmax, split_heads
+from bertlib.paper.bert import BertParams, LayerParams, bert_params, encoder_layer
+
+__all__ = [
+    "sliding_window_pattern",
+    "sliding_window_attention",
+    "sliding_window_attention_plain",
+    "block_sparse_pattern",
+    "block_sparse_attention",
+    "bert_qkv",
+    "bert_layer",
+]
+
+
+# ---------------------------------------------------------------- Longformer: sliding window
+
+
+def _window_half(w, n: int) -> int:
+    """w/2 for a valid window w (a positive even number), capped at n − 1."""
+    w = whole(w, "w (the window)", 1)
+    if w % 2:
+        raise ValueError(
+            f"w must be even: a token sees w/2 keys on each side (w + 1 with itself), so an odd "
+            f"w={w} has no whole half; use {w - 1} or {w + 1}"
+        )
+    return min(w // 2, n - 1)
+
+
+def _global_positions(global_idx, n: int) -> np.ndarray:
+    """Sorted unique global positions, each a whole number in 0..n−1."""
+    why = f"(token positions run 0..{n - 1}, n={n})"
+    return np.unique(np.array([whole(i, "every global_idx entry", 0, n - 1, why=why)
+                               for i in global_idx], dtype=int))
+
+
+def sliding_window_pattern(n: int, w: int, global_idx=()) -> np.ndarray:
+    """Which pairs Longformer's sliding window + global attention keeps, as an (n, n) bool mask.
+
+    Query i may attend key j when |i − j| ≤ w/2, or when i or j is global.
+    n: tokens; w: a positive even window; global_idx: positions in 0..n−1.
+    Returns (n, n) bool, True = may attend (for plots; the attention itself never builds it).
+    """
+    n = whole(n, "n", 1)
+    half = _window_half(w, n)
+    g = _global_positions(global_idx, n)
+    i = np.arange(n)
+    mask = np.abs(i[:, None] - i[None, :]) <= half
+    mask[g, :] = True
+    mask[:, g] = True
+    return mask
+
+
+def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: bool = False):
+    """Longformer's attention: each token attends to the w/2 tokens on each side of it.
+
+    Idea: nearby words matter most, so keep a band of w + 1 keys per query (itself and w/2 on each
+    side) instead of all n; a few global tokens (e.g. [CLS]) attend to all and are attended by all.
+        out_i = Σ_{j ∈ N(i)} softmax_j(q_i·k_j / √d_k) v_j,
+        N(i) = {j : |i − j| ≤ w/2} ∪ G for ordinary i;  N(i) = all j for i ∈ G.
+    Rule: w must be even and > 0. Once w/2 ≥ n − 1 every window covers the whole sequence and
+    this equals full attention.
+    How: queries go in blocks of B = w/2; block t (queries tB..tB+B−1) reads one contiguous
+    slab of B + w keys (tB − w/2 .. tB + B − 1 + w/2), which holds every key its queries may see,
+    and masks the slab to the band |i − j| ≤ w/2 (Longformer's "sliding chunks").
+    Cost: O(n·(w + g)·d) time and O(n·(w + g + d)) memory for g global tokens: scores are
+    (n/B, B, B + w), i.e. 3·n·w/2 numbers, never n×n; the key and value slabs 3·n·d each.
+
+    Q, K: (n, d_k); V: (n, d_v); w: positive even int; global_idx: positions in 0..n−1.
+    Returns out (n, d_v), or (out, weights (n, n)) when return_weights is True.
+    """
+    Q, K, V = _one_head(Q, K, V)
+    n, d_k = Q.shape
+    half = _window_half(w, n)
+    g = _global_positions(global_idx, n)
+    is_global = np.zeros(n, dtype=bool)
+    is_global[g] = True
+
+    B = max(half, 1)  # queries per block
+    n_blocks = -(-n // B)
+    S = B + 2 * half  # keys per slab
+    starts = np.arange(n_blocks)[:, None, None] * B
+    rows = starts + np.arange(B)[None, :, None]  # (n_blocks, B, 1) query index
+    cols = starts - half + np.arange(S)[None, None, :]  # (n_blocks, 1, S) key index
+    in_band = np.abs(np.arange(B)[:, None] - np.arange(S)[None, :] + half) <= half  # (B, S)
+    real_key = (cols >= 0) & (cols < n) & ~is_global[np.clip(cols, 0, n - 1)]  # globals apart
+    keep = in_band & real_key & (rows < n)  # (n_blocks, B, S)
+    pad = ((half, n_blocks * B - n + half), (0, 0))
+
+    def slabs(X):  # (n_blocks, d, S): block t's S rows of X, a strided view of the padded X
+        # made contiguous (3·n·d numbers), so that the batched products below run in BLAS
+        return np.ascontiguousarray(sliding_window_view(np.pad(X, pad), S, axis=0)[::B])
+
+    K_slab = slabs(K)  # (n_blocks, d_k, S)
+    V_slab = np.swapaxes(slabs(V), 1, 2)  # (n_blocks, S, d_v)
+    Q_blocks = np.pad(Q, ((0, n_blocks * B - n), (0, 0))).reshape(n_blocks, B, d_k)
+    scale = _scale(d_k)
+    band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, S)
+    to_global = ((Q_blocks @ K[g].T) * scale)  # (n_blocks, B, g)
+    weights = softmax(np.concatenate([band, to_global], axis=2),
+                      where=np.concatenate([keep, np.ones(to_global.shape, bool)], axis=2))
+    w_band, w_global = weights[..., :S], weights[..., S:]
+    out = (w_band @ V_slab + w_global @ V[g]).reshape(-1, V.shape[1])[:n]
+    out_g, weights_g = scaled_dot_product_attention(Q[g], K, V)  # global rows see everything
+    out[g] = out_g
+    if not return_weights:
+        return out
+    dense = np.zeros((n, n), dtype=weights.dtype)
+    r, c = np.broadcast_arrays(rows, cols)
+    dense[r[keep], c[keep]] = w_band[keep]
+    dense[:, g] = w_global.reshape(n_blocks * B, g.size)[:n]
+    dense[g] = weights_g
+    return out, dense
+
+
+def sliding_window_attention_plain(Q, K, V, w: int, global_idx=()) -> np.ndarray:
+    """The teaching twin of :func:`sliding_window_attention`: one query at a time.
+
+        out_i = softmax_j(q_i·k_j / √d_k) over j ∈ N(i), times v_j,
+        N(i) = {j : |i − j| ≤ w/2} ∪ G for an ordinary token, every j for a global one.
+    Q, K: (n, d_k); V: (n, d_v); w: positive even int; global_idx: positions in 0..n−1.
+    Returns out (n, d_v). A loop over the n queries, each with at most w + 1 + |G| keys: read it
+    beside the formula. The fast function computes the same in blocks; a test proves them equal.
+    """
+    Q, K, V = _one_head(Q, K, V)
+    n, d_k = Q.shape
+    half = _window_half(w, n)
+    G = _global_positions(global_idx, n)
+    out = np.zeros((n, V.shape[1]), dtype=np.result_type(Q, V))
+    for i in range(n):
+        if i in G:
+            keys = np.arange(n)  # a global token reads every token
+        else:
+            window = np.arange(max(0, i - half), min(n, i + half + 1))
+            keys = np.union1d(window, G)  # its window, plus the global tokens
+        scores = K[keys] @ Q[i] * _scale(d_k)
+        out[i] = softmax(scores) @ V[keys]
+    return out
+
+
+# ---------------------------------------------------------------- BigBird: block-sparse
+
+
+def _block_layout(n: int, block, n_random, global_blocks, seed) -> np.ndarray:
+    """(nb, nb) bool: which key blocks each query block attends to (window, global, random)."""
+    block = whole(block, "block", 1)
+    if n % block:
+        divisors = [b for b in range(1, n + 1) if n % b == 0]
+        raise ValueError(
+            f"n={n} is not a multiple of block={block}: pad the sequence to "
+            f"{-(-n // block) * block} tokens, or pick a block that divides {n} ({divisors})"
+        )
+    nb = n // block
+    global_blocks = whole(global_blocks, "global_blocks", 0, nb, why=f"(n/block = {nb} blocks)")
+    n_random = whole(n_random, "n_random", 0)
+    rng = np.random.default_rng(seed)
+    idx = np.arange(nb)
+    layout = np.abs(idx[:, None] - idx[None, :]) <= 1  # window: the block and its neighbours
+    layout[:global_blocks, :] = True  # global blocks attend to all ...
+    layout[:, :global_blocks] = True  # ... and are attended by all
+    for qb in range(global_blocks, nb):
+        free = np.flatnonzero(~layout[qb])
+        if n_random > free.size:
+            raise ValueError(
+                f"n_random={n_random} is too many: query block {qb} has only {free.size} "
+                f"block(s) outside its window and the global blocks ({nb} blocks in all)"
+            )
+        layout[qb, rng.choice(free, size=n_random, replace=False)] = True
+    return layout
+
+
+def block_sparse_pattern(n: int, block: int, n_random: int = 1, global_blocks: int = 1,
+                         seed: int | None = 0) -> np.ndarray:
+    """Which pairs BigBird's block-sparse attention keeps, as an (n, n) bool mask.
+
+    The sequence is cut into n/block blocks. Query block b attends to key blocks b−1, b, b+1
+    (window), to the first ``global_blocks`` blocks (global), and to ``n_random`` other blocks
+    drawn with ``seed`` (random); the global blocks attend to everything. So an ordinary row keeps
+    block·(|window ∖ global| + global_blocks + n_random) keys, a global row all n.
+    Returns (n, n) bool, True = may attend.
+    """
+    n = whole(n, "n", 1)
+    layout = _block_layout(n, block, n_random, global_blocks, seed)
+    return np.kron(layout, np.ones((block, block), dtype=bool)).astype(bool)
+
+
+def block_sparse_attention(Q, K, V, block: int, n_random: int = 1, global_blocks: int = 1,
+                           seed: int | None = 0, return_weights: bool = False):
+    """BigBird's attention: window blocks + random blocks + global blocks.
+
+    Idea: a local window captures nearby words, a few random links keep every pair a short hop
+    apart, and global blocks give every token a hub to read from and write to.
+        out_i = Σ_{j ∈ N(i)} softmax_j(q_i·k_j / √d_k) v_j, with N(i) the key blocks of
+        :func:`block_sparse_pattern` for i's block.
+    Cost: O(n·block·(3 + n_random + global_blocks)·d) for ordinary blocks (linear in n at fixed
+    block sizes) plus O(global_blocks·block·n·d) for the global rows; no n×n matrix.
+    n must be a multiple of block (pad the sequence otherwise).
+
+    Q, K: (n, d_k); V: (n, d_v). Returns out (n, d_v), or (out, weights (n, n)).
+    """
+    Q, K, V = _one_head(Q, K, V)
+    n = Q.shape[0]
+    layout = _block_layout(n, block, n_random, global_blocks, seed)
+    out = np.zeros((n, V.shape[1]), dtype=np.result_type(Q, V))
+    dense = np.zeros((n, n), dtype=out.dtype) if return_weights else None
+    for qb in range(layout.shape[0]):
+        rows = slice(qb * block, (qb + 1) * block)
+        keys = (np.flatnonzero(layout[qb])[:, None] * block + np.arange(block)).ravel()
+        out[rows], w = scaled_dot_product_attention(Q[rows], K[keys], V[keys])
+        if dense is not None:
+            dense[rows, keys] = w
+    return (out, dense) if return_weights else out
+
+
+# ---------------------------------------------------------------- the real BERT, one layer by hand
+
+
+def _layer_params(model, layer) -> tuple[LayerParams, BertParams]:
+    """(LayerParams of ``layer``, BertParams) of ``model`` (None = the bundled BERT)."""
+    bert = bert_module(model)
+    layer, _ = check_layer_head(bert, layer)
+    params = bert_params(bert)
+    return params.layers[layer], params
+
+
+def bert_qkv(hidden, layer: int, model=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q, K, V of every head of BERT's layer ``layer`` from its input hidden states.
+
+        Q = X W_Q + b_Q (likewise K, V), split into h heads of d_k = d/h features.
+    hidden: X (n, d), the layer's input (``run_bert(text).hidden_states[layer]``).
+    model: a LoadedBert or BertModel (default: the bundled BERT).
+    Returns Q, K, V each (h, n, d_k) float64.
+    """
+    p, params = _layer_params(model, layer)
+    X = as_array(hidden, "hidden", shape=(None, p.W_Q.shape[0]), layout="(n, d)",
+                 why="(d of this model)").astype(np.float64)
+    return tuple(split_heads(X @ W + b, params.h)
+                 for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
+
+
+def bert_layer(hidden, layer: int, attend=None, model=None) -> np.ndarray:
+    """One BERT encoder layer in numpy, with each head's attention computed by ``attend``:
+    :func:`bertlib.paper.bert.encoder_layer` with the attention swapped,
+
+        A = Concat_i attend(Q_i, K_i, V_i) W_O + b_O;  X' = LayerNorm(X + A)
+        out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
+    hidden: X (n, d), the layer's input; attend(Q, K, V) -> (n, d_k) for one head, with Q, K, V
+    (n, d_k), e.g. ``lambda Q, K, V: sliding_window_attention(Q, K, V, 4)``; None = BERT's
+    full softmax attention. No padding (one unpadded sequence).
+    Returns the layer's output (n, d) float64 (``hidden_states[layer + 1]`` when attend is None).
+    """
+    p, params = _layer_params(model, layer)
+    return encoder_layer(hidden, p, params.h, eps=params.eps, attend=attend)[0]

@@ -1,0 +1,325 @@
+"""Pre-train a tiny BERT on the language of :mod:`bertlib.tiny.grammar` and watch what it learns.
+
+The recipe is BERT's (Devlin et al. 2019): a word-level tokenizer with [CLS] [SEP] [MASK] [PAD]
+[UNK] (:func:`bertlib.tiny.probes.build_tokenizer`), 15 % of tokens chosen with 80 / 10 / 10
+corruption (:func:`bertlib.paper.mlm.mask_batch`), ``transformers.BertForMaskedLM`` with a small
+``BertConfig``, AdamW with linear warm-up and decay. Next-sentence prediction is left out: the
+generated sentences are independent, so any sentence is as good a "next" one as any other and NSP
+would have nothing to learn.
+
+While training, :func:`train` runs :func:`bertlib.tiny.probes.measure_probe` on fixed probe
+sentences
+(every verb masked in turn): per head, the share of attention to the previous / next token, to
+[CLS] / [SEP] and from the masked verb to its true subject; and the agreement accuracy.
+
+Heads are switched off with transformers' AttentionInterface
+(:func:`bertlib.hf.ablation.ablated_head`), never by patching the model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from tqdm.std import tqdm
+from transformers import BertConfig, BertForMaskedLM
+
+from bertlib.checks import heads_dividing, kind, whole
+from bertlib.paper.attention import softmax
+from bertlib.paper.mlm import IGNORE_INDEX, mask_batch, mlm_loss
+from bertlib.tiny import grammar
+from bertlib.tiny.probes import SPECIALS, Probe, _forward, encode_texts, measure_probe
+
+__all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
+           "mlm_accuracy", "tiny_fill_mask"]
+
+
+# --------------------------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------------------------
+def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 64,
+                max_len: int = 32, tie_embeddings: bool = False):
+    """A small ``BertConfig`` (feed-forward width 4 · hidden, no dropout, eager attention so the
+    weights can be returned). ValueError before anything is built when hidden % heads != 0.
+
+    tie_embeddings: BERT uses its input embeddings as the output layer too; here they are apart
+    by default (see notebook 09: tied, agreement was learned much later).
+    """
+    for name, value in (("layers", layers), ("heads", heads), ("hidden", hidden),
+                        ("max_len", max_len), ("vocab_size", vocab_size)):
+        whole(value, name, 1)
+    heads_dividing(heads, hidden, ("heads", "hidden"))
+    config = BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=4 * hidden,
+                        max_position_embeddings=max_len, type_vocab_size=2,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                        pad_token_id=0, tie_word_embeddings=bool(tie_embeddings))
+    config._attn_implementation = "eager"
+    return config
+
+
+def new_model(config, seed: int = 0):
+    """A freshly initialised ``BertForMaskedLM`` (seeded), eager attention."""
+    torch.manual_seed(seed)
+    return BertForMaskedLM(config).eval()
+
+
+# --------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Recipe:
+    """Every setting of a training run, in one place (the committed runs and the live run of
+    notebook 09 use the same recipe; only ``seed`` differs between the committed runs).
+
+    layers, heads, hidden: the model (:func:`tiny_config`). steps, batch_size: sentences drawn
+    fresh every step. lr, warmup: AdamW's peak learning rate and its linear warm-up (then a
+    linear fall to 0 at ``steps``). seed: initialisation, sentences and masks. every: probe
+    measurements every this many steps. mask_prob: share of tokens chosen for the loss (BERT:
+    0.15), then 80 / 10 / 10 [MASK] / random / kept. max_pp, constructions: the training language
+    (:func:`bertlib.tiny.grammar.generate`). probe_sentences, probe_seed: the held-out probe.
+    """
+
+    layers: int = 2
+    heads: int = 4
+    hidden: int = 64
+    steps: int = 1500
+    batch_size: int = 128
+    lr: float = 4e-3
+    warmup: int = 100
+    seed: int = 0
+    every: int = 50
+    mask_prob: float = 0.15
+    max_pp: int = 2
+    constructions: tuple[str, ...] = grammar.TRAIN_CONSTRUCTIONS
+    probe_sentences: int = 60
+    probe_seed: int = 1
+
+    def __post_init__(self):
+        for name in ("layers", "heads", "hidden", "steps", "batch_size", "every"):
+            whole(getattr(self, name), name, 1)
+        whole(self.warmup, "warmup", 0)
+        whole(self.seed, "seed", 0)
+        heads_dividing(self.heads, self.hidden, ("heads", "hidden"))
+        object.__setattr__(self, "constructions", tuple(self.constructions))
+
+    def config(self, vocab_size: int):
+        """The model's ``BertConfig`` for a vocabulary of ``vocab_size`` tokens."""
+        return tiny_config(vocab_size, self.layers, self.heads, self.hidden)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "constructions": list(self.constructions)}
+
+
+class History(NamedTuple):
+    """What :func:`train` recorded. steps: (T,) evaluation steps (0 = before training);
+    loss: (S,) training loss per step; accuracy: (T,) agreement accuracy on the probe;
+    log_odds: (T,) mean log p(right form) − log p(wrong form) at the masked verb;
+    heads: name -> (T, L, H) shares (see :func:`measure`; "subject_far" is the verb -> subject
+    share on the rows whose subject is not the previous word); snapshots: step -> attention maps
+    (L, H, N, N) of the probe's first row; seconds: CPU time of the training loop;
+    number_probe: (T, L, C) what ``train``'s number_probe returned at each evaluation step, e.g.
+    (T, L, 4) from :func:`bertlib.tiny.mechanism.verb_number_probe`: a linear probe's test accuracy
+    for the subject's number at the masked verb after each layer, on the control task, on the
+    conflict rows, and a nearest-noun probe's (columns: mechanism.PROBE_COLUMNS), or None when
+    not measured."""
+
+    steps: list[int]
+    loss: np.ndarray
+    accuracy: np.ndarray
+    log_odds: np.ndarray
+    heads: dict[str, np.ndarray]
+    snapshots: dict[int, np.ndarray]
+    seconds: float
+    number_probe: np.ndarray | None = None
+
+
+def _batch_ids(tokenizer, n: int, rng: np.random.Generator, constructions: Sequence[str],
+               max_pp: int) -> tuple[np.ndarray, np.ndarray]:
+    seed = int(rng.integers(2**31))
+    sents = grammar.generate(n, constructions, seed, max_pp=max_pp)
+    return encode_texts(tokenizer, [s.text for s in sents])
+
+
+def _schedule(optimizer, warmup: int, total: int):
+    """Learning rate × min((s + 1) / warmup, (total − s) / (total − warmup)): a linear rise over
+    ``warmup`` steps, then a linear fall to 0 at step ``total``."""
+    def factor(s: int) -> float:
+        fall = max(0.0, (total - s) / (total - warmup)) if total > warmup else 1.0
+        return min((s + 1) / max(1, warmup), fall)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
+    """One masked-LM step. input_ids, attention_mask, labels: (B, N) int64 tensors; labels holds
+    the original id at the chosen positions and IGNORE_INDEX (−100) elsewhere. Returns the loss."""
+    model.train()
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, N, V)
+    loss = mlm_loss(logits, labels)  # mean −log p(original token) over the chosen positions
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+class _Recorder:
+    """What :func:`train` measures on the probe at its evaluation steps."""
+
+    def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int], number_probe):
+        self.model, self.probe, self.snapshot_steps = model, probe, snapshot_steps
+        self.steps, self.accuracy, self.log_odds, self.heads, self.snapshots = [], [], [], {}, {}
+        self.number_probe, self.number, self.losses = number_probe, [], []
+
+    def __call__(self, step: int) -> None:
+        self.model.eval()
+        m = measure_probe(self.model, self.probe)
+        self.steps.append(step)
+        self.accuracy.append(m["correct"].mean())
+        self.log_odds.append(m["log_odds"].mean())
+        for key in ("subject", "subject_far", "previous", "next", "[CLS]", "[SEP]"):
+            self.heads.setdefault(key, []).append(m[key])
+        if self.number_probe is not None:
+            self.number.append(self.number_probe(self.model, self.probe))
+        if step in self.snapshot_steps:
+            self.snapshots[step] = _forward(self.model, self.probe.ids[:1],
+                                            self.probe.mask[:1])[1][0]
+
+    def history(self, losses: list[float], seconds: float) -> History:
+        return History(self.steps, np.array(losses), np.array(self.accuracy),
+                       np.array(self.log_odds), {k: np.array(v) for k, v in self.heads.items()},
+                       self.snapshots, seconds,
+                       None if self.number_probe is None else np.array(self.number))
+
+
+def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
+          snapshot_steps: Sequence[int] = (), progress: bool = True,
+          on_record: Callable | None = None, number_probe: Callable | None = None) -> History:
+    """Masked-LM pre-training of ``model`` with ``recipe``: every step a fresh batch (B, N) of
+    sentences, BERT's corruption, one :func:`mlm_step`. The rest (seeds, AdamW and its schedule,
+    measurements on ``probe``, the progress bar) is :class:`_Loop`'s. Returns a History."""
+    loop = _Loop(model, tokenizer, recipe, probe, steps, snapshot_steps, progress, on_record,
+                 number_probe)
+    for step in range(1, loop.steps + 1):
+        ids, attention = loop.batch()                                      # (B, N) each
+        masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng,
+                            recipe.mask_prob)                              # 15 %: 80/10/10
+        loss = mlm_step(model, loop.optimizer, torch.as_tensor(masked.input_ids),
+                        torch.as_tensor(attention), torch.as_tensor(masked.labels))
+        loop.after(step, loss)  # learning-rate schedule, measurements, progress bar
+    return loop.finish()
+
+
+class _Loop:
+    """Everything :func:`train` does around the masked-LM step.
+
+    steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
+    steps (and at 0 and the end) runs :func:`measure` on ``probe``, and ``number_probe(model,
+    probe)`` when given (an (L, C) array, e.g. :func:`bertlib.tiny.mechanism.verb_number_probe` with
+    its control labels on a probe set of its own, as ``tools/pretrain_tiny_bert.py`` passes);
+    ``on_record(recorder)`` is then called (e.g. to redraw a plot; the recorder holds
+    ``steps``, ``accuracy``, ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None
+    or False) History's number_probe is None; measuring never changes the training.
+    Deterministic for a given seed and thread count: the seeds are set here, in this order,
+    before the first batch. The model's config records the recipe (``config.bertlib_recipe``).
+    """
+
+    def __init__(self, model, tokenizer, recipe, probe, steps, snapshot_steps, progress,
+                 on_record, number_probe):
+        kind(recipe, "recipe", Recipe, "a bertlib.tiny.pretrain.Recipe")
+        self.steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
+        self.model, self.tokenizer, self.recipe = model, tokenizer, recipe
+        self.special = [tokenizer.token_to_id(s) for s in SPECIALS]
+        self.mask_id, self.vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
+        self.rng = np.random.default_rng(recipe.seed)
+        torch.manual_seed(recipe.seed)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
+        self.schedule = _schedule(self.optimizer, recipe.warmup, recipe.steps)
+        self.record = _Recorder(model, probe, snapshot_steps, number_probe or None)
+        self.snapshot_steps, self.on_record = snapshot_steps, on_record
+        self.record(0)
+        self.bar = _progress(self.steps, progress)
+        self.start = time.process_time()
+
+    def batch(self):
+        r = self.recipe
+        return _batch_ids(self.tokenizer, r.batch_size, self.rng, r.constructions, r.max_pp)
+
+    def after(self, step: int, loss: float) -> None:
+        self.record.losses.append(loss)
+        self.schedule.step()
+        if step % self.recipe.every == 0 or step == self.steps or step in self.snapshot_steps:
+            self.record(step)
+            if self.on_record is not None:
+                self.on_record(self.record)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.2f}", agreement=f"{self.record.accuracy[-1]:.2f}",
+                                 refresh=False)
+
+    def finish(self) -> History:
+        seconds = time.process_time() - self.start
+        if self.bar is not None:
+            self.bar.close()
+        self.model.config.bertlib_recipe = self.recipe.to_json()  # saved with the model
+        self.model.eval()
+        return self.record.history(self.record.losses, seconds)
+
+
+def _progress(total: int, show: bool):
+    if not show:
+        return None
+    # a text bar (stderr): its saved output reads "100% 300/300" anywhere, with or without a
+    # kernel, where a widget bar would be saved as a widget that static viewers cannot draw
+    return tqdm(total=total, desc="pre-training", unit="step", mininterval=2.0)
+
+
+def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: int = 0) -> float:
+    """Share of masked-LM targets predicted exactly (argmax), BERT's corruption with ``seed``."""
+    ids, attention = encode_texts(tokenizer, [s.text for s in sentences])
+    special = [tokenizer.token_to_id(s) for s in SPECIALS]
+    masked = mask_batch(ids, tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size(),
+                        special, np.random.default_rng(seed))
+    with torch.no_grad():
+        logits = model(input_ids=torch.as_tensor(masked.input_ids),
+                       attention_mask=torch.as_tensor(attention)).logits.numpy()
+    target = masked.labels != IGNORE_INDEX
+    return float((logits.argmax(-1)[target] == masked.labels[target]).mean())
+
+
+# --------------------------------------------------------------------------------------------
+# Fill-mask
+# --------------------------------------------------------------------------------------------
+def tiny_fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, float]],
+                                                                 list[str], np.ndarray, int]:
+    """Top-k words for the single [MASK] of ``text`` (words of the language, spaces between).
+
+    Returns ([(word, probability), ...] most likely first, tokens with [CLS]/[SEP], the
+    attention maps (L, H, n, n), the [MASK]'s position). ValueError naming any word outside
+    the vocabulary, or when the text has no [MASK] or more than one.
+    """
+    kind(text, "text", str, "a string")
+    words = text.split()
+    if words.count("[MASK]") != 1:
+        raise ValueError(f"the text must contain exactly one [MASK], got {words.count('[MASK]')}"
+                         f": {text!r}")
+    known = set(tokenizer.get_vocab())
+    unknown = [w for w in words if w not in known or w in SPECIALS and w != "[MASK]"]
+    if unknown:
+        raise ValueError(f"not words of the language: {unknown} (see bertlib.tiny.grammar."
+                         f"vocabulary())")
+    whole(k, "k", 1, tokenizer.get_vocab_size())
+    ids, mask = encode_texts(tokenizer, [" ".join(words)])
+    where = words.index("[MASK]") + 1
+    logits, maps = _forward(model, ids, mask)
+    z = logits[0, where].astype(np.float64)
+    p = softmax(z)
+    top = np.argsort(-p, kind="stable")[:k]
+    vocab = {i: w for w, i in tokenizer.get_vocab().items()}
+    tokens = [vocab[int(i)] for i in ids[0]]
+    return [(vocab[int(i)], float(p[i])) for i in top], tokens, maps[0], where
+

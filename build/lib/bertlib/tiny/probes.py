@@ -1,0 +1,235 @@
+"""What the tiny BERT of notebook 09 has learned, read from outside: the word-level tokenizer of
+:mod:`bertlib.tiny.grammar`'s language, and the probes.
+
+A probe is a fixed set of sentences with every verb masked in turn (:func:`make_probe`);
+:func:`measure_probe` runs it and returns, per head, the share of attention from each token to the
+previous / next token and to [CLS] / [SEP], and from the masked verb to its true subject noun (the
+ground truth of the grammar), beside the agreement accuracy: how often the right verb form is more
+probable than the wrong one (Linzen et al. 2016; Goldberg 2019 masks the verb in the same way).
+:func:`agreement_table` sets that accuracy beside the nearest-noun and first-noun shortcuts.
+Training is in :mod:`bertlib.tiny.pretrain`, which records these measures while it trains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import WhitespaceSplit
+from tokenizers.processors import TemplateProcessing
+
+from bertlib.checks import attention_maps, items, same_shape, whole
+from bertlib.lab.analysis import offset_share
+from bertlib.paper.attention import softmax
+from bertlib.tiny import grammar
+
+__all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "offset_share", "position_share",
+           "pair_share", "first_crossing", "Probe", "make_probe", "subset", "measure_probe",
+           "agreement_table", "plural_of", "accuracy_by"]
+
+SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+# --------------------------------------------------------------------------------------------
+# Tokenizer
+# --------------------------------------------------------------------------------------------
+def build_tokenizer(words: Sequence[str] | None = None):
+    """A word-level ``tokenizers.Tokenizer``: ids 0..4 are SPECIALS, then ``words`` (default:
+    the grammar's vocabulary); splits on whitespace, adds [CLS] ... [SEP], pads with [PAD]."""
+    words = grammar.vocabulary() if words is None else list(words)
+    clash = sorted(set(words) & set(SPECIALS))
+    if clash or len(set(words)) != len(words):
+        raise ValueError(f"words must be distinct and not special tokens; clash: {clash}")
+    vocab = {w: i for i, w in enumerate(list(SPECIALS) + words)}
+    tok = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tok.add_special_tokens(list(SPECIALS))  # never split, and dropped by decode()
+    tok.pre_tokenizer = WhitespaceSplit()
+    tok.post_processor = TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[(s, vocab[s]) for s in ("[CLS]", "[SEP]")])
+    tok.enable_padding(pad_id=vocab["[PAD]"], pad_token="[PAD]")
+    return tok
+
+
+def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(input_ids (B, N) int64, attention_mask (B, N) int64) for a batch, padded to the longest."""
+    enc = tokenizer.encode_batch(items(texts, "texts", "strings"))
+    ids = np.array([e.ids for e in enc], dtype=np.int64)
+    return ids, np.array([e.attention_mask for e in enc], dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# Measures on attention maps
+# --------------------------------------------------------------------------------------------
+def position_share(A, j: int) -> np.ndarray:
+    """Mean over queries i of A[..., i, j] (j = 0: [CLS]; j = n − 1: the last [SEP])."""
+    A = attention_maps(A)
+    n = A.shape[-1]
+    whole(j, "j", -n, n - 1)
+    return A[..., :, j].mean(-1)
+
+
+def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
+    """Mean over pairs (q, k) of A[..., q, k]: e.g. each verb's attention to its subject."""
+    A = attention_maps(A)
+    q, k = np.asarray(queries, dtype=int), np.asarray(keys, dtype=int)
+    n = A.shape[-1]
+    same_shape(q, k, ("queries", "keys"))
+    if q.ndim != 1 or not q.size or min(q.min(), k.min()) < 0 or max(q.max(), k.max()) >= n:
+        raise ValueError(f"queries and keys must be non-empty lists of positions in 0..{n - 1}, "
+                         f"got {q.tolist()} and {k.tolist()}")
+    return A[..., q, k].mean(-1)
+
+
+def first_crossing(steps: Sequence[int], values, threshold: float,
+                   stay: bool = False) -> int | None:
+    """The first step whose value is ≥ threshold (None if never). values: (T,) for T steps.
+    stay=True: the first step from which every later value is ≥ threshold too."""
+    values = np.asarray(values, dtype=float)
+    same_shape(values.shape, (len(steps),), ("values", "steps"))
+    above = values >= threshold
+    if stay:
+        above = np.flip(np.logical_and.accumulate(np.flip(above)))
+    hit = np.flatnonzero(above)
+    return int(steps[hit[0]]) if hit.size else None
+
+
+# --------------------------------------------------------------------------------------------
+# Probes: every verb of a set of sentences masked in turn
+# --------------------------------------------------------------------------------------------
+class Probe(NamedTuple):
+    """One row per (sentence, verb): the input with that verb masked, and its ground truth.
+
+    ids, mask: (R, N) int64. verb, subject, nearest, first: (R,) token positions ([CLS] = 0).
+    right, wrong: (R,) ids of the right and the other verb form. construction, role: (R,) str.
+    attractors: (R,) int; differs: (R,) bool (an attractor of the other number). length: (R,).
+    """
+
+    ids: np.ndarray
+    mask: np.ndarray
+    verb: np.ndarray
+    subject: np.ndarray
+    nearest: np.ndarray
+    first: np.ndarray
+    right: np.ndarray
+    wrong: np.ndarray
+    construction: np.ndarray
+    role: np.ndarray
+    attractors: np.ndarray
+    differs: np.ndarray
+    length: np.ndarray
+
+
+def make_probe(tokenizer, sentences: Sequence[grammar.Sentence]) -> Probe:
+    """The :class:`Probe` of ``sentences`` (one row per verb, that verb replaced by [MASK])."""
+    ids, mask = encode_texts(tokenizer, [s.text for s in sentences])
+    mask_id = tokenizer.token_to_id("[MASK]")
+    rows = []
+    for b, s in enumerate(sentences):
+        for v in s.verbs:
+            x = ids[b].copy()
+            x[v.position + 1] = mask_id
+            rows.append((x, mask[b], v.position + 1, v.subject + 1,
+                         grammar.nearest_noun(s, v) + 1, grammar.first_noun(s) + 1,
+                         ids[b, v.position + 1],
+                         tokenizer.token_to_id(grammar.other_form(s.words[v.position])),
+                         s.construction, v.role, v.attractors, v.attractor_differs,
+                         int(mask[b].sum())))
+    cols = list(zip(*rows, strict=True))
+    return Probe(*(np.array(c) for c in cols))
+
+
+def subset(probe: Probe, rows) -> Probe:
+    """The probe's rows selected by ``rows`` ((R,) bool or indices)."""
+    return Probe(*(np.asarray(field)[rows] for field in probe))
+
+
+def _forward(model, ids, mask, batch: int = 512):
+    """(logits at every position (R, N, V), attentions (R, L, H, N, N)) without gradients."""
+    logits, maps = [], []
+    with torch.no_grad():
+        for i in range(0, len(ids), batch):
+            out = model(input_ids=torch.as_tensor(ids[i:i + batch]),
+                        attention_mask=torch.as_tensor(mask[i:i + batch]),
+                        output_attentions=True)
+            logits.append(out.logits.numpy())
+            maps.append(torch.stack(out.attentions, 1).numpy())
+    return np.concatenate(logits), np.concatenate(maps)
+
+
+def measure_probe(model, probe: Probe) -> dict[str, np.ndarray]:
+    """Run the probe. Returns per row "correct" (R,) bool (right form more probable than the
+    wrong one), "log_odds" (R,) (log p(right) − log p(wrong)), "p_right" (R,) (softmax
+    probability of the right form), and per head (L, H): "subject" (masked verb -> its
+    subject), "subject_far" (the same, only over the rows whose subject is not the word just
+    before the verb; NaN when there is none), "previous", "next", "[CLS]", "[SEP]" shares
+    (averaged over rows, each over its real tokens)."""
+    logits, maps = _forward(model, probe.ids, probe.mask)
+    r = np.arange(len(probe.ids))
+    at_verb = logits[r, probe.verb].astype(np.float64)
+    p = softmax(at_verb)
+    out = {"correct": at_verb[r, probe.right] > at_verb[r, probe.wrong],
+           "log_odds": at_verb[r, probe.right] - at_verb[r, probe.wrong],
+           "p_right": p[r, probe.right],
+           "subject": maps[r, :, :, probe.verb, probe.subject].mean(0)}
+    far = probe.verb - probe.subject > 1
+    out["subject_far"] = (maps[r[far], :, :, probe.verb[far], probe.subject[far]].mean(0)
+                          if far.any() else np.full(maps.shape[1:3], np.nan))
+    shares = {"previous": [], "next": [], "[CLS]": [], "[SEP]": []}
+    for n in np.unique(probe.length):
+        A = maps[probe.length == n][..., :n, :n]
+        shares["previous"].append(offset_share(A, -1).sum(0))
+        shares["next"].append(offset_share(A, 1).sum(0))
+        shares["[CLS]"].append(position_share(A, 0).sum(0))
+        shares["[SEP]"].append(position_share(A, n - 1).sum(0))
+    out.update({k: np.sum(v, 0) / len(r) for k, v in shares.items()})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Agreement tables
+# --------------------------------------------------------------------------------------------
+def agreement_table(probe: Probe, correct) -> dict[str, dict[str, float]]:
+    """Per "construction · role": the model's accuracy (``correct``, (R,) bool) beside the
+    nearest-noun and first-noun shortcuts' accuracy, and the number of rows."""
+    correct = np.asarray(correct, dtype=bool)
+    same_shape(correct, probe.verb, ("correct", "the probe's rows"))
+    plural = plural_of(probe)
+    nearest_ok = plural[0] == plural[1]
+    first_ok = plural[0] == plural[2]
+    table = {}
+    for c in dict.fromkeys(probe.construction):
+        for role in ("main", "middle", "inner"):
+            rows = (probe.construction == c) & (probe.role == role)
+            if rows.any():
+                table[f"{c} · {role}"] = {"model": correct[rows].mean(),
+                                          "nearest noun": nearest_ok[rows].mean(),
+                                          "first noun": first_ok[rows].mean(),
+                                          "n": int(rows.sum())}
+    return table
+
+
+def plural_of(probe: Probe) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(verb plural, nearest noun plural, first noun plural), each (R,) bool, from the ids:
+    a word is plural when it is the grammar's plural form."""
+    plural_words = set(grammar.NOUNS.values()) | set(grammar.INTRANSITIVE.values()) | set(
+        grammar.TRANSITIVE.values()) | set(grammar.COMPLEMENT.values())
+    r = np.arange(len(probe.ids))
+    orig = probe.ids.copy()
+    orig[r, probe.verb] = probe.right
+    return tuple(np.array([_WORDS[i] in plural_words for i in orig[r, pos]])
+                 for pos in (probe.verb, probe.nearest, probe.first))
+
+
+_WORDS = list(SPECIALS) + grammar.vocabulary()
+
+
+def accuracy_by(probe: Probe, correct, rows) -> float:
+    """The model's accuracy over the probe rows selected by ``rows`` ((R,) bool)."""
+    rows = np.asarray(rows, dtype=bool)
+    if rows.shape != probe.verb.shape or not rows.any():
+        raise ValueError("rows must be a (R,) bool array selecting at least one probe row")
+    return float(np.asarray(correct)[rows].mean())

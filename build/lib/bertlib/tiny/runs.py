@@ -1,0 +1,162 @@
+"""Training runs of notebook 09's tiny BERT, saved and loaded as folders.
+
+A run folder (written by :func:`save_run`, e.g. by ``tools/pretrain_tiny_bert.py --seed K OUT``)
+holds ``model.safetensors`` + ``config.json`` (a ``BertForMaskedLM``), ``recipe.json`` (the
+:class:`bertlib.tiny.pretrain.Recipe`) and ``history.npz`` (what :func:`bertlib.tiny.pretrain.train`
+recorded). The committed runs live in ``bertlib/data/tiny_bert/seed*``; ``BERTLIB_TINY_BERT=DIR``
+points notebook 09 at other runs: DIR is one run folder or a folder holding several.
+
+Statements of notebook 09 about the committed runs go through :func:`bertlib.lab.claims.claim` with
+the :class:`bertlib.lab.claims.Subject` that :func:`load_runs` returns: they assert on the committed
+runs and report, without failing, on any other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from bertlib.checks import kind, one_of, text
+from bertlib.lab.claims import Subject
+from bertlib.tiny import grammar, probes
+from bertlib.tiny.pretrain import History, Recipe
+
+__all__ = ["ENV", "COMMITTED", "HISTORY_ONLY", "Run", "run_folders", "save_run", "load_run",
+           "load_runs", "final_table", "load_histories", "worst_trained_row"]
+
+#: The environment variable that points notebook 09 at other runs.
+ENV = "BERTLIB_TINY_BERT"
+#: The folder of the committed runs (one sub-folder per seed).
+COMMITTED = Path(__file__).resolve().parents[1] / "data" / "tiny_bert"
+#: Histories (no model) of more seeds trained with the recipe, one sub-folder per seed.
+HISTORY_ONLY = COMMITTED / "history_only"
+#: Notebook 09's test sentences: this many per construction, drawn with this grammar seed.
+TEST_PER_CONSTRUCTION, TEST_SEED = 60, 2
+
+
+class Run(NamedTuple):
+    """One training run: its name (the folder's), recipe, trained model (eval mode, eager
+    attention) and history (name -> array: "steps" (T,), "loss" (S,), "accuracy" (T,),
+    "log_odds" (T,), "heads/<measure>" (T, L, H), "number_probe" (T, L, 4),
+    "snapshot/<step>" (L, H, N, N), "final/rows" and "final/accuracy" (K,) (:func:`final_table`);
+    see :class:`bertlib.tiny.pretrain.History`)."""
+
+    name: str
+    recipe: Recipe
+    model: object
+    history: dict
+
+
+def _is_run(folder: Path) -> bool:
+    return (folder / "model.safetensors").is_file() and (folder / "recipe.json").is_file()
+
+
+def run_folders(path=None) -> list[Path]:
+    """The run folders at ``path`` (default: ``$BERTLIB_TINY_BERT``, else the committed runs):
+    ``path`` itself when it is a run, else its sub-folders that are runs, sorted by name.
+    FileNotFoundError naming the folder when there is none."""
+    path = Path(os.environ.get(ENV) or COMMITTED) if path is None else Path(
+        text(str(path), "path (a run folder or a folder of runs)"))
+    path = path.expanduser().resolve()
+    if _is_run(path):
+        return [path]
+    found = sorted(p for p in path.iterdir() if _is_run(p)) if path.is_dir() else []
+    if not found:
+        raise FileNotFoundError(f"no training run in {path}: expected model.safetensors and "
+                                f"recipe.json there or in its sub-folders (write one with "
+                                f"python tools/pretrain_tiny_bert.py --seed K {path})")
+    return found
+
+
+def save_run(out, model, recipe: Recipe, history: History, extra: dict | None = None,
+             with_model: bool = True) -> Path:
+    """Write a run folder: the model, ``recipe.json`` and ``history.npz``. Returns the folder.
+    extra: more arrays for history.npz (e.g. :func:`final_table`'s). with_model=False writes the
+    recipe and history only (a record of the seed, not a run :func:`load_runs` loads)."""
+    kind(recipe, "recipe", Recipe, "a bertlib.tiny.pretrain.Recipe")
+    kind(history, "history", History, "the History that pretrain.train returns")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if with_model:
+        model.save_pretrained(out)
+    (out / "recipe.json").write_text(json.dumps(recipe.to_json(), indent=1) + "\n")
+    np.savez_compressed(out / "history.npz", steps=np.array(history.steps), loss=history.loss,
+                        accuracy=history.accuracy, log_odds=history.log_odds,
+                        **({} if history.number_probe is None
+                           else {"number_probe": history.number_probe}),
+                        **{f"heads/{k}": v for k, v in history.heads.items()},
+                        **{f"snapshot/{k}": v for k, v in history.snapshots.items()},
+                        **(extra or {}))
+    return out
+
+
+def load_run(folder) -> Run:
+    """One run folder as a :class:`Run` (the model in eval mode, eager attention)."""
+    from transformers import BertForMaskedLM  # noqa: PLC0415  (not a bertlib import)
+
+    folder = Path(folder)
+    recipe = _recipe(folder)
+    model = BertForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    model.config.bertlib_recipe = recipe.to_json()  # what it was trained on
+    with np.load(folder / "history.npz") as saved:
+        history = dict(saved)
+    return Run(folder.name, recipe, model, history)
+
+
+def load_runs(path=None) -> tuple[list[Run], Subject]:
+    """Every run at ``path`` (see :func:`run_folders`) and the :class:`Subject` of claims about
+    them: the prose's numbers are the committed runs', so claims assert only on those."""
+    folders = run_folders(path)
+    runs = [load_run(f) for f in folders]
+    committed = {p for p in COMMITTED.glob("*") if _is_run(p)}
+    is_reference = set(folders) == committed
+    where = folders[0] if len(folders) == 1 else folders[0].parent
+    names = ", ".join(r.name for r in runs)
+    # The committed runs are named without their folder, so saved outputs read the same anywhere.
+    name = (f"the {len(runs)} committed runs ({names})" if is_reference
+            else f"the {len(runs)} run(s) in {where} ({names})")
+    return runs, Subject(name, is_reference, f"{len(committed)} committed runs")
+
+
+def final_table(model, tokenizer) -> dict[str, np.ndarray]:
+    """The trained model's agreement table on notebook 09's test sentences (TEST_PER_CONSTRUCTION
+    of every construction, seed TEST_SEED) as history arrays: "final/rows" (K,) row names
+    ("construction · role") and "final/accuracy" (K,)."""
+    test = grammar.generate(TEST_PER_CONSTRUCTION * len(grammar.CONSTRUCTIONS),
+                            grammar.CONSTRUCTIONS, seed=TEST_SEED, split="test")
+    probe = probes.make_probe(tokenizer, test)
+    table = probes.agreement_table(probe, probes.measure_probe(model, probe)["correct"])
+    return {"final/rows": np.array(list(table)),
+            "final/accuracy": np.array([row["model"] for row in table.values()])}
+
+
+def worst_trained_row(history: dict, recipe: Recipe) -> float:
+    """The lowest final agreement accuracy (history "final/accuracy") over the rows of the
+    constructions ``recipe`` trained on. ValueError naming the fields there are when it was not
+    recorded (histories written by tools/pretrain_tiny_bert.py have it)."""
+    one_of("final/accuracy", "the history field (tools/pretrain_tiny_bert.py records it)",
+           list(history))
+    trained = [str(r).split(" · ")[0] in recipe.constructions for r in history["final/rows"]]
+    return float(np.min(history["final/accuracy"][np.array(trained)]))
+
+
+def load_histories(path=HISTORY_ONLY) -> list[tuple[str, Recipe, dict]]:
+    """(name, recipe, history) of every sub-folder of ``path`` (or ``path`` itself) holding a
+    ``history.npz`` and ``recipe.json``, runs and history-only records alike, sorted by name."""
+    path = Path(path)
+    found = [path] if (path / "history.npz").is_file() else sorted(
+        p for p in path.iterdir() if (p / "history.npz").is_file()) if path.is_dir() else []
+    out = []
+    for folder in found:
+        with np.load(folder / "history.npz") as saved:
+            out.append((folder.name, _recipe(folder), dict(saved)))
+    return out
+
+
+def _recipe(folder: Path) -> Recipe:
+    recipe = json.loads((folder / "recipe.json").read_text())
+    return Recipe(**{**recipe, "constructions": tuple(recipe["constructions"])})

@@ -98,20 +98,13 @@ def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: 
     return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
 
 
-def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(),
-               rng: np.random.Generator | None = None, mask_prob: float = 0.15,
-               mask_frac: float = 0.8, random_frac: float = 0.1) -> MaskedInput:
-    """:func:`mask_tokens`' rule on every row of a padded batch at once (for pre-training loops).
-
-    input_ids: (B, n) ints, padding included in ``special_ids`` so it is never chosen. Each row
-    gets k = max(1, round(mask_prob · m)) chosen positions among its m non-special ones, each
-    then [MASK] / random / kept with probabilities mask_frac / random_frac / the rest. rng: a
-    numpy Generator (default: seed 0). Returns a MaskedInput of (B, n) arrays. Same rule as
-    :func:`mask_tokens`, not the same random draws.
-    """
-    ids, special, mask_prob, mask_frac, random_frac = _check_masking(
-        input_ids, 2, "a 2-D (batch, n) array", vocab_size, special_ids, mask_prob,
-        mask_frac, random_frac)
+def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=None,
+               mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
+    """:func:`mask_tokens`' rule on each row of a padded (B, n) batch: k = max(1, round(p·m)) of
+    the row's m non-special positions chosen (p = mask_prob), then [MASK] / random / kept with
+    probabilities mask_frac / random_frac / the rest. rng: numpy Generator (default seed 0)."""
+    ids, special, mask_prob, mask_frac, random_frac = _check_masking(input_ids, 2, "a 2-D (batch, "
+        "n) array", vocab_size, special_ids, mask_prob, mask_frac, random_frac)  # padding: special
     rng = np.random.default_rng(0) if rng is None else rng
     m = (~special).sum(1)  # ordinary tokens per row
     k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)

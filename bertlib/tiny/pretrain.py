@@ -119,8 +119,9 @@ class History(NamedTuple):
     """What :func:`train` recorded. steps: (T,) evaluation steps (0 = before training);
     loss: (S,) training loss per step; accuracy: (T,) agreement accuracy on the probe;
     log_odds: (T,) mean log p(right form) − log p(wrong form) at the masked verb;
-    heads: name -> (T, L, H) shares (see :func:`measure`; "subject_far" is the verb -> subject
-    share on the rows whose subject is not the previous word); snapshots: step -> attention maps
+    heads: name -> (T, L, H) shares (see :func:`bertlib.tiny.probes.measure_probe`;
+    "subject_far" is the verb -> subject share on the rows whose subject is not the previous
+    word); snapshots: step -> attention maps
     (L, H, N, N) of the probe's first row; seconds: CPU time of the training loop;
     number_probe: (T, L, C) what ``train``'s number_probe returned at each evaluation step, e.g.
     (T, L, 4) from :func:`bertlib.tiny.mechanism.verb_number_probe`: a linear probe's test accuracy
@@ -197,39 +198,38 @@ class _Recorder:
 
 
 def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
-          snapshot_steps: Sequence[int] = (), progress: bool = True,
-          on_record: Callable | None = None, number_probe: Callable | None = None) -> History:
-    """Masked-LM pre-training of ``model`` with ``recipe``: every step a fresh batch (B, N) of
-    sentences, BERT's corruption, one :func:`mlm_step`. The rest (seeds, AdamW and its schedule,
-    measurements on ``probe``, the progress bar) is :class:`_Loop`'s. Returns a History."""
-    loop = _Loop(model, tokenizer, recipe, probe, steps, snapshot_steps, progress, on_record,
-                 number_probe)
+          **watch) -> History:
+    """Masked-LM pre-training with ``recipe``: every step a fresh (B, N) batch, BERT's corruption,
+    one :func:`mlm_step`. ``watch``: what :class:`_Loop` measures and shows along the way."""
+    loop = _Loop(model, tokenizer, recipe, probe, steps, **watch)  # seeds, AdamW, schedule
     for step in range(1, loop.steps + 1):
-        ids, attention = loop.batch()                                      # (B, N) each
-        masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng,
-                            recipe.mask_prob)                              # 15 %: 80/10/10
-        loss = mlm_step(model, loop.optimizer, torch.as_tensor(masked.input_ids),
-                        torch.as_tensor(attention), torch.as_tensor(masked.labels))
+        ids, attention = loop.batch()  # (B, N) word ids and 1/0 padding flags
+        masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
+        x, y = torch.as_tensor(masked.input_ids), torch.as_tensor(masked.labels)
+        loss = mlm_step(model, loop.optimizer, x, torch.as_tensor(attention), y)
         loop.after(step, loss)  # learning-rate schedule, measurements, progress bar
     return loop.finish()
 
 
 class _Loop:
-    """Everything :func:`train` does around the masked-LM step.
+    """Everything :func:`train` does around the masked-LM step; ``train``'s keyword options:
 
     steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
-    steps (and at 0 and the end) runs :func:`measure` on ``probe``, and ``number_probe(model,
-    probe)`` when given (an (L, C) array, e.g. :func:`bertlib.tiny.mechanism.verb_number_probe` with
-    its control labels on a probe set of its own, as ``tools/pretrain_tiny_bert.py`` passes);
-    ``on_record(recorder)`` is then called (e.g. to redraw a plot; the recorder holds
-    ``steps``, ``accuracy``, ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None
-    or False) History's number_probe is None; measuring never changes the training.
-    Deterministic for a given seed and thread count: the seeds are set here, in this order,
-    before the first batch. The model's config records the recipe (``config.bertlib_recipe``).
+    steps (and at 0 and the end) runs :func:`bertlib.tiny.probes.measure_probe` on ``probe``,
+    and ``number_probe(model, probe)`` when given (an (L, C) array, e.g.
+    :func:`bertlib.tiny.mechanism.verb_number_probe` with its control labels on a probe set of
+    its own, as ``tools/pretrain_tiny_bert.py`` passes); ``on_record(recorder)`` is then called
+    (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``, ``log_odds`` and
+    ``losses`` so far); ``snapshot_steps``: steps whose attention maps are kept; ``progress``:
+    a text progress bar. Without ``number_probe`` (None or False) History's number_probe is
+    None; measuring never changes the training. Deterministic for a given seed and thread
+    count: the seeds are set here, in this order, before the first batch. The model's config
+    records the recipe (``config.bertlib_recipe``).
     """
 
-    def __init__(self, model, tokenizer, recipe, probe, steps, snapshot_steps, progress,
-                 on_record, number_probe):
+    def __init__(self, model, tokenizer, recipe, probe, steps, *, snapshot_steps=(),
+                 progress: bool = True, on_record: Callable | None = None,
+                 number_probe: Callable | None = None):
         kind(recipe, "recipe", Recipe, "a bertlib.tiny.pretrain.Recipe")
         self.steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
         self.model, self.tokenizer, self.recipe = model, tokenizer, recipe

@@ -1,9 +1,0 @@
-"""bertlib: the helpers behind the notebook series on BERT's attention.
-
-The folders show the layers: paper/ (the equations), hf/ (what talks to transformers), tiny/
-(notebook 09's tiny BERT), pictures/, lab/ (measuring); checks and exercises/ beside them.
-docs/ARCHITECTURE.md is the map (what each module holds, its level, which notebooks use it).
-Import the module you need, e.g. ``from bertlib.paper import attention``; nothing heavy loads here.
-"""
-
-__version__ = "0.1.0"

@@ -224,7 +224,7 @@ def test_design_lost_verb_hint_names_the_matrix_changed():
     Wq, Wk = W_Q.copy(), W_K.copy()
     Wq[1], Wk[3] = [0, 1], [0, -1]  # both edited: both are named
     message = check_design(Wq, Wk).message
-    assert "rows of W_K" in message and "rows of W_Q" in message
+    assert "W_K edit" in message and "rows of W_Q" in message
     Wq = W_Q.copy()
     Wq[1] = [0, 1]  # only W_Q edited (it fails earlier or names W_Q, never W_K)
     assert "You changed W_K" not in check_design(Wq).message
@@ -241,3 +241,17 @@ def test_window_success_text_is_right_for_the_end_words():
     right = softmax(S, axis=-1, where=_window_mask(6))
     message = check_window_weights(right).message
     assert "two neighbours only" not in message and "first and last word" in message
+
+
+def test_design_lost_verb_hint_says_only_keys_that_moved():
+    # learner 12: W_Q's noun row and W_K's spatial row edited; the keys of 'sat' and 'cat' stay put
+    Wq, Wk = W_Q.copy(), W_K.copy()
+    Wq[1], Wk[3] = [0, 1], [0, -1]
+    message = check_design(Wq, Wk).message
+    assert "lost its verb" in message and "keys moved" not in message
+    assert "moved neither the key of 'sat' nor that of 'cat'" in message and "rows of W_Q" in message
+    Wk = W_K.copy()
+    Wk[0], Wk[1], Wk[3] = [-3.9, 0.0], [2.17, 1.0], [-2.57, -0.17]  # moves 'cat', not 'sat'
+    message = check_design(None, Wk).message
+    assert "'cat' now has the key [2.17, 1.0] (was [0.0, 1.0])" in message
+    assert "'sat' now has" not in message and "'sat' keeps [2.0, 0.0]" in message

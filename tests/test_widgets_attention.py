@@ -104,7 +104,7 @@ def shown(monkeypatch):
 
 def test_explorer_builds_with_controls_above_view(shown):
     ex = ToyAttentionExplorer()
-    assert ex.ok and shown["charts"] == ["query 'cat' (position 1): scores ÷ 1.41"]
+    assert ex.ok and shown["charts"] == ["query 'cat' (position 1): scores ÷ √d_k = 1.41"]
     controls, view, _style = ex.widget.children
     assert view is ex.output
     assert [c.description for c in controls.children] == ["query", "scores", "T"]
@@ -129,8 +129,14 @@ def test_explorer_redraws_when_query_changes(shown):
     ex.query.value = 5
     ex.scaling.value = "sqrt_d"
     assert ex.ok and not shown["displayed"]  # charts, no message
-    assert shown["charts"][1:] == ["query 'mat' (position 5): scores ÷ 1.41",
-                                   "query 'mat' (position 5): scores ÷ 2"]
+    ex.scaling.value = "none"
+    ex.scaling.value = "temperature"
+    ex.temperature.value = 0.5
+    assert shown["charts"][1:] == ["query 'mat' (position 5): scores ÷ √d_k = 1.41",
+                                   "query 'mat' (position 5): scores ÷ √d = 2",
+                                   "query 'mat' (position 5): scores ÷ 1 (no scaling)",
+                                   "query 'mat' (position 5): scores ÷ T = 1",
+                                   "query 'mat' (position 5): scores ÷ T = 0.5"]
 
 
 def test_explorer_rejects_unknown_scaling():

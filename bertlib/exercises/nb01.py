@@ -243,19 +243,35 @@ def _design_matrices(W_Q, W_K):
 
 
 def _lost_verb_hint(Q, K, i_cat: int, winner: str, W_Q, W_K) -> str:
-    """Hint when "cat" no longer attends most to "sat": ask about the matrix the learner changed."""
+    """Hint when "cat" no longer attends most to "sat": ask about the matrix the learner changed.
+
+    Only keys that really moved are said to have moved (a W_K edit may leave these two alone).
+    """
     toy_Q, toy_K, _ = toy.projections()
     changed_q, changed_k = not np.allclose(W_Q, toy_Q), not np.allclose(W_K, toy_K)
     query = (f"The query of 'cat' is {np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
              "use, and which of them did you change?")
-    keys = (f"You changed W_K, so keys moved: 'sat' now has the key "
-            f"{np.round(K[toy.TOKENS.index('sat')], 3).tolist()} and {winner!r} "
-            f"{np.round(K[toy.TOKENS.index(winner)], 3).tolist()}, against the query of 'cat' "
-            f"{np.round(Q[i_cat], 3).tolist()}: which rows of W_K did you change, and which "
-            "of these keys did that move?")
-    if changed_k and changed_q:
-        return keys + " And, for W_Q: " + query[0].lower() + query[1:]
-    return keys if changed_k else query
+    if not changed_k:
+        return query
+    keys = _moved_keys_hint(K, ("sat", winner), np.round(Q[i_cat], 3).tolist())
+    return keys + (" And, for W_Q: " + query[0].lower() + query[1:] if changed_q else "")
+
+
+def _moved_keys_hint(K, words, q_cat) -> str:
+    """What a W_K edit did to the keys of ``words``: the ones it moved (old -> new), or none."""
+    K0 = _toy_qkv()[1]
+    rows = {w: toy.TOKENS.index(w) for w in words}
+    moved = [w for w, j in rows.items() if not np.allclose(K[j], K0[j])]
+    if not moved:
+        return (f"Your W_K edit moved neither the key of 'sat' nor that of {words[1]!r} (still "
+                f"{K[rows['sat']].tolist()} and {K[rows[words[1]]].tolist()}), so it is not what "
+                "took 'cat' away from 'sat'.")
+    told = "; ".join(f"{w!r} now has the key {np.round(K[rows[w]], 3).tolist()} "
+                     f"(was {K0[rows[w]].tolist()})" for w in moved)
+    kept = [w for w in rows if w not in moved]
+    kept_text = f", {kept[0]!r} keeps {K0[rows[kept[0]]].tolist()}" if kept else ""
+    return (f"You changed W_K, so keys moved: {told}{kept_text}; against the query of 'cat' "
+            f"{q_cat}: which rows of W_K did you change, and which of these keys did that move?")
 
 
 def _is_complex(value) -> bool:

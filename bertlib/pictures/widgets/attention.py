@@ -34,6 +34,9 @@ SCALINGS: dict[str, str] = {
     "temperature": "÷ temperature T",
 }
 
+#: Scaling name -> the divisor's symbol, named in the chart title (a still picture has no controls).
+_SYMBOLS = {"sqrt_dk": "√d_k", "sqrt_d": "√d", "none": "1 (no scaling)", "temperature": "T"}
+
 
 def score_divisor(scaling: str, temperature: float = 1.0, d_k: int = 2, d: int = 4) -> float:
     """τ in softmax(q Kᵀ / τ): √d_k, √d, 1 or ``temperature`` for the four ``SCALINGS``.
@@ -69,6 +72,12 @@ def toy_query_weights(query: int | str, scaling: str = "sqrt_dk",
     return weights[0]
 
 
+def _divisor_text(scaling: str, tau: float) -> str:
+    """The divisor as the title names it: "√d_k = 1.41", "√d = 2", "T = 0.5" or "1 (no scaling)"."""
+    symbol = _SYMBOLS[scaling]
+    return symbol if scaling == "none" else f"{symbol} = {tau:.3g}"
+
+
 class ToyAttentionExplorer:
     """Controls (query word, scaling, temperature) on top, the bar chart of weights below.
 
@@ -100,9 +109,9 @@ class ToyAttentionExplorer:
         i, scaling = self.query.value, self.scaling.value
         weights = toy_query_weights(i, scaling, self.temperature.value)
         tau = score_divisor(scaling, self.temperature.value)
+        title = f"query {toy.TOKENS[i]!r} (position {i}): scores ÷ {_divisor_text(scaling, tau)}"
         _, ax = plt.subplots(figsize=(6, 2.8))
-        weight_bars(weights, toy.TOKENS, ax=ax, highlight=int(weights.argmax()),
-                    title=f"query {toy.TOKENS[i]!r} (position {i}): scores ÷ {tau:.3g}")
+        weight_bars(weights, toy.TOKENS, ax=ax, highlight=int(weights.argmax()), title=title)
         ax.set_xlabel("key")
 
     def _redraw(self, change=None) -> None:

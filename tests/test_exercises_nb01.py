@@ -95,6 +95,7 @@ def test_window_weights_right_and_mistakes():
     assert "after the softmax" in check_window_weights(softmax(S, axis=-1) * mask).message
     assert "√d_k" in check_window_weights(softmax(Q @ K.T, axis=-1, where=mask)).message
     assert "no mask" in check_window_weights(softmax(S, axis=-1)).message
+    assert "transposed" in check_window_weights(right.T).message
     assert "(6, 6)" in check_window_weights(np.ones(6)).message
 
 

@@ -12,7 +12,15 @@ from bertlib.paper.attention import split_heads
 
 def test_reference_split_heads_passes():
     fb = check_split_heads(split_heads)
-    assert fb.ok and "right" in fb.message
+    assert fb.ok and "correct" in fb.message
+
+
+def test_a_function_named_right_gets_neutral_wording():
+    def right(X, h):
+        return split_heads(X, h)
+
+    fb = check_split_heads(right)
+    assert fb.ok and "right is right" not in fb.message and "your function" in fb.message
 
 
 def test_learner_version_with_reshape_and_transpose_passes():
@@ -146,7 +154,8 @@ def test_whole_floats_count_as_whole_numbers(det_noun_scores):
 def test_one_based_answer_is_flagged(det_noun_scores):
     layer, head = np.unravel_index(det_noun_scores.argmax(), det_noun_scores.shape)
     fb = check_det_noun_head(int(layer) + 1, int(head) + 1)
-    assert not fb.ok and "1-based" in fb.message
+    assert not fb.ok and "counted from 1" in fb.message and "recount from 0" in fb.message
+    assert "take 1 off" not in fb.message and "you have it" not in fb.message  # no confirmation
 
 
 @pytest.mark.parametrize("layer, head, text", [

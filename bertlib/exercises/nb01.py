@@ -373,6 +373,9 @@ def check_window_weights(weights) -> Feedback:
                                "keep some attention")
     if _near(a, softmax(Q @ K.T, axis=-1, where=mask)):
         return Feedback(False, "the window is right, but you forgot to divide the scores by √d_k")
+    if _near(a, right.T):
+        return Feedback(False, "that is the right matrix transposed: row i must be query i's "
+                               "weights over the keys (each row sums to 1), not column i")
     if _near(a, softmax(S, axis=-1)):
         return Feedback(False, "no mask applied: these are the full bidirectional weights")
     if _near(a, softmax(S, axis=-1, where=causal_mask(_N))):

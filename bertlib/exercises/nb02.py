@@ -91,9 +91,7 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
                                    "memory order, so its rows mix pieces of several tokens")
         return Feedback(False, f"with h = {h}, head 0 should hold columns 0..{d_k - 1} of every "
                                f"token, i.e. {first.tolist()}; yours holds {mine.tolist()}")
-    name = getattr(fn, "__name__", "<lambda>")
-    name = "your function" if name == "<lambda>" else name
-    return Feedback(True, f"{name} is right: head i holds "
+    return Feedback(True, "correct: your function's head i holds "
                           f"columns i·d_k … (i+1)·d_k − 1 of every token, for h = 2 and h = 4"
                           + (", on a batch of five sentences" if batched else ""))
 
@@ -182,9 +180,9 @@ def check_det_noun_head(layer, head) -> Feedback:
                               f"{mine:.2f} of its attention to its noun, more than in any other "
                               f"of the {L * H} heads")
     if (layer - 1, head - 1) == best:
-        return Feedback(False, f"layer {layer}, head {head} looks 1-based: take 1 off both and "
-                               "you have it (bertlib and numpy count layers and heads from 0; "
-                               "the first layer is layer 0)")
+        return Feedback(False, f"layer {layer}, head {head} may be counted from 1: bertlib and "
+                               "numpy count layers and heads from 0 (the first layer is layer "
+                               "0); recount from 0 and check again")
     rank = int((scores > mine).sum()) + 1
     worst = int(per_pair[:, layer, head].argmin())  # the pair this head gets most wrong
     text, i, j = pairs[worst]

@@ -159,9 +159,12 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     and s the token types (0 up to the first [SEP], 1 after it). model: a LoadedBert, None =
     ``load_bert()``.
     """
-    if summed is None or E is None:
+    if summed is None and E is None:
         return _not_answered("compute `summed` (the three embeddings added) and `E_pair` (its "
                              "LayerNorm), one row per word piece of the pair")
+    if summed is None or E is None:
+        which = "`summed` (the three embeddings added)" if summed is None else "`E` (its LayerNorm)"
+        return _not_answered(f"{which} is still None: compute it too")
     variants, pieces = _embedding_variants(pair, model)
     shape = variants["right"][0].shape
     why = " (one row per word piece, [CLS] and both [SEP] included)"
@@ -220,8 +223,8 @@ def check_position_guess(guess, model=None) -> Feedback:
     side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
                   else ("low", "the word embedding outweighs the position embedding more than "
                                "you assumed"))
-    far = "by more than 0.2" if abs(off) > 0.2 else f"by between {GUESS_TOLERANCE} and 0.2"
-    return Feedback(False, f"too {side} {far} (you said {guess:.3f}); {hint}. Guess again "
+    far = "far too" if abs(off) > 0.2 else "a little too"
+    return Feedback(False, f"{far} {side} (you said {guess:.3f}); {hint}. Guess again "
                            "(the worked solution shows the value and why)")  # value withheld
 
 
@@ -301,14 +304,11 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
                                "whose largest weight, [CLS] and [SEP] included, goes to "
                                f"{target!r}; the exercise leaves those two keys out")
     missing, extra = sorted(expected - answer), sorted(answer - expected)
-    parts = []
-    if missing:
-        parts.append(f"{len(missing)} head(s) missing")
-    if extra:
-        parts.append(f"{len(extra)} head(s) that do not qualify, e.g. {extra[0]}")
+    parts = (["some heads are missing"] if missing else []) + (
+        ["some are not right"] if extra else [])  # no counts: the set's size is part of the answer
     maybe = ("; if you kept [CLS] and [SEP] in the comparison, leave them out"
              if answer == with_special else "")  # the same list from both, so only a maybe
-    return Feedback(False, "; ".join(parts) + f" (expected {len(expected)} in total){maybe}")
+    return Feedback(False, "; ".join(parts) + maybe)
 
 
 def bank_margin(text: str, model=None) -> tuple[float, float]:

@@ -47,7 +47,9 @@ if ("google.colab" in __import__("sys").modules
             raise RuntimeError(f"{step[0]} failed (its last lines are above): "
                                "see 'Google Colab' in the README")
     os.chdir(os.path.join(repo, "notebooks"))  # as in JupyterLab: the series' files around
-    if "google.colab" in sys.modules:  # ipywidgets 8 needs Colab's custom widget manager
+    # widgets (the notebooks' interactive controls: sliders, menus) need, with ipywidgets 8,
+    # Colab's custom widget manager
+    if "google.colab" in sys.modules:
         from google.colab import output
         output.enable_custom_widget_manager()
     print("bertlib is installed for this Colab session")""".replace("MARKER", MARKER).replace(
@@ -91,7 +93,9 @@ def with_colab(nb: dict, relative: str) -> dict:
     code = [i for i, c in enumerate(cells) if c["cell_type"] == "code"]
     if code and _source(cells[code[0]]).startswith(MARKER):
         if _source(cells[code[0]]) != CELL:
-            cells[code[0]].update(source=_lines(CELL), outputs=[], execution_count=None)
+            # it prints nothing outside Colab: an executed run without output stays valid
+            kept = cells[code[0]]["execution_count"] if not cells[code[0]]["outputs"] else None
+            cells[code[0]].update(source=_lines(CELL), outputs=[], execution_count=kept)
     else:
         where = code[0] if code else len(cells)
         cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],

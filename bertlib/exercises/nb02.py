@@ -92,7 +92,7 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         return Feedback(False, f"with h = {h}, head 0 should hold columns 0..{d_k - 1} of every "
                                f"token, i.e. {first.tolist()}; yours holds {mine.tolist()}")
     return Feedback(True, "correct: your function's head i holds "
-                          f"columns i·d_k … (i+1)·d_k − 1 of every token, for h = 2 and h = 4"
+                          "columns i·d_k … (i+1)·d_k − 1 of every token, for h = 2 and h = 4"
                           + (", on a batch of five sentences" if batched else ""))
 
 

@@ -6,9 +6,8 @@
   (the same loop with reused buffers). A test proves the two equal.
 - :func:`banded_attention`: each query attends to the keys within w/2 of it (sliding window).
 
-``bertlib.paper.attention`` is the numpy reference they are checked against; ``bertlib.lab.cost``
-counts
-and measures what they cost.
+``bertlib.paper.attention`` is the numpy reference they are checked against;
+``bertlib.lab.cost`` counts and measures what they cost.
 """
 
 from __future__ import annotations

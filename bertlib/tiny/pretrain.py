@@ -8,9 +8,8 @@ generated sentences are independent, so any sentence is as good a "next" one as 
 would have nothing to learn.
 
 While training, :func:`train` runs :func:`bertlib.tiny.probes.measure_probe` on fixed probe
-sentences
-(every verb masked in turn): per head, the share of attention to the previous / next token, to
-[CLS] / [SEP] and from the masked verb to its true subject; and the agreement accuracy.
+sentences (every verb masked in turn): per head, the share of attention to the previous / next
+token, to [CLS] / [SEP] and from the masked verb to its true subject; and the agreement accuracy.
 
 Heads are switched off with transformers' AttentionInterface
 (:func:`bertlib.hf.ablation.ablated_head`), never by patching the model.

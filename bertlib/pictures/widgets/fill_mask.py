@@ -3,9 +3,9 @@
 
     FillMaskExplorer(model, tokenizer, "the key near the cabinets [MASK] the dog", layer, head)
 
-Like every explorer (see :mod:`bertlib.pictures.widgets`), it shows a static picture of its first
-view
-before the live widget, and a bad sentence (no [MASK], a word outside the language) as a message.
+Like every explorer (see :mod:`bertlib.pictures.widgets`), it shows a static picture of its
+first view before the live widget, and a bad sentence (no [MASK], a word outside the language)
+as a message.
 """
 
 from __future__ import annotations

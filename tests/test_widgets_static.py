@@ -159,7 +159,8 @@ def fox():
 
 @pytest.mark.parametrize("view", [head_view, model_view])
 def test_bertviz_views_carry_a_png_snapshot_that_the_view_replaces(fox, view):
-    html = view(fox.tokens, fox.attentions).data
+    # two layers: the snapshot's place in the page does not depend on how many maps it draws
+    html = view(fox.tokens, fox.attentions[:2]).data
     root = html[html.index('<div id="bertviz-'):]
     image = root.index('<img class="bertlib-static"')
     assert image < root.index("</div>", root.index("<div id='vis'>") + 15) + 10

@@ -249,11 +249,14 @@ def check_position_guess(guess, model=None) -> Feedback:
                            "(the worked solution shows the value and why)")  # value withheld
 
 
-def _top_keys(query: str, text: str, skip_special: bool, model) -> tuple[list[str], np.ndarray]:
-    """(tokens, (layers, heads) index of the key that ``query`` weights most in each head)."""
+def _top_keys(query: str, text: str, skip_special: bool, model,
+              target: str | None = None) -> tuple[list[str], np.ndarray]:
+    """(tokens, (layers, heads) index of the key that ``query`` weights most in each head);
+    ``query`` and ``target`` (if given) must be word pieces of ``text``."""
     tokens, A = attention_maps(text, model=_model(model))
-    if query not in tokens:
-        raise ValueError(f"{query!r} is not a word piece of {text!r}: {tokens}")
+    for word in (query, target or query):
+        if word not in tokens:
+            raise ValueError(f"{word!r} is not a word piece of {text!r}: {tokens}")
     row = A[:, :, tokens.index(query), :].copy()  # (layers, heads, n)
     if skip_special:
         row[..., [t in ("[CLS]", "[SEP]") for t in tokens]] = -1.0
@@ -266,9 +269,7 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
 
     skip_special: leave [CLS] and [SEP] out of the comparison (they often take most weight).
     """
-    tokens, top = _top_keys(query, text, skip_special, model)
-    if target not in tokens:
-        raise ValueError(f"{target!r} is not a word piece of {text!r}: {tokens}")
+    tokens, top = _top_keys(query, text, skip_special, model, target)
     hits = np.argwhere(top == tokens.index(target))
     return [(int(layer), int(head)) for layer, head in hits]
 

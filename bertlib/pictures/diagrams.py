@@ -228,7 +228,7 @@ def multi_head_flow(n: int, d: int, h: int, shown: int = 3):
     ys = [c + span / 2 - 1.6 * k for k in range(len(drawn))]  # the heads, centred on that row
     for y, i in zip(ys, drawn, strict=True):
         box(ax, (8.2, y), f"head {i}: softmax(Q{i} K{i}ᵀ / √d_k) V{i}\n({n}, {d_k})", "weights",
-            width=3.4, height=0.8)
+            width=3.4, height=0.8, fontsize=9 if h <= 10 else 7.5)  # two-digit heads: smaller
         arrow(ax, (6.25, c), (6.5, y))
         arrow(ax, (9.9, y), (10.45, c))
     if h > len(drawn):

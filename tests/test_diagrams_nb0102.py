@@ -82,3 +82,29 @@ def test_multi_head_flow_split_attend_concat_w_o():
     plt.close(fig)
     with pytest.raises(ValueError, match="divisible"):
         diagrams.multi_head_flow(8, 10, 3)
+
+
+@pytest.mark.parametrize("h, drawn", [(1, 1), (2, 2), (12, 3)])
+def test_multi_head_flow_canvas_fits_its_boxes(h, drawn):
+    # no band of empty canvas above or below: the boxes reach within 0.4 of both edges
+    fig = diagrams.multi_head_flow(6, 48, h)
+    ax = fig.axes[0]
+    boxes = [p.get_bbox() for p in ax.patches if hasattr(p, "get_boxstyle")]
+    assert sum("head " in t.get_text() for t in ax.texts) == drawn
+    low, high = min(b.y0 for b in boxes), max(b.y1 for b in boxes)
+    bottom, top = ax.get_ylim()
+    assert bottom <= low < bottom + 0.4 and top - 0.4 < high <= top, (low, high, ax.get_ylim())
+    plt.close(fig)
+
+
+def test_multi_head_flow_head_labels_fit_their_boxes():
+    fig = diagrams.multi_head_flow(8, 384, 12)  # two-digit head numbers: the longest labels
+    fig.canvas.draw()
+    ax, renderer = fig.axes[0], fig.canvas.get_renderer()
+    boxes = [p.get_window_extent(renderer) for p in ax.patches if hasattr(p, "get_boxstyle")]
+    for text in (t for t in ax.texts if t.get_text().startswith("head")):
+        inner = text.get_window_extent(renderer)
+        middle = ((inner.x0 + inner.x1) / 2, (inner.y0 + inner.y1) / 2)
+        outer = next(b for b in boxes if b.contains(*middle))
+        assert outer.x0 + 10 < inner.x0 and inner.x1 < outer.x1 - 10, text.get_text()  # a margin
+    plt.close(fig)

@@ -15,9 +15,11 @@ from bertlib.exercises.nb03 import (
     BANK_NEUTRAL,
     BANK_RIVER,
     EMBED_PAIR,
+    GUESS_ABOVE,
     GUESS_TOLERANCE,
     HEADS_TEXT,
     NARROW_MARGIN,
+    NEAR_ONE,
     QUERY,
     TARGET,
     bank_cosine,
@@ -30,7 +32,8 @@ from bertlib.exercises.nb03 import (
     river_lean,
 )
 from bertlib.hf.models import encode, load_bert, run_bert
-from bertlib.paper.bert import bert_params, layer_norm
+from bertlib.hf.params import bert_params
+from bertlib.paper.bert import layer_norm
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "03_inside_bert.ipynb"
 
@@ -172,12 +175,33 @@ def test_heads_mistakes_are_named():
     assert "[CLS]" not in check_heads(partial).message
     assert "missing" in check_heads(right[:-1]).message
     fb = check_heads(right + [(5, 6)] if (5, 6) not in right else right + [(5, 5)])
-    assert "some are not right" in fb.message
+    assert "not right: (5, 6)" in fb.message or "not right: (5, 5)" in fb.message
     assert "pairs of whole numbers" in check_heads([("a", "b")]).message
-    for wrong in ([], partial, right[:-1], right + [(5, 6)] if (5, 6) not in right else right):
-        message = check_heads(wrong).message  # the size of the answer set is never told
-        assert "in total" not in message and not any(c.isdigit() for c in message)
     assert "pairs of whole numbers" in check_heads(3).message
+
+
+def test_heads_name_the_wrong_pairs_and_count_the_missing_never_naming_them():
+    right = heads_where_top()
+    tokens, top = nb03._top_keys(QUERY, HEADS_TEXT, True, None)
+    wrong_pairs = [p for p in [(5, 6), (1, 1), (0, 0)] if p not in right]
+    cases = {"empty": [], "partial": right[:2], "one short": right[:-1],
+             "one extra": right + wrong_pairs[:1], "mixed": right[:1] + wrong_pairs}
+    for name, answer in cases.items():
+        fb = check_heads(answer)
+        assert not fb.ok, name
+        missing = [p for p in right if p not in answer]
+        for pair in missing:  # a right head the learner did not give is never printed
+            assert str(pair) not in fb.message, (name, fb.message)
+        if missing:
+            assert f"{len(missing)} right head" in fb.message and "missing" in fb.message
+        else:
+            assert "missing" not in fb.message
+        for pair in answer:
+            if pair not in right:  # every wrong pair is named, with where the query looks there
+                assert f"{pair}, where {QUERY!r} weights {tokens[top[pair]]!r} most" in fb.message
+        kept = [p for p in answer if p in right]
+        assert (f"{len(kept)} of your pairs" in fb.message) == bool(kept), (name, fb.message)
+    assert "1 right head is missing" in check_heads(right[:-1]).message
 
 
 def test_one_based_is_diagnosed_only_when_the_shift_nearly_gives_the_answer():
@@ -188,7 +212,7 @@ def test_one_based_is_diagnosed_only_when_the_shift_nearly_gives_the_answer():
     every = [(layer, head) for layer in range(1, 6) for head in range(1, 12)]
     wrong = [p for p in every if p not in one_based and p not in right][:12] + one_based[:1]
     fb = check_heads(wrong)  # 13 pairs, one of them right after the shift
-    assert not fb.ok and "1-based" not in fb.message and "some are not right" in fb.message
+    assert not fb.ok and "1-based" not in fb.message and "not right: " in fb.message
 
 
 def test_unknown_word_is_an_error():
@@ -299,7 +323,29 @@ def test_position_guess_refuses_one_and_says_why(monkeypatch):
     monkeypatch.setattr(nb03, "bank_cosine", lambda layer, model=None: 0.7)
     fb = check_position_guess(1.0)
     assert not fb.ok and "identical vectors" in fb.message and "0.7" not in fb.message
-    assert check_position_guess(0.73).ok  # the band is the printed ±GUESS_TOLERANCE
+    # the band is the printed one: GUESS_TOLERANCE below, GUESS_ABOVE above
+    assert check_position_guess(0.7 - GUESS_TOLERANCE + 0.005).ok
+    assert check_position_guess(0.7 + GUESS_ABOVE - 0.005).ok
+    assert not check_position_guess(0.7 + GUESS_ABOVE + 0.005).ok
+    assert not check_position_guess(0.7 - GUESS_TOLERANCE - 0.005).ok
+
+
+def test_position_guess_nearly_one_needs_the_reasoning():
+    # "basically the same word, say 0.99" is within 0.04 of 0.956 but skips the reasoning about
+    # the position row: it fails with a "why below 1?" nudge that says which way and how far
+    measured = bank_cosine(0)
+    assert measured + GUESS_ABOVE < NEAR_ONE  # the bundled model: 0.956
+    for guess in (0.99, NEAR_ONE):
+        fb = check_position_guess(guess)
+        assert not fb.ok and "a little too high" in fb.message, fb.message
+        assert "Why below 1" in fb.message and "position row" in fb.message
+        assert f"{measured:.2f}" not in fb.message
+    assert "identical vectors would give 1" in check_position_guess(1).message
+    fb = check_position_guess(0.93)  # the worked solution's reasoned guess
+    assert fb.ok and f"{measured:.3f}" in fb.message and "below" in fb.message
+    assert check_position_guess(measured + GUESS_ABOVE / 2).ok  # a little above still passes
+    assert "a little too low" in check_position_guess(measured - 0.1).message
+    assert "pointing apart" in check_position_guess(-0.5).message
 
 
 @pytest.mark.parametrize("lean, narrow", [(0.002, True), (0.05, False)])

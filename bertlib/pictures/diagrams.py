@@ -214,27 +214,29 @@ def multi_head_flow(n: int, d: int, h: int, shown: int = 3):
     drawn = list(range(min(h, shown)))
     if h > len(drawn):
         drawn[-1] = h - 1  # the last head, after a "…"
-    fig, ax = canvas(14.0, 5.0, title=f"Multi-head attention: {h} heads of d_k = d / h = {d_k}")
-    box(ax, (0.8, 2.5), f"X\n({n}, {d})", "input", width=1.1)
-    box(ax, (3.0, 2.5), f"Q = X W_Q\nK = X W_K\nV = X W_V\neach ({n}, {d})", "query",
+    span = 1.6 * (len(drawn) - 1)  # from the top head's centre to the bottom one's
+    height = max(span + 0.8, 1.3) + 0.4  # the heads' column or the tallest box, and a margin
+    c = height / 2  # the row every box and arrow of the flow sits on
+    fig, ax = canvas(14.0, height, title=f"Multi-head attention: {h} heads of d_k = d / h = {d_k}")
+    box(ax, (0.8, c), f"X\n({n}, {d})", "input", width=1.1)
+    box(ax, (3.0, c), f"Q = X W_Q\nK = X W_K\nV = X W_V\neach ({n}, {d})", "query",
         width=1.8, height=1.3)
-    arrow(ax, (1.35, 2.5), (2.1, 2.5))
-    box(ax, (5.3, 2.5), f"split into heads\n({n}, {d})\n→ ({h}, {n}, {d_k})", "op", width=1.9,
+    arrow(ax, (1.35, c), (2.1, c))
+    box(ax, (5.3, c), f"split into heads\n({n}, {d})\n→ ({h}, {n}, {d_k})", "op", width=1.9,
         height=1.1)
-    arrow(ax, (3.9, 2.5), (4.35, 2.5))
-    top = 2.5 + 0.8 * (len(drawn) - 1)  # the heads' column, centred on the input's row
-    ys = [top - 1.6 * k for k in range(len(drawn))]
+    arrow(ax, (3.9, c), (4.35, c))
+    ys = [c + span / 2 - 1.6 * k for k in range(len(drawn))]  # the heads, centred on that row
     for y, i in zip(ys, drawn, strict=True):
         box(ax, (8.2, y), f"head {i}: softmax(Q{i} K{i}ᵀ / √d_k) V{i}\n({n}, {d_k})", "weights",
-            width=3.4, height=0.8)
-        arrow(ax, (6.25, 2.5), (6.5, y))
-        arrow(ax, (9.9, y), (10.45, 2.5))
+            width=3.4, height=0.8, fontsize=9 if h <= 10 else 7.5)  # two-digit heads: smaller
+        arrow(ax, (6.25, c), (6.5, y))
+        arrow(ax, (9.9, y), (10.45, c))
     if h > len(drawn):
         ax.text(8.2, (ys[-2] + ys[-1]) / 2, "…", ha="center", va="center", fontsize=14)
-    box(ax, (11.2, 2.5), f"concatenate\n({n}, {h}·{d_k})\n= ({n}, {d})", "op", width=1.5,
+    box(ax, (11.2, c), f"concatenate\n({n}, {h}·{d_k})\n= ({n}, {d})", "op", width=1.5,
         height=1.1)
-    box(ax, (13.1, 2.5), f"× W_O\n({d}, {d})\n→ ({n}, {d})", "output", width=1.3, height=1.1)
-    arrow(ax, (11.95, 2.5), (12.45, 2.5))
+    box(ax, (13.1, c), f"× W_O\n({d}, {d})\n→ ({n}, {d})", "output", width=1.3, height=1.1)
+    arrow(ax, (11.95, c), (12.45, c))
     return fig
 
 

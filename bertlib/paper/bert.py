@@ -18,7 +18,8 @@ tests/test_bert.py says how close).
 
 Equation first: the model's functions come first, each one check line and then its equations;
 the checks follow. The parameters' types and their reading out of a transformers model (cached
-per model) live on the hf side, in ``bertlib.hf.params``.
+per model) live on the hf side, in ``bertlib.hf.params``: import them from there (this module
+uses them to check its inputs and to read a model it is handed, and does not re-export them).
 """
 
 from __future__ import annotations
@@ -35,10 +36,7 @@ from bertlib.hf.params import BertParams, LayerParams, bert_params
 from bertlib.paper.attention import merge_heads, scaled_dot_product_attention, split_heads
 
 __all__ = [
-    "LayerParams",
-    "BertParams",
     "BertOutput",
-    "bert_params",
     "layer_norm",
     "gelu",
     "embed",

@@ -207,7 +207,8 @@ def _check_attention(Q, K, V, mask, scale):
     whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
     scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
     mask = None if mask is None else bool_mask(mask, scores)
-    return Q, K, V, mask, attention_scale(Q.shape[-1], scale)
+    s = attention_scale(Q.shape[-1], scale)  # the default as float64: float32 Q, K give float64
+    return Q, K, V, mask, np.float64(s) if scale is None else s  # scores (05 measures them so)
 
 
 def _check_split(X, h) -> tuple[np.ndarray, int]:

@@ -13,7 +13,15 @@ import math
 
 import numpy as np
 
-from bertlib.checks import as_array, bool_mask, has_shape, heads_dividing, number, whole
+from bertlib.checks import (
+    as_array,
+    bool_mask,
+    has_shape,
+    heads_dividing,
+    number,
+    padding_flags,
+    whole,
+)
 
 __all__ = [
     "softmax",
@@ -127,11 +135,11 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     Add a head axis with ``mask[:, None]`` for (batch, heads, n_q, n).
     """
     a = np.asarray(lengths_or_flags)
-    if a.ndim not in (1, 2) or (a.ndim == 2 and not (a.dtype == bool or np.isin(a, (0, 1)).all())):
+    if a.ndim == 2:  # (batch, n) flags: True = real token
+        return padding_flags(a, "lengths_or_flags")[:, None, :]
+    if a.ndim != 1:
         raise ValueError(f"expected 1-D lengths, or 2-D (batch, n) flags of 0/1 or bool (1 = real "
-                         f"token); got shape {a.shape} and dtype {a.dtype}")
-    if a.ndim == 2:
-        return a.astype(bool)[:, None, :]
+                         f"token); got shape {a.shape}")
     lengths = np.array([whole(x, f"lengths[{i}]", 0) for i, x in enumerate(a.tolist())], int)
     longest = int(lengths.max()) if lengths.size else 0
     n = longest if n is None else whole(n, "n", longest, why="(not shorter than the longest "

@@ -29,7 +29,16 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import as_array, bool_mask, heads_dividing, kind, same_shape, vocab_ids, whole
+from bertlib.checks import (
+    as_array,
+    bool_mask,
+    heads_dividing,
+    kind,
+    padding_flags,
+    same_shape,
+    vocab_ids,
+    whole,
+)
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import encode
 from bertlib.hf.params import BertParams, LayerParams, bert_params
@@ -142,13 +151,8 @@ def _key_mask(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
     """The (..., 1 head, 1 query, n keys) bool mask of (..., n) 0/1 flags; None stays None."""
     if attention_mask is None:
         return None
-    m = np.asarray(attention_mask)
-    same_shape(m, shape, ("attention_mask", "input_ids"))
-    if not (m.dtype == bool or np.isin(m, (0, 1)).all()):
-        raise ValueError("attention_mask must hold 0/1 or bool (1 = real token)")
-    if not m.astype(bool).any(axis=-1).all():
-        raise ValueError("every input needs at least one real token (attention_mask all 0)")
-    return m.astype(bool)[..., None, None, :]
+    same_shape(np.shape(attention_mask), shape, ("attention_mask", "input_ids"))
+    return padding_flags(attention_mask, real_in_each_row=True)[..., None, None, :]
 
 
 def _check_ids(params: BertParams, input_ids, token_type_ids):

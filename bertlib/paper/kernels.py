@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from bertlib.checks import check_finite, whole
+from bertlib.checks import bool_mask, check_finite, kind, whole
 from bertlib.paper.attention import attention_scale, check_qkv_shapes, sliding_window_blocks
 
 __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "banded_attention"]
@@ -57,11 +57,8 @@ def _check_tiled(Q, K, V, block, mask, scale) -> tuple[int, float]:
     """The checks of both tiled twins: Q, K, V, block, mask, scale; returns (block, s)."""
     batch = _check_qkv(Q, K, V)
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise TypeError("mask must be a boolean torch.Tensor (True = may attend), got "
-                            f"{getattr(mask, 'dtype', type(mask).__name__)}")
-        _broadcast("the mask and the scores (..., n_q, n_k)",
-                   mask=mask.shape, scores=(*batch, Q.shape[-2], K.shape[-2]))
+        kind(mask, "mask", torch.Tensor, "a boolean torch.Tensor (True = may attend)")
+        bool_mask(mask, (*batch, Q.shape[-2], K.shape[-2]))
     return whole(block, "block", low=1), attention_scale(Q.shape[-1], scale)
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import has_shape, kind, number, vocab_ids
+from bertlib.checks import has_shape, kind, number, one_mask_token, vocab_ids
 from bertlib.hf.loading import bundled_model_path, load_bert, load_pretrained
 from bertlib.hf.models import encode
 
@@ -168,8 +168,7 @@ def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tu
     import torch  # torch and transformers load only when a model is asked for
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    if not isinstance(text, str) or text.count("[MASK]") != 1:
-        raise ValueError(f"text must contain exactly one [MASK], got {text!r}")
+    one_mask_token(text)
     model = load_pretrained(AutoModelForMaskedLM, name).eval()
     tok = load_pretrained(AutoTokenizer, name)
     enc = tok(text, return_tensors="pt")

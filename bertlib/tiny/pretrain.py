@@ -27,7 +27,7 @@ import torch
 from tqdm.std import tqdm
 from transformers import BertConfig, BertForMaskedLM
 
-from bertlib.checks import heads_dividing, kind, whole
+from bertlib.checks import heads_dividing, kind, one_mask_token, whole
 from bertlib.paper.attention import softmax
 from bertlib.paper.mlm import IGNORE_INDEX, mask_batch, mlm_loss
 from bertlib.tiny import grammar
@@ -301,11 +301,7 @@ def tiny_fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[
     attention maps (L, H, n, n), the [MASK]'s position). ValueError naming any word outside
     the vocabulary, or when the text has no [MASK] or more than one.
     """
-    kind(text, "text", str, "a string")
-    words = text.split()
-    if words.count("[MASK]") != 1:
-        raise ValueError(f"the text must contain exactly one [MASK], got {words.count('[MASK]')}"
-                         f": {text!r}")
+    words = one_mask_token(text).split()
     known = set(tokenizer.get_vocab())
     unknown = [w for w in words if w not in known or w in SPECIALS and w != "[MASK]"]
     if unknown:

@@ -16,7 +16,7 @@ import numpy as np
 
 __all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
            "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_maps",
-           "bool_mask", "padding_flags", "one_mask_token"]
+           "bool_mask", "padding_flags", "one_mask_token", "token_batch"]
 
 
 def _span(low, high) -> str:
@@ -279,3 +279,21 @@ def one_mask_token(text_: str, mask: str = "[MASK]") -> str:
     if count != 1:
         raise ValueError(f"the text must contain exactly one {mask}, got {count}: {text_!r}")
     return text_
+
+
+def token_batch(input_ids, attention_mask, vocab_size: int, labels=None,
+                ignore: int = -100) -> np.ndarray:
+    """A batch for a BERT: input_ids (B, N) ids in 0..vocab_size−1, attention_mask (B, N) 0/1
+    padding flags, and labels (B, N) when given (the masked-LM targets: an id, or ``ignore`` where
+    no loss is taken). numpy arrays or torch tensors. Returns input_ids as a numpy array;
+    TypeError / ValueError naming what is wrong."""
+    ids = vocab_ids(input_ids, "input_ids", vocab_size, 2, "a 2-D (B, N) array")
+    for name, x in (("attention_mask", attention_mask), ("labels", labels)):
+        if x is not None:
+            same_shape(np.shape(x), ids.shape, (name, "input_ids"))
+    padding_flags(attention_mask)
+    if labels is not None:
+        y = np.asarray(labels)
+        vocab_ids(np.where(y == ignore, 0, y), f"labels (token ids, or {ignore} where no loss is "
+                  "taken)", vocab_size)
+    return ids

@@ -352,6 +352,9 @@ EQUATIONS = {  # (module, public function): a piece of its first equation line
     ("bert", "layer_norm"): "x.mean(",
     ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",
     ("mlm", "mlm_loss"): "torch.log_softmax(logits[chosen]",
+    ("mlm", "mask_batch"): "m = (~special).sum(1)",
+    ("pretrain", "mlm_step"): "logits = model(input_ids=input_ids",
+    ("pretrain", "train"): "loss = mlm_step(model",
 }
 LANDING = 10  # lines from the `def` a reader lands on to the first line of the equation
 

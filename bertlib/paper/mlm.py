@@ -40,46 +40,10 @@ class MaskedInput(NamedTuple):
     action: np.ndarray
 
 
-def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, special_ids, mask_prob,
-                   mask_frac, random_frac) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, an
-    ordinary token in every row, and three fractions in [0, 1] with mask_frac + random_frac ≤ 1.
-    Returns (ids, special: bool of ids' shape, mask_prob, mask_frac, random_frac)."""
-    ids = vocab_ids(input_ids, "input_ids", vocab_size, ndim, what)
-    special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
-    empty = np.flatnonzero(~np.atleast_2d(~special).any(axis=-1))  # rows of special tokens only
-    if empty.size:
-        where = "the input has" if ndim == 1 else f"row(s) {empty.tolist()} have"
-        raise ValueError(f"{where} no ordinary tokens to mask (only special tokens)")
-    fractions = [number(v, name, 0, 1) for v, name in
-                 ((mask_prob, "mask_prob"), (mask_frac, "mask_frac"), (random_frac, "random_frac"))]
-    if fractions[1] + fractions[2] > 1:
-        raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
-                         f"{fractions[1]} + {fractions[2]}")
-    return ids, special, *fractions
-
-
-def _corrupt(ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator, mask_id: int,
-             vocab_size: int, special_ids, mask_frac: float, random_frac: float) -> MaskedInput:
-    """BERT's 80/10/10 on the chosen positions (any shape): each becomes [MASK] with probability
-    mask_frac, a random ordinary id with probability random_frac, and stays itself otherwise."""
-    fate = rng.random(ids.shape)
-    action = np.full(ids.shape, "", dtype=object)
-    action[chosen & (fate < mask_frac)] = "mask"
-    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
-    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
-    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
-    out = ids.copy()
-    out[action == "mask"] = mask_id
-    out[action == "random"] = rng.choice(ordinary, size=int((action == "random").sum()))
-    labels = np.where(chosen, ids, IGNORE_INDEX)
-    return MaskedInput(out, labels, chosen, action.astype(str))
-
-
 def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
                 mask_prob: float = 0.15, mask_frac: float = 0.8,
                 random_frac: float = 0.1) -> MaskedInput:
-    """BERT's masked-LM corruption of one input, reproducible with ``seed``.
+    """[MASK] corruption (masked-LM, not an attention mask) of one input, reproducible (seed).
 
     input_ids: (n,) ints; mask_id: the id of [MASK]; vocab_size: ids are 0..vocab_size−1;
     special_ids: ids never chosen ([CLS], [SEP], [PAD]) and never used as random replacements.
@@ -100,9 +64,10 @@ def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: 
 
 def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=None,
                mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
-    """:func:`mask_tokens`' rule on each row of a padded (B, n) batch: k = max(1, round(p·m)) of
-    the row's m non-special positions chosen (p = mask_prob), then [MASK] / random / kept with
-    probabilities mask_frac / random_frac / the rest. rng: numpy Generator (default seed 0)."""
+    """[MASK] corruption (masked-LM, not an attention mask) of each row of a padded (B, n) batch:
+    k = max(1, round(p·m)) of the row's m non-special positions chosen (p = mask_prob), then
+    [MASK] / random / kept with probabilities mask_frac / random_frac / the rest (the rule of
+    :func:`mask_tokens`). rng: numpy Generator (default seed 0). Returns (B, n) arrays."""
     ids, special, mask_prob, mask_frac, random_frac = _check_masking(input_ids, 2, "a 2-D (batch, "
         "n) array", vocab_size, special_ids, mask_prob, mask_frac, random_frac)  # padding: special
     rng = np.random.default_rng(0) if rng is None else rng
@@ -130,7 +95,8 @@ def mlm_loss(logits, labels) -> torch.Tensor:
 
 def mask_sentence(text: str, text_pair: str | None = None, model=None,
                   seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
-    """:func:`mask_tokens` on a sentence (or pair) with the model's tokenizer.
+    """[MASK] corruption (masked-LM) of a sentence (or pair): :func:`mask_tokens` with the model's
+    tokenizer.
 
     Returns (tokens before, tokens after corruption, MaskedInput). [CLS], [SEP] and [PAD] are
     never chosen.
@@ -165,10 +131,9 @@ def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tu
     the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
     holds exactly one [MASK].
     """
-    import torch  # torch and transformers load only when a model is asked for
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
     one_mask_token(text)
+    from transformers import AutoModelForMaskedLM, AutoTokenizer  # loaded when a model is asked for
+
     model = load_pretrained(AutoModelForMaskedLM, name).eval()
     tok = load_pretrained(AutoTokenizer, name)
     enc = tok(text, return_tensors="pt")
@@ -178,3 +143,42 @@ def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tu
     top = probs.topk(k)
     return [(tok.convert_ids_to_tokens(int(i)), float(p))
             for p, i in zip(top.values, top.indices, strict=True)]
+
+
+# ---------------------------------------------------------------- below the public functions: the
+# checks once at the edge, and the 80/10/10 both corruptions share
+
+def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, special_ids, mask_prob,
+                   mask_frac, random_frac) -> tuple[np.ndarray, np.ndarray, float, float, float]:
+    """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, an
+    ordinary token in every row, and three fractions in [0, 1] with mask_frac + random_frac ≤ 1.
+    Returns (ids, special: bool of ids' shape, mask_prob, mask_frac, random_frac)."""
+    ids = vocab_ids(input_ids, "input_ids", vocab_size, ndim, what)
+    special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
+    empty = np.flatnonzero(~np.atleast_2d(~special).any(axis=-1))  # rows of special tokens only
+    if empty.size:
+        where = "the input has" if ndim == 1 else f"row(s) {empty.tolist()} have"
+        raise ValueError(f"{where} no ordinary tokens to mask (only special tokens)")
+    fractions = [number(v, name, 0, 1) for v, name in
+                 ((mask_prob, "mask_prob"), (mask_frac, "mask_frac"), (random_frac, "random_frac"))]
+    if fractions[1] + fractions[2] > 1:
+        raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
+                         f"{fractions[1]} + {fractions[2]}")
+    return ids, special, *fractions
+
+
+def _corrupt(ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator, mask_id: int,
+             vocab_size: int, special_ids, mask_frac: float, random_frac: float) -> MaskedInput:
+    """BERT's 80/10/10 on the chosen positions (any shape): each becomes [MASK] with probability
+    mask_frac, a random ordinary id with probability random_frac, and stays itself otherwise."""
+    fate = rng.random(ids.shape)
+    action = np.full(ids.shape, "", dtype=object)
+    action[chosen & (fate < mask_frac)] = "mask"
+    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
+    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
+    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
+    out = ids.copy()
+    out[action == "mask"] = mask_id
+    out[action == "random"] = rng.choice(ordinary, size=int((action == "random").sum()))
+    labels = np.where(chosen, ids, IGNORE_INDEX)
+    return MaskedInput(out, labels, chosen, action.astype(str))

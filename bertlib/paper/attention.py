@@ -120,13 +120,13 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, 
 
 
 def causal_mask(n: int) -> np.ndarray:
-    """Lower-triangular (n, n) bool mask: query i may attend to keys 0..i (GPT-style)."""
+    """Causal attention mask (n, n) bool, True = may attend: query i sees keys 0..i (GPT-style)."""
     n = whole(n, "n", 0)
     return np.tril(np.ones((n, n), dtype=bool))
 
 
 def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
-    """Key-padding mask (batch, 1, n): True for real tokens, False for padding.
+    """Key-padding attention mask (batch, 1, n), True = may attend: real tokens yes, padding no.
 
     lengths_or_flags: either a 1-D sequence of lengths (one per batch item; then ``n`` is the
     padded length, default the longest), or a 2-D (batch, n) array of 0/1 or bool flags where 1 =

@@ -293,6 +293,8 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
             seen += (b[qi] == b[kj]) & ((gap == 0) | (gap == 1))
         scores = (Q[order] @ np.swapaxes(K[kj[:, 0]], 1, 2)) * attention_scale(d)  # (c_n, c, 2c)
         logits = np.where(allowed, scores - np.log(np.maximum(seen, 1)), -np.inf)
+        # not attention.softmax: the rounds are joined by their log-sum-exp (below), which needs
+        # the max and the sum a softmax hides; the same stable form (shift by the max, e^−∞ = 0)
         top = logits.max(axis=-1, keepdims=True)
         top = np.where(np.isfinite(top), top, 0.0)  # a row with no key in this round
         e = np.exp(logits - top)

@@ -347,7 +347,7 @@ EQUATIONS = {  # (module, public function): a piece of its first equation line
     ("attention", "merge_heads"): ".reshape(",
     ("attention", "multi_head_attention"): "split_heads(X @ W_Q + b_Q, h)",
     ("bert", "bert_forward"): "embed(params, input_ids",
-    ("bert", "encoder_layer"): "split_heads(X @ W + b, h)",
+    ("bert", "encoder_layer"): "Q = split_heads(X @ p.W_Q + p.b_Q, h)",
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",
     ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",

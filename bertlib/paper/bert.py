@@ -82,8 +82,9 @@ def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12,
     Returns (output (..., n, d), attentions A (..., h, n, n), or None with a custom attend).
     """
     X, p, mask = _check_layer(X, params, h, mask, attend)
-    Q, K, V = (split_heads(X @ W + b, h)  # Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V
-               for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
+    Q = split_heads(X @ p.W_Q + p.b_Q, h)  # (..., h, n, d_k): head i's queries Q_i
+    K = split_heads(X @ p.W_K + p.b_K, h)
+    V = split_heads(X @ p.W_V + p.b_V, h)
     heads, A = (scaled_dot_product_attention(Q, K, V, mask) if attend is None  # head_i for all i
                 else (_each_head(attend, Q, K, V), None))
     M = merge_heads(heads) @ p.W_O + p.b_O  # Concat(head_0, ..., head_{h-1}) W_O + b_O

@@ -23,7 +23,8 @@ from threadpoolctl import threadpool_limits
 
 from bertlib.hf.corpus import load_corpus
 from bertlib.hf.loading import load_bert
-from bertlib.paper.bert import bert_forward, bert_params
+from bertlib.hf.params import bert_params
+from bertlib.paper.bert import bert_forward
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

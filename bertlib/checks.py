@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 __all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
-           "check_finite", "same_shape", "heads_dividing", "vocab_ids"]
+           "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_maps",
+           "bool_mask", "padding_flags", "one_mask_token", "token_batch"]
 
 
 def _span(low, high) -> str:
@@ -225,22 +226,74 @@ def attention_maps(A, name: str = "attention maps", n: int | None = None,
     return A
 
 
-def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)") -> np.ndarray:
-    """``mask`` as a bool array (True = may attend) that broadcasts to the attention scores'
-    ``shape`` (named by ``layout``), or a clear error: the one check of an attention mask."""
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
+def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)"):
+    """An attention mask (True = may attend): ``mask`` as a bool array that broadcasts to the
+    attention scores' ``shape`` (named by ``layout``), or a clear error: the one check of an
+    attention mask. A torch bool tensor is checked by its dtype and shape and returned as it is
+    (any device); anything else is returned as a numpy array."""
+    tensor = type(mask).__module__.startswith("torch")
+    if tensor and str(mask.dtype) != "torch.bool":
+        raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+                        "for a 0/1 tensor use mask.bool()")
+    mask = mask if tensor else np.asarray(mask)
+    if not tensor and mask.dtype != bool:
         raise TypeError(
             f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
             "for a 0/1 array use mask.astype(bool)"
         )
     try:
-        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
+        fits = np.broadcast_shapes(tuple(mask.shape), tuple(shape)) == tuple(shape)
     except ValueError:
         fits = False
     if not fits:
         raise ValueError(
-            f"mask of shape {mask.shape} does not broadcast to the scores' shape {shape} "
-            f"{layout}"
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"{tuple(shape)} {layout}"
         )
     return mask
+
+
+def padding_flags(flags, name: str = "attention_mask", real_in_each_row: bool = False
+                  ) -> np.ndarray:
+    """Padding flags, transformers' ``attention_mask`` (1 = real token, 0 = padding; not an
+    attention mask of scores), as bool: the one check of 0/1-or-bool flags per token.
+    flags: any shape, usually (batch, n). real_in_each_row: every row (last axis) needs a real
+    token. Returns a bool array of the flags' shape, or a ValueError naming what is wrong."""
+    flags = np.asarray(flags)
+    if not (flags.dtype == bool or (np.issubdtype(flags.dtype, np.number)
+                                    and np.isin(flags, (0, 1)).all())):
+        raise ValueError(f"{name} must hold 0/1 or bool flags (1 = real token, 0 = padding), "
+                         f"got shape {flags.shape} and dtype {flags.dtype} with other values")
+    flags = flags.astype(bool)
+    if real_in_each_row and flags.ndim and not flags.any(axis=-1).all():
+        raise ValueError(f"every input needs at least one real token ({name} all 0 in a row)")
+    return flags
+
+
+def one_mask_token(text_: str, mask: str = "[MASK]") -> str:
+    """A fill-mask sentence (masked-LM corruption, not an attention mask): ``text_`` if it holds
+    ``mask`` exactly once, else a ValueError "the text must contain exactly one [MASK], got k:
+    'text'" (TypeError if it is not a string). Returns the text."""
+    kind(text_, "text", str, "a string")
+    count = text_.count(mask)
+    if count != 1:
+        raise ValueError(f"the text must contain exactly one {mask}, got {count}: {text_!r}")
+    return text_
+
+
+def token_batch(input_ids, attention_mask, vocab_size: int, labels=None,
+                ignore: int = -100) -> np.ndarray:
+    """A batch for a BERT: input_ids (B, N) ids in 0..vocab_size−1, attention_mask (B, N) 0/1
+    padding flags, and labels (B, N) when given (the masked-LM targets: an id, or ``ignore`` where
+    no loss is taken). numpy arrays or torch tensors. Returns input_ids as a numpy array;
+    TypeError / ValueError naming what is wrong."""
+    ids = vocab_ids(input_ids, "input_ids", vocab_size, 2, "a 2-D (B, N) array")
+    for name, x in (("attention_mask", attention_mask), ("labels", labels)):
+        if x is not None:
+            same_shape(np.shape(x), ids.shape, (name, "input_ids"))
+    padding_flags(attention_mask)
+    if labels is not None:
+        y = np.asarray(labels)
+        vocab_ids(np.where(y == ignore, 0, y), f"labels (token ids, or {ignore} where no loss is "
+                  "taken)", vocab_size)
+    return ids

@@ -185,14 +185,15 @@ def test_the_import_scanner_sees_both_import_forms(tmp_path):
 #: no longer needed (remove it, the list only shrinks).
 PAPER_CROSSINGS = {  # paper module: {module outside paper/ it imports: why}
     "paper/bert": {
-        "hf/params": "bert_forward also takes a transformers model; the types live with their "
-                     "reading",
+        "hf/params": "bert_forward also takes a transformers model, read by bert_params; the "
+                     "types (LayerParams, BertParams) live with their reading (not re-exported)",
         "hf/models": "forward_text tokenises a sentence",
         "hf/loading": "forward_text's default model is the bundled one"},
     "paper/mlm": {
         "hf/models": "fill_mask runs a model with a masked-LM head",
         "hf/loading": "fill_mask loads the bundled model's masked-LM head"},
     "paper/variants": {
+        "hf/params": "bert_qkv and bert_layer read a real BERT's parameters",
         "hf/models": "a variant put into one real BERT layer (bert_layer)",
         "hf/loading": "bert_qkv reads a real BERT's Q, K, V"},
 }
@@ -346,11 +347,14 @@ EQUATIONS = {  # (module, public function): a piece of its first equation line
     ("attention", "merge_heads"): ".reshape(",
     ("attention", "multi_head_attention"): "split_heads(X @ W_Q + b_Q, h)",
     ("bert", "bert_forward"): "embed(params, input_ids",
-    ("bert", "encoder_layer"): "split_heads(X @ W + b, h)",
+    ("bert", "encoder_layer"): "Q = split_heads(X @ p.W_Q + p.b_Q, h)",
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",
     ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",
     ("mlm", "mlm_loss"): "torch.log_softmax(logits[chosen]",
+    ("mlm", "mask_batch"): "m = (~special).sum(1)",
+    ("pretrain", "mlm_step"): "logits = model(input_ids=input_ids",
+    ("pretrain", "train"): "loss = mlm_step(model",
 }
 LANDING = 10  # lines from the `def` a reader lands on to the first line of the equation
 
@@ -375,13 +379,39 @@ def _calls(tree, dotted: str, arg: str | None = None) -> int:
         for node in ast.walk(tree))
 
 
-def test_attention_and_bert_write_softmax_and_the_scale_once():
+def test_attention_and_bert_write_softmax_once():
     trees = [ast.parse(_source(m).read_text(encoding="utf-8"))
              for m in ("attention", "bert")]
     assert sum(_calls(t, "np.exp") for t in trees) == 1, "one numpy softmax: attention.softmax"
-    assert sum(_calls(t, "np.sqrt", "d_k") for t in trees) == 1, (
-        "one 1/√d_k: attention.scaled_dot_product_attention")
     assert _calls(ast.parse("np.exp(x)\nnp.sqrt(d_k)\nnp.sqrt(2)"), "np.sqrt", "d_k") == 1
+
+
+def scale_writers(trees) -> list[str]:
+    """Where 1/√d_k is written: a call of sqrt on d_k (np., math., torch.) or a ``** -0.5``.
+    ``trees``: (label, tree) pairs."""
+    found = []
+    for label, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("sqrt") and \
+                    node.args and "d_k" in ast.unparse(node.args[0]):
+                found.append(f"{label}: {ast.unparse(node)}")
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and \
+                    ast.unparse(node.right) in ("-0.5", "(-0.5)"):
+                found.append(f"{label}: {ast.unparse(node)}")
+    return found
+
+
+def test_one_scale_in_all_of_bertlib():
+    # exercises write wrong scales on purpose (to name a learner's mistake); family's DeBERTa
+    # divides by √(3·d_k), another formula
+    trees = [(str(path.relative_to(ROOT)), ast.parse(path.read_text(encoding="utf-8")))
+             for path in sorted((ROOT / "bertlib").rglob("*.py"))
+             if "exercises" not in path.parts and path.name != "family.py"]
+    found = scale_writers(trees)
+    assert found == ["bertlib/paper/attention.py: math.sqrt(max(d_k, 1))"], (
+        "write 1/√d_k once, in bertlib.paper.attention.attention_scale, and call it: "
+        f"{found}")
+    assert len(scale_writers([("t", ast.parse("a = x ** -0.5\nb = torch.sqrt(d_k)"))])) == 2
 
 
 # ---------------------------------------------------------------- checks once, at the edge

@@ -6,10 +6,13 @@ import torch
 import torch.nn.functional as F
 
 from bertlib.paper.attention import (
+    attention_scale,
     causal_mask,
+    check_one_head,
     check_qkv_shapes,
     padding_mask,
     scaled_dot_product_attention,
+    sliding_window_blocks,
     softmax,
 )
 
@@ -203,3 +206,56 @@ def test_softmax_where_excludes_entries_and_must_fit_x():
     np.testing.assert_array_equal(softmax(x, where=np.zeros(3, bool)), 0.0)
     with pytest.raises(ValueError):
         softmax(x, where=np.ones((3, 3), bool))
+
+
+# ---------------------------------------------------------------- the one scale, the one-head check
+
+
+def test_attention_scale_is_one_over_root_d_k_or_the_given_scale():
+    assert attention_scale(64) == 0.125 and attention_scale(2) == 1 / np.sqrt(2)
+    assert attention_scale(16, scale=0.5) == 0.5 and attention_scale(16, scale=0) == 0.0
+    assert attention_scale(0) == 1.0  # empty vectors: every score is 0, any factor will do
+    assert type(attention_scale(3)) is float  # keeps float32 scores float32
+    Q = np.ones((2, 3), dtype=np.float32)
+    assert (Q * attention_scale(3)).dtype == np.float32
+
+
+@pytest.mark.parametrize("args, error, words", [
+    ((-1,), ValueError, "d_k"), ((2.5,), (TypeError, ValueError), "d_k"),
+    ((4, -0.1), ValueError, "scale"), ((4, "big"), TypeError, "scale")])
+def test_attention_scale_rejects_bad_input(args, error, words):
+    with pytest.raises(error, match=words):
+        attention_scale(*args)
+
+
+def test_check_one_head_casts_to_one_dtype_and_names_the_mistake():
+    Q = np.ones((3, 2), dtype=np.float32)
+    q, k, v = check_one_head(Q, np.ones((3, 2)), np.ones((3, 5)))
+    assert q.dtype == k.dtype == v.dtype == np.float64 and v.shape == (3, 5)
+    with pytest.raises(ValueError, match="2 dimensions"):
+        check_one_head(np.ones((1, 3, 2)), np.ones((3, 2)), np.ones((3, 2)))
+    with pytest.raises(ValueError, match="self-attention"):
+        check_one_head(np.ones((3, 2)), np.ones((4, 2)), np.ones((4, 2)))
+    with pytest.raises(ValueError, match="d_k"):
+        check_one_head(np.ones((3, 2)), np.ones((3, 4)), np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("n, half, block", [(7, 2, 2), (5, 1, 1), (6, 3, 3), (4, 0, 1), (3, 2, 3)])
+def test_sliding_window_blocks_keep_exactly_the_band(n, half, block):
+    keys, keep = sliding_window_blocks(n, half, block)
+    n_blocks = -(-n // block)
+    assert keys.shape == (n_blocks, block + 2 * half) and keep.shape == (n_blocks, block, keys.shape[1])
+    band = np.zeros((n_blocks * block, n), dtype=bool)  # rebuilt from the blocks
+    for t in range(n_blocks):
+        for r in range(block):
+            band[t * block + r, keys[t][keep[t, r]]] = True
+    i = np.arange(n)
+    np.testing.assert_array_equal(band[:n], np.abs(i[:, None] - i[None, :]) <= half)
+    assert keep.sum(axis=-1).max() <= 2 * half + 1  # a row keeps at most w + 1 keys
+
+
+def test_sliding_window_blocks_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="block"):
+        sliding_window_blocks(4, 1, 0)
+    with pytest.raises(ValueError, match="half"):
+        sliding_window_blocks(4, -1, 1)

@@ -15,11 +15,9 @@ import pytest
 import torch
 
 from bertlib.hf.models import encode
+from bertlib.hf.params import BertParams, LayerParams, bert_params
 from bertlib.paper.bert import (
-    BertParams,
-    LayerParams,
     bert_forward,
-    bert_params,
     embed,
     encoder_layer,
     forward_text,

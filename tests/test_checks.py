@@ -1,5 +1,7 @@
 """bertlib.checks: each helper accepts good input and names the argument and range on bad input."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -154,6 +156,39 @@ def test_attention_maps_takes_square_stacks_and_names_the_tokens():
         checks.attention_maps(np.ones(4))
 
 
+def test_bool_mask_takes_a_torch_tensor_as_it_is():
+    torch = pytest.importorskip("torch")
+    mask = torch.ones(1, 4, dtype=torch.bool, device="meta")  # no values: dtype and shape only
+    assert checks.bool_mask(mask, (3, 4)) is mask
+    with pytest.raises(TypeError, match=r"got dtype torch.float32; .* use mask.bool\(\)"):
+        checks.bool_mask(torch.ones(3, 4), (3, 4))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 4\) does not broadcast"):
+        checks.bool_mask(torch.ones(2, 4, dtype=torch.bool), (3, 4))
+
+
+def test_padding_flags_are_0_1_or_bool_and_say_which_rows_are_empty():
+    np.testing.assert_array_equal(checks.padding_flags([[1, 1, 0]]), [[True, True, False]])
+    assert checks.padding_flags(np.array([True, False])).dtype == bool
+    for bad in ([[1, 2, 0]], [[0.5, 1]], [["a", "b"]]):
+        with pytest.raises(ValueError, match=r"attention_mask must hold 0/1 or bool flags "
+                                             r"\(1 = real token, 0 = padding\)"):
+            checks.padding_flags(bad)
+    with pytest.raises(ValueError, match="flags must hold 0/1"):
+        checks.padding_flags([3], "flags")
+    checks.padding_flags([[0, 0], [1, 0]])  # empty rows are fine unless asked
+    with pytest.raises(ValueError, match="at least one real token"):
+        checks.padding_flags([[0, 0], [1, 0]], real_in_each_row=True)
+
+
+def test_one_mask_token_says_how_many_it_found():
+    assert checks.one_mask_token("the [MASK] sat") == "the [MASK] sat"
+    for text, k in (("no mask", 0), ("[MASK] and [MASK]", 2)):
+        with pytest.raises(ValueError, match=rf"exactly one \[MASK\], got {k}: {re.escape(repr(text))}"):
+            checks.one_mask_token(text)
+    with pytest.raises(TypeError, match="text must be a string"):
+        checks.one_mask_token(None)
+
+
 def test_bool_mask_broadcasts_to_the_scores_or_says_why():
     assert checks.bool_mask(np.ones((1, 4), bool), (3, 4)).shape == (1, 4)
     with pytest.raises(TypeError, match=r"mask must be boolean .* use mask.astype\(bool\)"):
@@ -161,3 +196,17 @@ def test_bool_mask_broadcasts_to_the_scores_or_says_why():
     with pytest.raises(ValueError, match=r"mask of shape \(2, 4\) does not broadcast to the "
                                          r"scores' shape \(3, 4\) \(\.\.\., n_q, n_k\)"):
         checks.bool_mask(np.ones((2, 4), bool), (3, 4))
+
+
+def test_token_batch_checks_ids_flags_and_labels_together():
+    ids = np.array([[2, 5, 0], [2, 7, 3]])
+    flags = np.array([[1, 1, 0], [1, 1, 1]])
+    assert checks.token_batch(ids, flags, 8, np.where(ids == 5, 5, -100)) is not None
+    with pytest.raises(ValueError, match=r"input_ids must be in 0..7 \(a vocabulary of 8\), got 9"):
+        checks.token_batch(ids + 4, flags, 8)
+    with pytest.raises(ValueError, match="labels and input_ids must have the same shape"):
+        checks.token_batch(ids, flags, 8, ids[:, :2])
+    with pytest.raises(ValueError, match=r"labels \(token ids, or -1 where no loss is taken\)"):
+        checks.token_batch(ids, flags, 8, np.full(ids.shape, -100), ignore=-1)
+    with pytest.raises(ValueError, match="attention_mask must hold 0/1"):
+        checks.token_batch(ids, flags - 1, 8)

@@ -75,6 +75,25 @@ def test_spread_counts_where_a_per_sample_test_holds():
         spread([1, 2], holds_each=[True])
 
 
+def test_groups_resample_whole_groups():
+    rng = np.random.default_rng(0)
+    shift = np.repeat(rng.normal(size=10), 5)  # 10 groups of 5 values that move together
+    values, groups = shift + 0.01 * rng.normal(size=50), np.repeat(np.arange(10), 5)
+    alone, grouped = spread(values), spread(values, groups=groups)
+    assert (grouped.mean, grouped.min, grouped.n) == (alone.mean, alone.min, alone.n)
+    assert grouped.hi - grouped.lo > 1.5 * (alone.hi - alone.lo)  # 10 samples, not 50
+    # by hand: the mean of the values of 10 groups drawn with replacement, same generator
+    members = [np.flatnonzero(groups == g) for g in range(10)]
+    by_hand = bootstrap_interval(np.arange(10), statistic=lambda drawn: values[
+        np.concatenate([members[int(g)] for g in drawn])].mean())
+    assert (grouped.lo, grouped.hi) == by_hand
+    assert spread(values, groups=[f"pair {g}" for g in groups]) == grouped  # any labels
+    with pytest.raises(ValueError, match=r"groups must have shape \(n,\) = \(50,\)"):
+        spread(values, groups=groups[:3])
+    with pytest.raises(ValueError, match="the number of groups must be a whole number >= 2"):
+        spread(values, groups=np.zeros(50))
+
+
 def test_claim_over_prints_the_spread_and_asserts_for_the_reference(capsys):
     s = claim_over(BUNDLED, "shares above 0.5", [0.6, 0.7, 0.8], holds=lambda s: s.min > 0.5)
     assert "shares above 0.5: 0.70" in capsys.readouterr().out
@@ -85,6 +104,9 @@ def test_claim_over_prints_the_spread_and_asserts_for_the_reference(capsys):
     assert "does not hold" in capsys.readouterr().out
     with pytest.raises(TypeError, match="holds must be a function of the Spread"):
         claim_over(BUNDLED, "x", [1, 2], holds=True)
+    s = claim_over(BUNDLED, "grouped", [0.6, 0.7, 0.8, 0.9], holds=lambda s: s.lo > 0.5,
+                   groups=[0, 0, 1, 1])
+    assert s == spread([0.6, 0.7, 0.8, 0.9], groups=[0, 0, 1, 1])
 
 
 def test_a_subject_names_what_the_claim_is_about(capsys):

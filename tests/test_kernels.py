@@ -121,10 +121,12 @@ def test_tiled_rejects_bad_block_and_mask(torch_qkv):
             tiled_attention(Q, K, V, block=block)
     with pytest.raises(TypeError, match="block must be a whole number >= 1, got 1.5"):
         tiled_attention(Q, K, V, block=1.5)
-    with pytest.raises(TypeError, match="mask must be a boolean torch.Tensor"):
+    with pytest.raises(TypeError, match=r"mask must be boolean .* use mask.bool\(\)"):
         tiled_attention(Q, K, V, mask=torch.ones(5, 5))
-    with pytest.raises(ValueError, match=r"mask and the scores .* do not broadcast: "
-                                         r"mask \(4, 5\), scores \(5, 5\)"):
+    with pytest.raises(TypeError, match="mask must be a boolean torch.Tensor"):
+        tiled_attention(Q, K, V, mask=np.ones((5, 5), bool))
+    with pytest.raises(ValueError, match=r"mask of shape \(4, 5\) does not broadcast to the "
+                                         r"scores' shape \(5, 5\)"):
         tiled_attention(Q, K, V, mask=torch.ones(4, 5, dtype=torch.bool))
 
 

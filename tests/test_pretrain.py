@@ -33,6 +33,9 @@ def test_recipe_checks_its_numbers_and_builds_its_config():
         pt.Recipe(steps=0)
     with pytest.raises(ValueError, match="not divisible by heads = 3"):
         pt.Recipe(heads=3, hidden=16)
+    with pytest.raises(ValueError, match="weight_decay must be a number >= 0"):
+        pt.Recipe(weight_decay=-0.1)
+    assert pt.Recipe().weight_decay == 0.01  # BERT's, and what every committed run used
 
 
 def test_mlm_step_loss_is_transformers_own_and_it_updates_the_weights(tok):
@@ -49,6 +52,24 @@ def test_mlm_step_loss_is_transformers_own_and_it_updates_the_weights(tok):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     assert pt.mlm_step(model, opt, x, a, y) == pytest.approx(expected, rel=1e-6)
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+
+
+def test_mlm_step_names_a_bad_batch_before_it_steps(tok, tiny):
+    x = torch.tensor([[2, 5, 6, 3]])
+    a, y = torch.ones_like(x), torch.full_like(x, -100)
+    opt = torch.optim.SGD(tiny.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in tiny.parameters()]
+    vocab = tok.get_vocab_size()
+    for args, error, words in (
+            ((x[0], a[0], y[0]), ValueError, r"input_ids must be a 2-D \(B, N\) array"),
+            ((x + vocab, a, y), ValueError, rf"input_ids must be in 0..{vocab - 1}"),
+            ((x, a[:, :3], y), ValueError, "attention_mask and input_ids must have the same shape"),
+            ((x, a * 2, y), ValueError, "attention_mask must hold 0/1 or bool flags"),
+            ((x, a, y.float()), TypeError, "labels .* whole numbers"),
+            ((x, a, y + 100 + vocab), ValueError, r"labels \(token ids, or -100 .*\) must be in")):
+        with pytest.raises(error, match=words):
+            pt.mlm_step(tiny, opt, *args)
+    assert all(torch.equal(b, p) for b, p in zip(before, tiny.parameters(), strict=True))
 
 
 def test_training_is_deterministic_and_lowers_the_loss(tok):

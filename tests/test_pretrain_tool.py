@@ -23,7 +23,11 @@ def test_every_committed_seed_is_there_with_the_recipe_and_small():
     assert [f.name for f in folders] == [f"seed{k}" for k in pretrain_tiny_bert.COMMITTED_SEEDS]
     assert len(folders) >= 5
     for k, folder in zip(pretrain_tiny_bert.COMMITTED_SEEDS, folders, strict=True):
-        assert json.loads((folder / "recipe.json").read_text()) == pt.Recipe(seed=k).to_json()
+        # a run saved before a setting existed (weight_decay) was trained with its default
+        saved = json.loads((folder / "recipe.json").read_text())
+        assert set(saved) <= set(pt.Recipe().to_json())
+        assert pt.Recipe(**{**saved, "constructions": tuple(saved["constructions"])}) == \
+            pt.Recipe(seed=k)
         assert (folder / "model.safetensors").stat().st_size < 1e6
         assert len(np.load(folder / "history.npz")["loss"]) == pt.Recipe().steps
 

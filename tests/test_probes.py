@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 from bertlib.tiny import grammar as g
 from bertlib.tiny import probes
@@ -96,3 +97,19 @@ def test_subset_keeps_the_chosen_rows(tok):
     probe = probes.make_probe(tok, g.generate(5, g.CONSTRUCTIONS, seed=2))
     part = probes.subset(probe, probe.role == "main")
     assert len(part.verb) == (probe.role == "main").sum() and (part.role == "main").all()
+
+
+def test_logits_and_attentions_are_the_model_s_in_chunks(tok, tiny):
+    ids, mask = probes.encode_texts(tok, [s.text for s in g.generate(5, seed=3)])
+    logits, maps = probes.logits_and_attentions(tiny, ids, mask, batch=2)  # chunks of 2, 2, 1
+    R, N = ids.shape
+    assert logits.shape == (R, N, tok.get_vocab_size()) and maps.shape == (R, 2, 2, N, N)
+    with torch.no_grad():
+        out = tiny(input_ids=torch.as_tensor(ids), attention_mask=torch.as_tensor(mask),
+                   output_attentions=True)
+    np.testing.assert_allclose(logits, out.logits.numpy(), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(maps[:, 1], out.attentions[1].numpy(), rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="attention_mask must hold 0/1"):
+        probes.logits_and_attentions(tiny, ids, mask * 3)
+    with pytest.raises(ValueError, match="input_ids must be in"):
+        probes.logits_and_attentions(tiny, ids + 1000, mask)

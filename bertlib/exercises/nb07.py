@@ -15,6 +15,7 @@ from bertlib.exercises import (
     how_far,
 )
 from bertlib.paper import family
+from bertlib.paper.attention import softmax
 
 __all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores",
            "check_score_memory", "check_albert_design"]
@@ -108,7 +109,7 @@ def _score_mistakes(X, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]
                        for r, Wq, Wk in zip(heads, *(_split(W, h) for W in (Ws[0], Ws[3])),
                                             strict=True)])
     right = np.stack([r.scores for r in heads])
-    weights = np.exp(right - right.max(-1, keepdims=True))  # the softmax, row by row
+    weights = softmax(right)  # row by row
     p2c_t = np.stack([(r.c2c + r.c2p + r.p2c.T) * r.scale for r in heads])
     whole = family.disentangled_attention(X, P_rel, *Ws, k)  # all d columns as one head
     mistakes = [
@@ -123,7 +124,7 @@ def _score_mistakes(X, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]
         (c2p_ji / np.sqrt(3 * d_k), "c2p reads K_r at δ(i, j) (query i, key j), not δ(j, i)"),
         (p2c_t, "your p2c is transposed: entry (i, j) must be the KEY j's content K^c_j against "
                 "the position vector Q^r at δ(j, i), not query i's content"),
-        (weights / weights.sum(-1, keepdims=True),
+        (weights,
          "these are the attention weights after the softmax; return the scaled scores before it"),
         (np.stack([(r.c2c + r.c2p) * r.scale for r in heads]),
          "the position→content term p2c is missing"),

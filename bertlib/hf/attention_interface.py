@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from bertlib.paper.attention import attention_scale
+
 __all__ = ["register_attention", "softmax_weights", "eager_attention"]
 
 
@@ -58,7 +60,7 @@ def eager_attention(module, query, key, value, attention_mask, scaling=None, dro
     Returns (output (batch, n, h, d_k), weights (batch, h, n, n)): transformers'
     ``AttentionInterface`` signature.
     """
-    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    scaling = attention_scale(query.shape[-1]) if scaling is None else scaling
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     weights = weights_of(module, scores, attention_mask)
     weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)

@@ -23,7 +23,7 @@ from bertlib.checks import as_array, one_of, whole
 from bertlib.hf.ablation import ABLATION_MODES, ablated_head
 from bertlib.hf.corpus import Text, mean_pool, tokenize_batch
 from bertlib.hf.loading import bert_module, load_bert
-from bertlib.paper.bert import bert_params
+from bertlib.hf.params import bert_params
 
 __all__ = ["value_norms", "norm_weighted_maps", "head_importance", "occlusion"]
 
@@ -38,7 +38,7 @@ def value_norms(hidden_states, model=None, output_projection: bool = True) -> np
     output_projection=True returns ‖f_h(x_j)‖ (their measure); False returns ‖v_j^h‖ alone.
     hidden_states: (layers + 1, n, d), the input of each layer (``BertRun.hidden_states``;
     index l is what layer l reads). model: a LoadedBert (default the bundled one); its
-    parameters are read by :func:`bertlib.paper.bert.bert_params`. Returns (layers, heads, n).
+    parameters are read by :func:`bertlib.hf.params.bert_params`. Returns (layers, heads, n).
     """
     params, X = _params_and_states(hidden_states, model)
     norms = [np.linalg.norm(_head_outputs(p, x, params.h, output_projection), axis=-1)

@@ -151,16 +151,19 @@ class Spread:
 
 
 def spread(values, holds_each: Callable | Sequence | None = None, level: float = 0.95,
-           n_boot: int = 2000, seed: int = 0, precision: int = 2) -> Spread:
+           n_boot: int = 2000, seed: int = 0, precision: int = 2, groups=None) -> Spread:
     """The spread of one measurement over a set of samples.
 
     values: (n,) numbers, one per sample (n >= 2). holds_each: a per-sample test, either a
     function of one value (``lambda v: v > 0.5``) or (n,) booleans; counted into ``held``.
-    Returns a :class:`Spread` with the mean, the bootstrap interval of the mean at ``level``,
-    the minimum and maximum.
+    groups: None, or (n,) a group label per value, for samples that are not independent (e.g.
+    links of pairs that share a sentence): the interval then resamples whole groups (a cluster
+    bootstrap; at least 2 groups). Returns a :class:`Spread` with the mean, the bootstrap
+    interval of the mean at ``level``, the minimum and maximum.
     """
     values = as_array(values, "values", ndim=1).astype(float)
-    lo, hi = bootstrap_interval(values, level, n_boot, seed)
+    lo, hi = bootstrap_interval(values, level, n_boot, seed) if groups is None else \
+        _group_interval(values, groups, level, n_boot, seed)
     held = None
     if holds_each is not None:
         each = [holds_each(v) for v in values] if callable(holds_each) else list(holds_each)
@@ -172,6 +175,16 @@ def spread(values, holds_each: Callable | Sequence | None = None, level: float =
                   float(values.max()), held, level, precision)
 
 
+def _group_interval(values: np.ndarray, groups, level, n_boot, seed) -> tuple[float, float]:
+    """The bootstrap interval of the mean of ``values`` drawing whole groups (sorted labels)."""
+    labels = np.asarray(groups)
+    has_shape(labels, "groups", (len(values),), "(n,)", "(one group label per value)")
+    members = [np.flatnonzero(labels == g) for g in np.unique(labels)]
+    whole(len(members), "the number of groups", low=2, why="(a spread needs two)")
+    return bootstrap_interval(np.arange(len(members)), level, n_boot, seed, statistic=lambda drawn:
+                              values[np.concatenate([members[int(g)] for g in drawn])].mean())
+
+
 def claim_over(bert: LoadedBert | Subject, statement: str, values,
                holds: Callable[[Spread], bool], holds_each: Callable | Sequence | None = None,
                **spread_options) -> Spread:
@@ -180,7 +193,8 @@ def claim_over(bert: LoadedBert | Subject, statement: str, values,
     values: (n,) one measurement per sample (sentence, pair, seed). holds: the claim as a test of
     the :class:`Spread` (e.g. ``lambda s: s.lo > 0.5``: the whole interval above 0.5, or
     ``lambda s: s.held == s.n``: in every sample). holds_each: optional per-sample test, counted
-    into ``held``. Prints "statement: <spread>" and returns the Spread.
+    into ``held``. spread_options: those of :func:`spread`, e.g. ``groups`` for samples that
+    come in groups. Prints "statement: <spread>" and returns the Spread.
     """
     text(statement, "statement (the claim in words)")
     kind(holds, "holds", Callable, "a function of the Spread (e.g. lambda s: s.lo > 0.5)")

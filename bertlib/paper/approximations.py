@@ -12,16 +12,16 @@ estimates all of it, or a part chosen by hashing, more cheaply:
 All take one head: Q (n, d_k), K (n, d_k), V (n, d_v). ``return_weights=True`` also returns the
 (n, n) attention the variant implies (for plots at small n; it costs n² memory, so the fast path
 never builds it). :func:`relative_error` measures how far any variant's output is from full
-attention; the one-head check here is shared with the sparse patterns of
-:mod:`bertlib.paper.variants`.
+attention. Each checks its one head with :func:`bertlib.paper.attention.check_one_head`, as the
+sparse patterns of :mod:`bertlib.paper.variants` do.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from bertlib.checks import as_array, has_shape, same_shape, whole
-from bertlib.paper.attention import check_qkv_shapes, scaled_dot_product_attention
+from bertlib.checks import as_array, same_shape, whole
+from bertlib.paper.attention import attention_scale, check_one_head, scaled_dot_product_attention
 
 __all__ = [
     "relative_error",
@@ -34,26 +34,6 @@ __all__ = [
     "lsh_pattern",
     "lsh_attention",
 ]
-
-
-# ---------------------------------------------------------------- checks shared by every variant
-
-
-def _one_head(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One head's Q (n, d_k), K (n, d_k), V (n, d_v), checked once: 2-D, finite, sizes that fit,
-    as many queries as keys (self-attention), cast to one float type."""
-    Q, K, V = (as_array(x, name, 2, layout="(one head, a 2-D (n, d) array; loop over heads and "
-                                          "batch items for more)")
-               for name, x in (("Q", Q), ("K", K), ("V", V)))
-    check_qkv_shapes(Q.shape, K.shape, V.shape)
-    n = whole(Q.shape[0], "n (the number of tokens, Q's first axis)", 1)
-    has_shape(K, "K", (n, None), "(n, d_k)", "(self-attention: as many keys as queries)")
-    dtype = np.result_type(Q, K, V)  # one float type: mixed float32/float64 products are slow
-    return Q.astype(dtype, copy=False), K.astype(dtype, copy=False), V.astype(dtype, copy=False)
-
-
-def _scale(d_k: int) -> float:
-    return float(1.0 / np.sqrt(d_k))  # a Python float keeps float32 inputs float32
 
 
 def relative_error(approx, exact) -> float:
@@ -104,7 +84,7 @@ def linformer_attention(Q, K, V, k: int, E=None, F=None, seed: int | None = 0,
     Q, K: (n, d_k); V: (n, d_v); k: 1..n; E, F: (k, n).
     Returns out (n, d_v), or (out, implied weights (n, n)).
     """
-    Q, K, V = _one_head(Q, K, V)
+    Q, K, V = check_one_head(Q, K, V)
     n = K.shape[0]
     k = whole(k, "k", 1, n, why=f"(the projected length, at most n={n})")
     E = linformer_projections(n, k, seed) if E is None else _projection(E, "E", k, n)
@@ -170,7 +150,7 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
     Q, K: (n, d_k); V: (n, d_v); m ≥ 1. Returns out (n, d_v), or (out, implied weights (n, n)),
     whose rows are positive and sum to 1.
     """
-    Q, K, V = _one_head(Q, K, V)
+    Q, K, V = check_one_head(Q, K, V)
     m = whole(m, "m (the number of random features)", 1)
     d_k = Q.shape[1]
     omega = orthogonal_features(m, d_k, seed).astype(Q.dtype)
@@ -295,7 +275,7 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     Q: (n, d) shared queries/keys; V: (n, d_v).
     Returns out (n, d_v), or (out, weights (n, n)).
     """
-    Q, _, V = _one_head(Q, Q, V)
+    Q, _, V = check_one_head(Q, Q, V)
     n, d = Q.shape
     n_buckets, n_hashes, chunk = _lsh_checks(n, n_buckets, n_hashes, chunk)
     norms = np.linalg.norm(Q, axis=1, keepdims=True)
@@ -311,8 +291,10 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
         for b, c in zip(buckets, chunk_of, strict=True):
             gap = c[qi] - c[kj]
             seen += (b[qi] == b[kj]) & ((gap == 0) | (gap == 1))
-        scores = (Q[order] @ np.swapaxes(K[kj[:, 0]], 1, 2)) * _scale(d)  # (c_n, chunk, 2·chunk)
+        scores = (Q[order] @ np.swapaxes(K[kj[:, 0]], 1, 2)) * attention_scale(d)  # (c_n, c, 2c)
         logits = np.where(allowed, scores - np.log(np.maximum(seen, 1)), -np.inf)
+        # not attention.softmax: the rounds are joined by their log-sum-exp (below), which needs
+        # the max and the sum a softmax hides; the same stable form (shift by the max, e^−∞ = 0)
         top = logits.max(axis=-1, keepdims=True)
         top = np.where(np.isfinite(top), top, 0.0)  # a row with no key in this round
         e = np.exp(logits - top)

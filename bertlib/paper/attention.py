@@ -9,16 +9,29 @@ Equation first: each public function checks its arguments in one line, then read
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from bertlib.checks import as_array, bool_mask, heads_dividing, number, whole
+from bertlib.checks import (
+    as_array,
+    bool_mask,
+    has_shape,
+    heads_dividing,
+    number,
+    padding_flags,
+    whole,
+)
 
 __all__ = [
     "softmax",
+    "attention_scale",
     "scaled_dot_product_attention",
     "causal_mask",
     "padding_mask",
+    "sliding_window_blocks",
     "check_qkv_shapes",
+    "check_one_head",
     "split_heads",
     "merge_heads",
     "multi_head_attention",
@@ -40,6 +53,18 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
+def attention_scale(d_k: int, scale: float | None = None) -> float:
+    """s = 1/√d_k, the factor on Q Kᵀ (Vaswani et al. 2017, section 3.2.1), unless a scale is given.
+
+    d_k: the width of one head's queries and keys (a whole number >= 0; d_k = 0 gives s = 1: every
+    score is 0 and any factor will do). scale: a number >= 0 that replaces 1/√d_k, or None.
+    Returns s as a Python float, so that float32 scores stay float32. Every attention in bertlib
+    (numpy, torch, the pictures) takes its scale from here.
+    """
+    d_k = whole(d_k, "d_k", 0)
+    return 1 / math.sqrt(max(d_k, 1)) if scale is None else number(scale, "scale", 0)
+
+
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
     """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V, leading (batch, head) axes broadcast.
 
@@ -48,9 +73,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None)
     scale: the factor applied to Q Kᵀ; default 1/√d_k (what BERT uses, per head).
     Returns (output (..., n_q, d_v), weights (..., n_q, n_k)); masked-out rows get zero weights.
     """
-    Q, K, V, mask, scale = _check_attention(Q, K, V, mask, scale)
-    d_k = Q.shape[-1]
-    scores = Q @ np.swapaxes(K, -1, -2) * (1 / np.sqrt(d_k) if scale is None else scale)
+    Q, K, V, mask, s = _check_attention(Q, K, V, mask, scale)  # s = 1/√d_k unless scale given
+    scores = Q @ np.swapaxes(K, -1, -2) * s
     weights = softmax(scores, where=mask)  # a masked-out key gets weight 0
     return weights @ V, weights
 
@@ -96,13 +120,13 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, 
 
 
 def causal_mask(n: int) -> np.ndarray:
-    """Lower-triangular (n, n) bool mask: query i may attend to keys 0..i (GPT-style)."""
+    """Causal attention mask (n, n) bool, True = may attend: query i sees keys 0..i (GPT-style)."""
     n = whole(n, "n", 0)
     return np.tril(np.ones((n, n), dtype=bool))
 
 
 def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
-    """Key-padding mask (batch, 1, n): True for real tokens, False for padding.
+    """Key-padding attention mask (batch, 1, n), True = may attend: real tokens yes, padding no.
 
     lengths_or_flags: either a 1-D sequence of lengths (one per batch item; then ``n`` is the
     padded length, default the longest), or a 2-D (batch, n) array of 0/1 or bool flags where 1 =
@@ -111,16 +135,32 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     Add a head axis with ``mask[:, None]`` for (batch, heads, n_q, n).
     """
     a = np.asarray(lengths_or_flags)
-    if a.ndim not in (1, 2) or (a.ndim == 2 and not (a.dtype == bool or np.isin(a, (0, 1)).all())):
+    if a.ndim == 2:  # (batch, n) flags: True = real token
+        return padding_flags(a, "lengths_or_flags")[:, None, :]
+    if a.ndim != 1:
         raise ValueError(f"expected 1-D lengths, or 2-D (batch, n) flags of 0/1 or bool (1 = real "
-                         f"token); got shape {a.shape} and dtype {a.dtype}")
-    if a.ndim == 2:
-        return a.astype(bool)[:, None, :]
+                         f"token); got shape {a.shape}")
     lengths = np.array([whole(x, f"lengths[{i}]", 0) for i, x in enumerate(a.tolist())], int)
     longest = int(lengths.max()) if lengths.size else 0
     n = longest if n is None else whole(n, "n", longest, why="(not shorter than the longest "
                                                             "length)")
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
+
+
+def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """The blocked sliding window: which keys each block of queries reads, and which it may attend.
+
+    Query block t (queries t·B .. t·B + B − 1, B = ``block``) reads one slab of S = B + 2·half
+    consecutive keys, t·B − half .. t·B + B − 1 + half: every key j with |i − j| ≤ half for its
+    queries i (Longformer's "sliding chunks"). n: tokens; half: w/2 keys on each side (>= 0).
+    Returns (keys (n_blocks, S) ints: the key index of each slab place, outside 0..n−1 where the
+    slab runs past the sequence; keep (n_blocks, B, S) bool: True where query t·B + r may attend
+    keys[t, c], i.e. |r − c + half| ≤ half and the key is real). n_blocks = ⌈n / B⌉.
+    """
+    n, half, B = whole(n, "n", 1), whole(half, "half", 0), whole(block, "block", 1)
+    keys = np.arange(-(-n // B))[:, None] * B - half + np.arange(B + 2 * half)  # (n_blocks, S)
+    in_band = np.abs(np.arange(B)[:, None] - np.arange(B + 2 * half) + half) <= half  # (B, S)
+    return keys, in_band & ((keys >= 0) & (keys < n))[:, None, :]
 
 
 # ---------------------------------------------------------------- the checks, once at the edge
@@ -141,6 +181,23 @@ def check_qkv_shapes(Q_shape, K_shape, V_shape) -> None:
                          f"V has {V_shape}")
 
 
+def check_one_head(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One head's self-attention inputs, checked once: Q (n, d_k), K (n, d_k), V (n, d_v).
+
+    Each must be 2-D and finite, the sizes must fit (as :func:`check_qkv_shapes`), with as many
+    queries as keys (n >= 1). Returns Q, K, V cast to one float type (mixed float32/float64
+    products are slow). Used by every efficient variant (bertlib.paper.approximations, .variants).
+    """
+    Q, K, V = (as_array(x, name, 2, layout="(one head, a 2-D (n, d) array; loop over heads and "
+                                          "batch items for more)")
+               for name, x in (("Q", Q), ("K", K), ("V", V)))
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
+    n = whole(Q.shape[0], "n (the number of tokens, Q's first axis)", 1)
+    has_shape(K, "K", (n, None), "(n, d_k)", "(self-attention: as many keys as queries)")
+    dtype = np.result_type(Q, K, V)
+    return Q.astype(dtype, copy=False), K.astype(dtype, copy=False), V.astype(dtype, copy=False)
+
+
 def _check_softmax(x, where) -> tuple[np.ndarray, np.ndarray | None]:
     """softmax's x as a float array without NaN, and ``where`` as bool of x's shape (or None)."""
     x = as_array(x, "x", finite=False)
@@ -158,7 +215,8 @@ def _check_attention(Q, K, V, mask, scale):
     whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
     scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
     mask = None if mask is None else bool_mask(mask, scores)
-    return Q, K, V, mask, None if scale is None else number(scale, "scale", 0)
+    s = attention_scale(Q.shape[-1], scale)  # the default as float64: float32 Q, K give float64
+    return Q, K, V, mask, np.float64(s) if scale is None else s  # scores (05 measures them so)
 
 
 def _check_split(X, h) -> tuple[np.ndarray, int]:

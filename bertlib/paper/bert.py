@@ -18,7 +18,8 @@ tests/test_bert.py says how close).
 
 Equation first: the model's functions come first, each one check line and then its equations;
 the checks follow. The parameters' types and their reading out of a transformers model (cached
-per model) live on the hf side, in ``bertlib.hf.params``.
+per model) live on the hf side, in ``bertlib.hf.params``: import them from there (this module
+uses them to check its inputs and to read a model it is handed, and does not re-export them).
 """
 
 from __future__ import annotations
@@ -28,17 +29,23 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import as_array, bool_mask, heads_dividing, kind, same_shape, vocab_ids, whole
+from bertlib.checks import (
+    as_array,
+    bool_mask,
+    heads_dividing,
+    kind,
+    padding_flags,
+    same_shape,
+    vocab_ids,
+    whole,
+)
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import encode
 from bertlib.hf.params import BertParams, LayerParams, bert_params
 from bertlib.paper.attention import merge_heads, scaled_dot_product_attention, split_heads
 
 __all__ = [
-    "LayerParams",
-    "BertParams",
     "BertOutput",
-    "bert_params",
     "layer_norm",
     "gelu",
     "embed",
@@ -75,8 +82,9 @@ def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12,
     Returns (output (..., n, d), attentions A (..., h, n, n), or None with a custom attend).
     """
     X, p, mask = _check_layer(X, params, h, mask, attend)
-    Q, K, V = (split_heads(X @ W + b, h)  # Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V
-               for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
+    Q = split_heads(X @ p.W_Q + p.b_Q, h)  # (..., h, n, d_k): head i's queries Q_i
+    K = split_heads(X @ p.W_K + p.b_K, h)
+    V = split_heads(X @ p.W_V + p.b_V, h)
     heads, A = (scaled_dot_product_attention(Q, K, V, mask) if attend is None  # head_i for all i
                 else (_each_head(attend, Q, K, V), None))
     M = merge_heads(heads) @ p.W_O + p.b_O  # Concat(head_0, ..., head_{h-1}) W_O + b_O
@@ -144,13 +152,8 @@ def _key_mask(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
     """The (..., 1 head, 1 query, n keys) bool mask of (..., n) 0/1 flags; None stays None."""
     if attention_mask is None:
         return None
-    m = np.asarray(attention_mask)
-    same_shape(m, shape, ("attention_mask", "input_ids"))
-    if not (m.dtype == bool or np.isin(m, (0, 1)).all()):
-        raise ValueError("attention_mask must hold 0/1 or bool (1 = real token)")
-    if not m.astype(bool).any(axis=-1).all():
-        raise ValueError("every input needs at least one real token (attention_mask all 0)")
-    return m.astype(bool)[..., None, None, :]
+    same_shape(np.shape(attention_mask), shape, ("attention_mask", "input_ids"))
+    return padding_flags(attention_mask, real_in_each_row=True)[..., None, None, :]
 
 
 def _check_ids(params: BertParams, input_ids, token_type_ids):

@@ -17,8 +17,8 @@ import math
 import numpy as np
 import torch
 
-from bertlib.checks import check_finite, number, whole
-from bertlib.paper.attention import check_qkv_shapes
+from bertlib.checks import bool_mask, check_finite, kind, whole
+from bertlib.paper.attention import attention_scale, check_qkv_shapes, sliding_window_blocks
 
 __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "banded_attention"]
 
@@ -53,21 +53,13 @@ def _check_qkv(Q, K, V) -> torch.Size:
                       Q=Q.shape[:-2], K=K.shape[:-2], V=V.shape[:-2])
 
 
-def _scale(scale, d_k: int) -> float:
-    """s = 1/√d_k unless a scale is given (d_k = 0: every score is 0, any s will do)."""
-    return 1 / math.sqrt(max(d_k, 1)) if scale is None else number(scale, "scale", low=0)
-
-
 def _check_tiled(Q, K, V, block, mask, scale) -> tuple[int, float]:
     """The checks of both tiled twins: Q, K, V, block, mask, scale; returns (block, s)."""
     batch = _check_qkv(Q, K, V)
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise TypeError("mask must be a boolean torch.Tensor (True = may attend), got "
-                            f"{getattr(mask, 'dtype', type(mask).__name__)}")
-        _broadcast("the mask and the scores (..., n_q, n_k)",
-                   mask=mask.shape, scores=(*batch, Q.shape[-2], K.shape[-2]))
-    return whole(block, "block", low=1), _scale(scale, Q.shape[-1])
+        kind(mask, "mask", torch.Tensor, "a boolean torch.Tensor (True = may attend)")
+        bool_mask(mask, (*batch, Q.shape[-2], K.shape[-2]))
+    return whole(block, "block", low=1), attention_scale(Q.shape[-1], scale)
 
 
 # --------------------------------------------------------------------------- the n×n matrix
@@ -81,7 +73,7 @@ def naive_attention(Q, K, V, scale: float | None = None):
     scores and the weights): memory ∝ n². bertlib.paper.attention is the numpy twin (with masks).
     """
     _check_qkv(Q, K, V)
-    s = _scale(scale, Q.shape[-1])
+    s = attention_scale(Q.shape[-1], scale)
     return torch.softmax((Q @ K.transpose(-2, -1)) * s, dim=-1) @ V
 
 
@@ -196,17 +188,13 @@ def banded_attention(Q, K, V, w: int):
         raise ValueError(f"w must be even (w/2 keys on each side), got {w}")
     n, d_k = Q.shape[-2], Q.shape[-1]
     B = min(w // 2, n)
-    n_blocks = -(-n // B)
+    keys, keep = sliding_window_blocks(n, w // 2, B)  # the slabs and the band, as numpy
+    (n_blocks, S), keep = keys.shape, torch.from_numpy(keep).to(Q.device)  # S = B + w
     pad_end = n_blocks * B - n
-    S = B + w
     K_slab = torch.nn.functional.pad(K, (0, 0, w // 2, pad_end + w // 2)).unfold(-2, S, B)
     V_slab = torch.nn.functional.pad(V, (0, 0, w // 2, pad_end + w // 2)).unfold(-2, S, B)
     Q_blocks = torch.nn.functional.pad(Q, (0, 0, 0, pad_end)).unflatten(-2, (n_blocks, B))
-    scores = (Q_blocks @ K_slab) / math.sqrt(d_k)  # (..., n_blocks, B, S)
-    rows, cols = torch.arange(B, device=Q.device), torch.arange(S, device=Q.device)
-    in_band = (rows[:, None] - cols + w // 2).abs() <= w // 2  # (B, S): the same in every block
-    j = torch.arange(n_blocks, device=Q.device)[:, None] * B - w // 2 + cols  # key index
-    keep = in_band & ((j >= 0) & (j < n))[:, None, :]  # (n_blocks, B, S): real keys in the band
+    scores = (Q_blocks @ K_slab) * attention_scale(d_k)  # (..., n_blocks, B, S)
     weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
     out = weights @ V_slab.transpose(-2, -1)  # (..., n_blocks, B, d_v)
     return out.flatten(-3, -2)[..., :n, :]

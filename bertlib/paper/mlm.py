@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import has_shape, kind, number, vocab_ids
+from bertlib.checks import has_shape, kind, number, one_mask_token, vocab_ids
 from bertlib.hf.loading import bundled_model_path, load_bert, load_pretrained
 from bertlib.hf.models import encode
 
@@ -39,6 +39,114 @@ class MaskedInput(NamedTuple):
     chosen: np.ndarray
     action: np.ndarray
 
+
+def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
+                mask_prob: float = 0.15, mask_frac: float = 0.8,
+                random_frac: float = 0.1) -> MaskedInput:
+    """[MASK] corruption (masked-LM, not an attention mask) of one input, reproducible (seed).
+
+    input_ids: (n,) ints; mask_id: the id of [MASK]; vocab_size: ids are 0..vocab_size−1;
+    special_ids: ids never chosen ([CLS], [SEP], [PAD]) and never used as random replacements.
+    Chooses k = max(1, round(mask_prob · m)) of the m non-special positions; each chosen one
+    becomes [MASK] with probability mask_frac, a random id with probability random_frac, and
+    stays itself otherwise. Returns a MaskedInput of (n,) arrays.
+    """
+    ids, special, mask_prob, mask_frac, random_frac = _check_masking(
+        input_ids, 1, "a 1-D array", vocab_size, special_ids, mask_prob, mask_frac,
+        random_frac)
+    candidates = np.flatnonzero(~special)
+    rng = np.random.default_rng(seed)
+    k = max(1, int(round(mask_prob * candidates.size))) if mask_prob > 0 else 0
+    chosen = np.zeros(ids.shape, dtype=bool)
+    chosen[rng.choice(candidates, size=k, replace=False)] = True
+    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
+
+
+def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=None,
+               mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
+    """[MASK] corruption (masked-LM, not an attention mask) of each row of a padded (B, n) batch:
+    k = max(1, round(p·m)) of the row's m non-special positions chosen (p = mask_prob), then
+    [MASK] / random / kept with probabilities mask_frac / random_frac / the rest (the rule of
+    :func:`mask_tokens`). rng: numpy Generator (default seed 0). Returns (B, n) arrays."""
+    ids, special, mask_prob, mask_frac, random_frac = _check_masking(input_ids, 2, "a 2-D (batch, "
+        "n) array", vocab_size, special_ids, mask_prob, mask_frac, random_frac)  # padding: special
+    rng = np.random.default_rng(0) if rng is None else rng
+    m = (~special).sum(1)  # ordinary tokens per row
+    k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)
+    scores = np.where(special, np.inf, rng.random(ids.shape))
+    rank = scores.argsort(1).argsort(1)
+    chosen = rank < k[:, None]
+    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
+
+
+def mlm_loss(logits, labels) -> torch.Tensor:
+    """L = −(1/|M|) Σ_{(b,t) ∈ M} log softmax(logits[b, t])[labels[b, t]], M = the chosen positions.
+
+    logits: (B, N, V) float tensor (the model's scores over the vocabulary); labels: (B, N) int64,
+    the original id at the chosen positions and IGNORE_INDEX elsewhere (:func:`mask_batch`).
+    Returns the mean cross-entropy over the chosen positions only, a 0-d tensor that backpropagates.
+    """
+    kind(logits, "logits", torch.Tensor, "a (B, N, V) torch tensor")
+    has_shape(labels, "labels", tuple(logits.shape[:-1]), "(B, N)", "(logits' first two axes)")
+    chosen = labels != IGNORE_INDEX  # M, (B, N)
+    log_p = torch.log_softmax(logits[chosen], dim=-1)  # (|M|, V)
+    return -log_p.gather(-1, labels[chosen][:, None]).mean()
+
+
+def mask_sentence(text: str, text_pair: str | None = None, model=None,
+                  seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
+    """[MASK] corruption (masked-LM) of a sentence (or pair): :func:`mask_tokens` with the model's
+    tokenizer.
+
+    Returns (tokens before, tokens after corruption, MaskedInput). [CLS], [SEP] and [PAD] are
+    never chosen.
+    """
+    loaded = load_bert() if model is None else model
+    tok = loaded.tokenizer
+    ids = encode(text, text_pair, loaded)["input_ids"][0].numpy()
+    masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
+    return (tok.convert_ids_to_tokens(ids.tolist()),
+            tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
+
+
+def has_mlm_head(folder: str | None = None) -> bool:
+    """Whether a model folder's parameters include BERT's masked-LM head (``cls.predictions.*``).
+
+    folder: None for the bundled model. Reads only the names in ``model.safetensors``.
+    """
+    from safetensors import safe_open  # third-party, loaded only when needed
+
+    path = os.path.join(folder or bundled_model_path(), "model.safetensors")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no model.safetensors in {folder!r}")
+    with safe_open(path, "np") as f:
+        return any(key.startswith("cls.predictions") for key in f.keys())
+
+
+def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tuple[str, float]]:
+    """The k most likely words for the single [MASK] in ``text`` by a model with an MLM head.
+
+    name: a hub id or folder of a model trained with masked-LM (the bundled model has no MLM
+    head). Returns [(word piece, probability), ...], most likely first. Raises OSError naming
+    the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
+    holds exactly one [MASK].
+    """
+    one_mask_token(text)
+    from transformers import AutoModelForMaskedLM, AutoTokenizer  # loaded when a model is asked for
+
+    model = load_pretrained(AutoModelForMaskedLM, name).eval()
+    tok = load_pretrained(AutoTokenizer, name)
+    enc = tok(text, return_tensors="pt")
+    where = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
+    with torch.no_grad():
+        probs = model(**enc).logits[0, where].softmax(-1)
+    top = probs.topk(k)
+    return [(tok.convert_ids_to_tokens(int(i)), float(p))
+            for p, i in zip(top.values, top.indices, strict=True)]
+
+
+# ---------------------------------------------------------------- below the public functions: the
+# checks once at the edge, and the 80/10/10 both corruptions share
 
 def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, special_ids, mask_prob,
                    mask_frac, random_frac) -> tuple[np.ndarray, np.ndarray, float, float, float]:
@@ -74,108 +182,3 @@ def _corrupt(ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator, mask
     out[action == "random"] = rng.choice(ordinary, size=int((action == "random").sum()))
     labels = np.where(chosen, ids, IGNORE_INDEX)
     return MaskedInput(out, labels, chosen, action.astype(str))
-
-
-def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
-                mask_prob: float = 0.15, mask_frac: float = 0.8,
-                random_frac: float = 0.1) -> MaskedInput:
-    """BERT's masked-LM corruption of one input, reproducible with ``seed``.
-
-    input_ids: (n,) ints; mask_id: the id of [MASK]; vocab_size: ids are 0..vocab_size−1;
-    special_ids: ids never chosen ([CLS], [SEP], [PAD]) and never used as random replacements.
-    Chooses k = max(1, round(mask_prob · m)) of the m non-special positions; each chosen one
-    becomes [MASK] with probability mask_frac, a random id with probability random_frac, and
-    stays itself otherwise. Returns a MaskedInput of (n,) arrays.
-    """
-    ids, special, mask_prob, mask_frac, random_frac = _check_masking(
-        input_ids, 1, "a 1-D array", vocab_size, special_ids, mask_prob, mask_frac,
-        random_frac)
-    candidates = np.flatnonzero(~special)
-    rng = np.random.default_rng(seed)
-    k = max(1, int(round(mask_prob * candidates.size))) if mask_prob > 0 else 0
-    chosen = np.zeros(ids.shape, dtype=bool)
-    chosen[rng.choice(candidates, size=k, replace=False)] = True
-    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
-
-
-def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=None,
-               mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
-    """:func:`mask_tokens`' rule on each row of a padded (B, n) batch: k = max(1, round(p·m)) of
-    the row's m non-special positions chosen (p = mask_prob), then [MASK] / random / kept with
-    probabilities mask_frac / random_frac / the rest. rng: numpy Generator (default seed 0)."""
-    ids, special, mask_prob, mask_frac, random_frac = _check_masking(input_ids, 2, "a 2-D (batch, "
-        "n) array", vocab_size, special_ids, mask_prob, mask_frac, random_frac)  # padding: special
-    rng = np.random.default_rng(0) if rng is None else rng
-    m = (~special).sum(1)  # ordinary tokens per row
-    k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)
-    scores = np.where(special, np.inf, rng.random(ids.shape))
-    rank = scores.argsort(1).argsort(1)
-    chosen = rank < k[:, None]
-    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
-
-
-def mlm_loss(logits, labels) -> torch.Tensor:
-    """L = −(1/|M|) Σ_{(b,t) ∈ M} log softmax(logits[b, t])[labels[b, t]], M = the chosen positions.
-
-    logits: (B, N, V) float tensor (the model's scores over the vocabulary); labels: (B, N) int64,
-    the original id at the chosen positions and IGNORE_INDEX elsewhere (:func:`mask_batch`).
-    Returns the mean cross-entropy over the chosen positions only, a 0-d tensor that backpropagates.
-    """
-    kind(logits, "logits", torch.Tensor, "a (B, N, V) torch tensor")
-    has_shape(labels, "labels", tuple(logits.shape[:-1]), "(B, N)", "(logits' first two axes)")
-    chosen = labels != IGNORE_INDEX  # M, (B, N)
-    log_p = torch.log_softmax(logits[chosen], dim=-1)  # (|M|, V)
-    return -log_p.gather(-1, labels[chosen][:, None]).mean()
-
-
-def mask_sentence(text: str, text_pair: str | None = None, model=None,
-                  seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
-    """:func:`mask_tokens` on a sentence (or pair) with the model's tokenizer.
-
-    Returns (tokens before, tokens after corruption, MaskedInput). [CLS], [SEP] and [PAD] are
-    never chosen.
-    """
-    loaded = load_bert() if model is None else model
-    tok = loaded.tokenizer
-    ids = encode(text, text_pair, loaded)["input_ids"][0].numpy()
-    masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
-    return (tok.convert_ids_to_tokens(ids.tolist()),
-            tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
-
-
-def has_mlm_head(folder: str | None = None) -> bool:
-    """Whether a model folder's parameters include BERT's masked-LM head (``cls.predictions.*``).
-
-    folder: None for the bundled model. Reads only the names in ``model.safetensors``.
-    """
-    from safetensors import safe_open  # third-party, loaded only when needed
-
-    path = os.path.join(folder or bundled_model_path(), "model.safetensors")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no model.safetensors in {folder!r}")
-    with safe_open(path, "np") as f:
-        return any(key.startswith("cls.predictions") for key in f.keys())
-
-
-def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tuple[str, float]]:
-    """The k most likely words for the single [MASK] in ``text`` by a model with an MLM head.
-
-    name: a hub id or folder of a model trained with masked-LM (the bundled model has no MLM
-    head). Returns [(word piece, probability), ...], most likely first. Raises OSError naming
-    the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
-    holds exactly one [MASK].
-    """
-    import torch  # torch and transformers load only when a model is asked for
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    if not isinstance(text, str) or text.count("[MASK]") != 1:
-        raise ValueError(f"text must contain exactly one [MASK], got {text!r}")
-    model = load_pretrained(AutoModelForMaskedLM, name).eval()
-    tok = load_pretrained(AutoTokenizer, name)
-    enc = tok(text, return_tensors="pt")
-    where = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
-    with torch.no_grad():
-        probs = model(**enc).logits[0, where].softmax(-1)
-    top = probs.topk(k)
-    return [(tok.convert_ids_to_tokens(int(i)), float(p))
-            for p, i in zip(top.values, top.indices, strict=True)]

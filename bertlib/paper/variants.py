@@ -23,9 +23,16 @@ from numpy.lib.stride_tricks import sliding_window_view
 from bertlib.checks import as_array, whole
 from bertlib.hf.loading import bert_module
 from bertlib.hf.models import check_layer_head
-from bertlib.paper.approximations import _one_head, _scale
-from bertlib.paper.attention import scaled_dot_product_attention, softmax, split_heads
-from bertlib.paper.bert import BertParams, LayerParams, bert_params, encoder_layer
+from bertlib.hf.params import BertParams, LayerParams, bert_params
+from bertlib.paper.attention import (
+    attention_scale,
+    check_one_head,
+    scaled_dot_product_attention,
+    sliding_window_blocks,
+    softmax,
+    split_heads,
+)
+from bertlib.paper.bert import encoder_layer
 
 __all__ = [
     "sliding_window_pattern",
@@ -94,7 +101,7 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     Q, K: (n, d_k); V: (n, d_v); w: positive even int; global_idx: positions in 0..n−1.
     Returns out (n, d_v), or (out, weights (n, n)) when return_weights is True.
     """
-    Q, K, V = _one_head(Q, K, V)
+    Q, K, V = check_one_head(Q, K, V)
     n, d_k = Q.shape
     half = _window_half(w, n)
     g = _global_positions(global_idx, n)
@@ -102,14 +109,10 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     is_global[g] = True
 
     B = max(half, 1)  # queries per block
-    n_blocks = -(-n // B)
-    S = B + 2 * half  # keys per slab
-    starts = np.arange(n_blocks)[:, None, None] * B
-    rows = starts + np.arange(B)[None, :, None]  # (n_blocks, B, 1) query index
-    cols = starts - half + np.arange(S)[None, None, :]  # (n_blocks, 1, S) key index
-    in_band = np.abs(np.arange(B)[:, None] - np.arange(S)[None, :] + half) <= half  # (B, S)
-    real_key = (cols >= 0) & (cols < n) & ~is_global[np.clip(cols, 0, n - 1)]  # globals apart
-    keep = in_band & real_key & (rows < n)  # (n_blocks, B, S)
+    keys, keep = sliding_window_blocks(n, half, B)  # (n_blocks, S) slab keys; (n_blocks, B, S)
+    (n_blocks, S), cols = keys.shape, keys[:, None, :]  # S = B + w keys per slab
+    rows = (np.arange(n_blocks)[:, None] * B + np.arange(B))[:, :, None]  # query index
+    keep = keep & ~is_global[np.clip(cols, 0, n - 1)] & (rows < n)  # globals apart
     pad = ((half, n_blocks * B - n + half), (0, 0))
 
     def slabs(X):  # (n_blocks, d, S): block t's S rows of X, a strided view of the padded X
@@ -119,7 +122,7 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     K_slab = slabs(K)  # (n_blocks, d_k, S)
     V_slab = np.swapaxes(slabs(V), 1, 2)  # (n_blocks, S, d_v)
     Q_blocks = np.pad(Q, ((0, n_blocks * B - n), (0, 0))).reshape(n_blocks, B, d_k)
-    scale = _scale(d_k)
+    scale = attention_scale(d_k)
     band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, S)
     to_global = ((Q_blocks @ K[g].T) * scale)  # (n_blocks, B, g)
     weights = softmax(np.concatenate([band, to_global], axis=2),
@@ -147,7 +150,7 @@ def sliding_window_attention_plain(Q, K, V, w: int, global_idx=()) -> np.ndarray
     Returns out (n, d_v). A loop over the n queries, each with at most w + 1 + |G| keys: read it
     beside the formula. The fast function computes the same in blocks; a test proves them equal.
     """
-    Q, K, V = _one_head(Q, K, V)
+    Q, K, V = check_one_head(Q, K, V)
     n, d_k = Q.shape
     half = _window_half(w, n)
     G = _global_positions(global_idx, n)
@@ -158,7 +161,7 @@ def sliding_window_attention_plain(Q, K, V, w: int, global_idx=()) -> np.ndarray
         else:
             window = np.arange(max(0, i - half), min(n, i + half + 1))
             keys = np.union1d(window, G)  # its window, plus the global tokens
-        scores = K[keys] @ Q[i] * _scale(d_k)
+        scores = K[keys] @ Q[i] * attention_scale(d_k)
         out[i] = softmax(scores) @ V[keys]
     return out
 
@@ -223,7 +226,7 @@ def block_sparse_attention(Q, K, V, block: int, n_random: int = 1, global_blocks
 
     Q, K: (n, d_k); V: (n, d_v). Returns out (n, d_v), or (out, weights (n, n)).
     """
-    Q, K, V = _one_head(Q, K, V)
+    Q, K, V = check_one_head(Q, K, V)
     n = Q.shape[0]
     layout = _block_layout(n, block, n_random, global_blocks, seed)
     out = np.zeros((n, V.shape[1]), dtype=np.result_type(Q, V))

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
 from bertlib.checks import as_array, heads_dividing, number, whole
-from bertlib.paper.attention import softmax
+from bertlib.paper.attention import attention_scale, softmax
 
 __all__ = ["COLOURS", "canvas", "box", "arrow"]
 
@@ -149,7 +149,8 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
     V = as_array(V, "V", shape=(n, None), layout="(n, d_v)", why=why)
     d_k = Q.shape[1]
     s = K @ Q[query]
-    w = softmax(s / np.sqrt(d_k))
+    scaled = s * attention_scale(d_k)  # q·k_j / √d_k
+    w = softmax(scaled)
     fmt = lambda v, p=2: "[" + ", ".join(f"{x:.{p}f}" for x in v) + "]"  # noqa: E731
     fig, ax = canvas(12.5, 1.0 * n + 1.8, title=f"One query worked through: {tokens[query]!r}, "
                      f"q = {fmt(Q[query])}", scale=0.8)
@@ -161,7 +162,7 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
         ax.text(x, top, head, ha="center", va="center", fontsize=9, fontweight="bold")
     for j in range(n):
         y = top - 1.0 * (j + 1)
-        cells = [tokens[j], f"{s[j]:.2f}", f"{s[j] / np.sqrt(d_k):.2f}", f"{w[j]:.3f}",
+        cells = [tokens[j], f"{s[j]:.2f}", f"{scaled[j]:.2f}", f"{w[j]:.3f}",
                  f"{w[j]:.3f} × {fmt(V[j])}\n= {fmt(w[j] * V[j], 3)}"]  # 3 places, as w_j
         for (x, _, colour), text in zip(cols, cells, strict=True):
             box(ax, (x, y), text, colour, width=2.6 if x > 9 else 1.4, height=0.7, fontsize=8)

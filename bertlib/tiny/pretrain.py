@@ -27,11 +27,11 @@ import torch
 from tqdm.std import tqdm
 from transformers import BertConfig, BertForMaskedLM
 
-from bertlib.checks import heads_dividing, kind, whole
+from bertlib.checks import heads_dividing, kind, number, one_mask_token, token_batch, whole
 from bertlib.paper.attention import softmax
 from bertlib.paper.mlm import IGNORE_INDEX, mask_batch, mlm_loss
 from bertlib.tiny import grammar
-from bertlib.tiny.probes import SPECIALS, Probe, _forward, encode_texts, measure_probe
+from bertlib.tiny.probes import SPECIALS, Probe, encode_texts, logits_and_attentions, measure_probe
 
 __all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
            "mlm_accuracy", "tiny_fill_mask"]
@@ -77,9 +77,10 @@ class Recipe:
 
     layers, heads, hidden: the model (:func:`tiny_config`). steps, batch_size: sentences drawn
     fresh every step. lr, warmup: AdamW's peak learning rate and its linear warm-up (then a
-    linear fall to 0 at ``steps``). seed: initialisation, sentences and masks. every: probe
-    measurements every this many steps. mask_prob: share of tokens chosen for the loss (BERT:
-    0.15), then 80 / 10 / 10 [MASK] / random / kept. max_pp, constructions: the training language
+    linear fall to 0 at ``steps``); weight_decay: AdamW's (decoupled) weight decay. seed:
+    initialisation, sentences and masks. every: probe measurements every this many steps.
+    mask_prob: share of tokens chosen for the loss (BERT: 0.15), then 80 / 10 / 10 [MASK] /
+    random / kept. max_pp, constructions: the training language
     (:func:`bertlib.tiny.grammar.generate`). probe_sentences, probe_seed: the held-out probe.
     """
 
@@ -89,6 +90,7 @@ class Recipe:
     steps: int = 1500
     batch_size: int = 128
     lr: float = 4e-3
+    weight_decay: float = 0.01
     warmup: int = 100
     seed: int = 0
     every: int = 50
@@ -103,6 +105,7 @@ class Recipe:
             whole(getattr(self, name), name, 1)
         whole(self.warmup, "warmup", 0)
         whole(self.seed, "seed", 0)
+        number(self.weight_decay, "weight_decay", 0)
         heads_dividing(self.heads, self.hidden, ("heads", "hidden"))
         object.__setattr__(self, "constructions", tuple(self.constructions))
 
@@ -158,6 +161,7 @@ def _schedule(optimizer, warmup: int, total: int):
 def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
     """One masked-LM step. input_ids, attention_mask, labels: (B, N) int64 tensors; labels holds
     the original id at the chosen positions and IGNORE_INDEX (−100) elsewhere. Returns the loss."""
+    token_batch(input_ids, attention_mask, model.config.vocab_size, labels, IGNORE_INDEX)
     model.train()
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, N, V)
     loss = mlm_loss(logits, labels)  # mean −log p(original token) over the chosen positions
@@ -186,8 +190,8 @@ class _Recorder:
         if self.number_probe is not None:
             self.number.append(self.number_probe(self.model, self.probe))
         if step in self.snapshot_steps:
-            self.snapshots[step] = _forward(self.model, self.probe.ids[:1],
-                                            self.probe.mask[:1])[1][0]
+            self.snapshots[step] = logits_and_attentions(self.model, self.probe.ids[:1],
+                                                         self.probe.mask[:1])[1][0]
 
     def history(self, losses: list[float], seconds: float) -> History:
         return History(self.steps, np.array(losses), np.array(self.accuracy),
@@ -236,7 +240,8 @@ class _Loop:
         self.mask_id, self.vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
         self.rng = np.random.default_rng(recipe.seed)
         torch.manual_seed(recipe.seed)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr,
+                                           weight_decay=recipe.weight_decay)
         self.schedule = _schedule(self.optimizer, recipe.warmup, recipe.steps)
         self.record = _Recorder(model, probe, snapshot_steps, number_probe or None)
         self.snapshot_steps, self.on_record = snapshot_steps, on_record
@@ -301,11 +306,7 @@ def tiny_fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[
     attention maps (L, H, n, n), the [MASK]'s position). ValueError naming any word outside
     the vocabulary, or when the text has no [MASK] or more than one.
     """
-    kind(text, "text", str, "a string")
-    words = text.split()
-    if words.count("[MASK]") != 1:
-        raise ValueError(f"the text must contain exactly one [MASK], got {words.count('[MASK]')}"
-                         f": {text!r}")
+    words = one_mask_token(text).split()
     known = set(tokenizer.get_vocab())
     unknown = [w for w in words if w not in known or w in SPECIALS and w != "[MASK]"]
     if unknown:
@@ -314,7 +315,7 @@ def tiny_fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[
     whole(k, "k", 1, tokenizer.get_vocab_size())
     ids, mask = encode_texts(tokenizer, [" ".join(words)])
     where = words.index("[MASK]") + 1
-    logits, maps = _forward(model, ids, mask)
+    logits, maps = logits_and_attentions(model, ids, mask)
     z = logits[0, where].astype(np.float64)
     p = softmax(z)
     top = np.argsort(-p, kind="stable")[:k]

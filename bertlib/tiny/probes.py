@@ -22,14 +22,14 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
-from bertlib.checks import attention_maps, items, same_shape, whole
+from bertlib.checks import attention_maps, items, same_shape, token_batch, whole
 from bertlib.lab.analysis import offset_share
 from bertlib.paper.attention import softmax
 from bertlib.tiny import grammar
 
-__all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "offset_share", "position_share",
-           "pair_share", "first_crossing", "Probe", "make_probe", "subset", "measure_probe",
-           "agreement_table", "plural_of", "accuracy_by"]
+__all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "logits_and_attentions", "offset_share",
+           "position_share", "pair_share", "first_crossing", "Probe", "make_probe", "subset",
+           "measure_probe", "agreement_table", "plural_of", "accuracy_by"]
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -147,8 +147,11 @@ def subset(probe: Probe, rows) -> Probe:
     return Probe(*(np.asarray(field)[rows] for field in probe))
 
 
-def _forward(model, ids, mask, batch: int = 512):
-    """(logits at every position (R, N, V), attentions (R, L, H, N, N)) without gradients."""
+def logits_and_attentions(model, ids, mask, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """The tiny BERT (a ``BertForMaskedLM``) run on R padded rows, without gradients, in chunks
+    of ``batch`` rows. ids: (R, N) token ids; mask: (R, N) 0/1 padding flags (1 = real token).
+    Returns (logits at every position (R, N, V), attentions (R, L, H, N, N)) as numpy arrays."""
+    token_batch(ids, mask, model.config.vocab_size)
     logits, maps = [], []
     with torch.no_grad():
         for i in range(0, len(ids), batch):
@@ -167,7 +170,7 @@ def measure_probe(model, probe: Probe) -> dict[str, np.ndarray]:
     subject), "subject_far" (the same, only over the rows whose subject is not the word just
     before the verb; NaN when there is none), "previous", "next", "[CLS]", "[SEP]" shares
     (averaged over rows, each over its real tokens)."""
-    logits, maps = _forward(model, probe.ids, probe.mask)
+    logits, maps = logits_and_attentions(model, probe.ids, probe.mask)
     r = np.arange(len(probe.ids))
     at_verb = logits[r, probe.verb].astype(np.float64)
     p = softmax(at_verb)

@@ -12,15 +12,13 @@ scores by a number τ:
 
 from __future__ import annotations
 
-import math
-
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 
 from bertlib.checks import number, one_of
 from bertlib.paper import toy
-from bertlib.paper.attention import scaled_dot_product_attention
+from bertlib.paper.attention import attention_scale, scaled_dot_product_attention
 from bertlib.pictures.viz import weight_bars
 from bertlib.pictures.widgets import Drawn, live_box, query_index, render_safely
 
@@ -46,10 +44,8 @@ def score_divisor(scaling: str, temperature: float = 1.0, d_k: int = 2, d: int =
     d_k: width of one head (toy: 2). d: model width (toy: 4).
     """
     one_of(scaling, "scaling", SCALINGS)
-    if scaling == "sqrt_dk":
-        return math.sqrt(d_k)
-    if scaling == "sqrt_d":
-        return math.sqrt(d)
+    if scaling in ("sqrt_dk", "sqrt_d"):  # the divisor of attention_scale: √d_k, or √d
+        return 1 / attention_scale(d_k if scaling == "sqrt_dk" else d)
     if scaling == "none":
         return 1.0
     return number(temperature, "temperature", 0, open_low=True,

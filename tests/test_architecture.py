@@ -2,6 +2,7 @@
 from its imports (not typed), the table is sorted by level, and imports go down."""
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -412,6 +413,28 @@ def test_one_scale_in_all_of_bertlib():
         "write 1/√d_k once, in bertlib.paper.attention.attention_scale, and call it: "
         f"{found}")
     assert len(scale_writers([("t", ast.parse("a = x ** -0.5\nb = torch.sqrt(d_k)"))])) == 2
+
+
+def test_parameter_types_are_imported_from_where_they_are_read():
+    # paper/bert.py uses hf/params' names but does not offer them: a reader who imports
+    # bert_params finds it where the parameters are read from a model
+    names = {"bert_params", "LayerParams", "BertParams"}
+    files = [p for p in sorted(ROOT.rglob("*.py")) if ".venv" not in p.parts and "build" not in p.parts]
+    files += [p for p in sorted((ROOT / "notebooks").rglob("*.ipynb"))]
+    found = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".ipynb":
+            text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"]
+                             if c["cell_type"] == "code")
+        for node in ast.walk(ast.parse(text)):
+            if (isinstance(node, ast.ImportFrom) and node.module == "bertlib.paper.bert"
+                    and names & {a.name for a in node.names}):
+                found.append(str(path.relative_to(ROOT)))
+            if (isinstance(node, ast.Attribute) and node.attr in names
+                    and isinstance(node.value, ast.Name) and node.value.id in {"np_bert", "bert_mod"}):
+                found.append(str(path.relative_to(ROOT)))
+    assert not found, f"import bert_params, LayerParams, BertParams from bertlib.hf.params: {found}"
 
 
 # ---------------------------------------------------------------- checks once, at the edge

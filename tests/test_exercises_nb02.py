@@ -267,3 +267,32 @@ def test_det_noun_head_names_both_numbers_in_one_argument(layer, head, where):
     fb = check_det_noun_head(layer, head)
     assert not fb.ok and "give layer and head separately" in fb.message and where in fb.message
     assert "still None" not in fb.message
+
+
+def test_cost_guess_never_reveals_the_ratio_on_a_wrong_guess():
+    from bertlib.exercises.nb02 import check_cost_guess
+
+    for wrong in (144, 11, 13, -12, 12.4, 2, 28311552):
+        fb = check_cost_guess(wrong)
+        assert not fb.ok and "12" not in fb.message.replace(str(wrong), ""), (wrong, fb.message)
+    fb = check_cost_guess(28311552)  # an absolute number of parameters
+    assert "ratio is wanted" in fb.message and "number of parameters" in fb.message
+
+
+def test_w_o_swap_zero_column_hint_does_not_spell_out_the_matrix():
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    half = np.eye(4)[[2, 3, 0, 1]]
+    half[:, 2:] = 0
+    fb = check_w_o_swap(half)
+    assert not fb.ok and "all 0" in fb.message and "a 1 in the row" not in fb.message
+
+
+def test_split_heads_library_message_does_not_prescribe_one_method():
+    fb = check_split_heads(lambda X, h: split_heads(X, h), batched=True)
+    assert not fb.ok and "split_heads" in fb.message and "reshape" not in fb.message
+
+    def stack_split(X, h):  # another valid method: split the features, stack along a new axis
+        return np.stack(np.split(X, h, axis=-1), axis=-3)
+
+    assert check_split_heads(stack_split).ok and check_split_heads(stack_split, batched=True).ok

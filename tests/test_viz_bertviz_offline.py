@@ -127,3 +127,20 @@ def test_model_view_figure_labels_a_selection_and_has_a_colour_bar():
         bertviz_offline.model_view_figure(TOKENS, A, layers=[6])
     with pytest.raises(ValueError, match=r"head must be a whole number in 0\.\.11"):
         bertviz_offline.model_view_figure(TOKENS, A, heads=[12])
+
+
+def test_model_view_figure_token_labels_are_readable_in_a_still_picture():
+    import matplotlib.pyplot as plt
+
+    from bertlib.pictures.bertviz_offline import model_view_figure
+
+    rng = np.random.default_rng(0)
+    A = rng.random((3, 4, 5, 5))
+    A /= A.sum(-1, keepdims=True)
+    fig = model_view_figure([f"w{i}" for i in range(5)], A, layers=[0, 2], heads=range(3))
+    try:
+        labels = [t for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()
+                  if t.get_text().startswith("w")]
+        assert labels and min(t.get_fontsize() for t in labels) >= 10
+    finally:
+        plt.close(fig)

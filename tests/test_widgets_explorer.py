@@ -10,6 +10,7 @@ import pytest
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import attention_maps
 from bertlib.pictures.widgets.explorer import (
+    MEAN,
     MIN_LINE_WEIGHT,
     TOP_KEYS,
     BertAttentionExplorer,
@@ -101,6 +102,17 @@ def test_empty_sentence_shows_a_message_and_keeps_the_last_view(explorer, text):
 def test_too_long_sentence_shows_a_message(explorer):
     assert explorer.set_text(" ".join(["word"] * 600)) is False
     assert "602 word pieces" in explorer.message and "512 positions" in explorer.message
+    # advice the widget user can follow: there is no keyword argument to pass inside a widget
+    assert "shorten the text in the sentence boxes" in explorer.message
+    assert "truncate" not in explorer.message and "truncate" not in explorer.view.value
+
+
+def test_set_head_accepts_the_mean_as_the_dropdown_offers_it(explorer):
+    assert explorer.set_layer(2) and explorer.set_head(3)
+    assert explorer.set_head("mean") and explorer.head_box.value == MEAN
+    assert explorer._head is None and explorer.message == ""
+    assert explorer.set_head(" Mean of heads ") and explorer._head is None
+    assert explorer.set_head("first") is False and "head must be" in explorer.message
 
 
 def test_layer_out_of_range_shows_the_valid_range(explorer):

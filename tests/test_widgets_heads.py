@@ -131,3 +131,20 @@ def test_grid_numbers_stay_legible_when_the_figure_is_shrunk(toy_maps):
     fig = draw_heads(w, tokens, head=0, query=1)
     sizes = {t.get_fontsize() for t in fig.axes[1].texts}
     assert len(fig.axes[1].texts) == w.shape[0] * len(tokens) and min(sizes) >= 9
+
+
+def test_draw_heads_prints_the_left_map_weights_large_enough_for_a_column():
+    import matplotlib.pyplot as plt
+
+    from bertlib.pictures.widgets.heads import ANNOTATION_SIZE, draw_heads
+
+    rng = np.random.default_rng(0)
+    W = rng.random((4, 8, 8))
+    W /= W.sum(-1, keepdims=True)
+    fig = draw_heads(W, [f"t{i}" for i in range(8)], head=1, query=2)
+    try:
+        numbers = fig.axes[0].texts
+        assert len(numbers) == 64 and ANNOTATION_SIZE >= 10
+        assert all(t.get_fontsize() == ANNOTATION_SIZE for t in numbers)
+    finally:
+        plt.close(fig)

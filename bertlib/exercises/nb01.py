@@ -74,10 +74,10 @@ def check_causal_guess(word) -> Feedback:
                               f"{(Q[i] @ K[:i + 1].T).tolist()} against their keys, so it keeps "
                               f"{w[i]:.3f} of its attention for itself")
     if word not in seen:
-        return Feedback(False, f"{word!r} comes after 'cat': a causal row cannot see it. "
-                               f"'cat' sees only {seen}")
+        return Feedback(False, f"{word!r} comes after 'cat': a causal row cannot see the "
+                               "words after its own")
     return Feedback(False, f"{word!r} is visible, but compare the scores: the query of 'cat' "
-                           f"{Q[i].tolist()} against the keys of {seen}")
+                           f"{Q[i].tolist()} against the keys 'cat' can see")
 
 
 def _ragged_message(value, name: str) -> str:
@@ -114,7 +114,16 @@ def _fitted_divisor(A: np.ndarray, S: np.ndarray) -> float | None:
 
 def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
     """What is wrong with an A (4, 5) that matches no known variant of softmax(S / √d_k)."""
+    if _close(A, S / S.sum(axis=1, keepdims=True)):
+        return Feedback(False, "your rows sum to 1, but A is the scores divided by their row sum: "
+                               "softmax exponentiates first (e^s for each score s), then divides "
+                               "by the row sum of those")
     c = _fitted_divisor(A, S)
+    base = next((b for b, ln in (("2", math.log(2)), ("10", math.log(10)))
+                 if c is not None and abs(c * ln - math.sqrt(3)) < 1e-6), None)
+    if base is not None:
+        return Feedback(False, f"your divisor √d_k is right, but you raised {base} to the scores: "
+                               "softmax uses e (np.exp), not another base")
     if c is not None:
         return Feedback(False, f"your scores q_i · k_j are right, but the divisor is not: you "
                                f"divided them by {c:.3f} (= √{c * c:.2f}). It must be √d_k of "
@@ -199,6 +208,9 @@ def check_design(W_Q, W_K=None) -> Feedback:
     arrays = _design_matrices(W_Q, W_K)
     if isinstance(arrays, Feedback):
         return arrays
+    if all(np.allclose(a, b) for a, b in zip(arrays, toy.projections()[:2], strict=True)):
+        return Feedback(False, "nothing changed yet: these are the toy's own W_Q and W_K; edit "
+                               "some of their entries, then check again")
     Q, K, _ = _toy_qkv(*arrays)
     i_mat, i_cat, i_sat = (toy.TOKENS.index(w) for w in ("mat", "cat", "sat"))
     A = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)
@@ -211,11 +223,14 @@ def check_design(W_Q, W_K=None) -> Feedback:
                                f"{_key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}")
     cat_top = toy.TOKENS[int(A[i_cat].argmax())]
     if cat_top != "sat":
+        most = ("splits its attention evenly between 'sat' and " + repr(cat_top)
+                if A[i_cat].max() - A[i_cat, i_sat] <= ATOL else f"attends most to {cat_top!r}")
         return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
-                               f"attends most to {cat_top!r} ({A[i_cat].max():.3f}), 'sat' gets "
+                               f"{most} ({A[i_cat].max():.3f}), 'sat' gets "
                                f"{A[i_cat, i_sat]:.3f}. "
                                + _lost_verb_hint(Q, K, i_cat, cat_top, *arrays))
-    tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(w[j] - w[rival]) <= ATOL]
+    s_mat = (Q @ K.T)[i_mat]  # tied by score, not by rounded weight
+    tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(s_mat[j] - s_mat[rival]) <= 1e-9]
     runner = (f"{tied[0]!r} ({w[rival]:.3f})" if len(tied) == 1 else
               f"a tie of {', '.join(map(repr, tied[:-1]))} and {tied[-1]!r} "
               f"(tied at {w[rival]:.3f} each)")
@@ -247,8 +262,9 @@ def _lost_verb_hint(Q, K, i_cat: int, winner: str, W_Q, W_K) -> str:
 
     Only keys that really moved are said to have moved (a W_K edit may leave these two alone).
     """
-    toy_Q, toy_K, _ = toy.projections()
-    changed_q, changed_k = not np.allclose(W_Q, toy_Q), not np.allclose(W_K, toy_K)
+    toy_K = toy.projections()[1]
+    changed_q = not np.allclose(Q[i_cat], _toy_qkv()[0][i_cat])  # the query of 'cat' moved
+    changed_k = not np.allclose(W_K, toy_K)
     query = (f"The query of 'cat' is {np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
              "use, and which of them did you change?")
     if not changed_k:
@@ -381,6 +397,10 @@ def check_window_weights(weights) -> Feedback:
     if _near(a, softmax(S, axis=-1, where=causal_mask(_N))):
         return Feedback(False, "that is the causal mask; the window lets a word see one word on "
                                "EACH side")
+    raw = [np.where(mask, S, 0.0), np.where(mask, Q @ K.T, 0.0), S, Q @ K.T]
+    if not _near(a.sum(axis=1), np.ones(_N)) and any(_near(a, r) for r in raw):
+        return Feedback(False, "these are scores, not weights: the rows don't sum to 1. Did you "
+                               "apply the softmax?")
     outside = np.abs(a) * ~mask > PENCIL_ATOL
     if outside.any():
         i, j = (int(x) for x in np.argwhere(outside)[0])

@@ -54,7 +54,7 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         return not_answered()
     if batched and _calls_library_split_heads(fn):
         return Feedback(False, "your function calls bertlib's split_heads, which already handles "
-                               "batches; write the reshape and the axis swap yourself")
+                               "batches; write the split into heads yourself")
     lead = (5,) if batched else ()
     n, d = 3, 8
     X = np.arange(int(np.prod(lead + (n, d))), dtype=float).reshape(*lead, n, d)
@@ -210,10 +210,13 @@ def check_cost_guess(guess, h: int = 12) -> Feedback:
     if guess == 1:
         return Feedback(False, "that is the case d_k = d / h (the same as one big head); here "
                                "every head gets all d features")
+    if guess > 1000:  # an absolute count of weights, not how many times
+        return Feedback(False, f"{guess} looks like a number of parameters: a ratio is wanted, "
+                               "how many times more parameters the full-width heads hold")
     if guess == h * h:
-        return Feedback(False, f"too many: h·d_k grows by {h}, and each count is linear in h·d_k")
-    return Feedback(False, f"not {guess}: write each count in terms of h·d_k and compare "
-                           f"h·d_k = d with h·d_k = {h}·d")
+        return Feedback(False, "too many: each count is linear in h·d_k, not in its square")
+    return Feedback(False, f"not {guess}: write each count in terms of h·d_k, then work out "
+                           "h·d_k for d_k = d and for d_k = d / h")
 
 
 def check_w_o_swap(W_O) -> Feedback:
@@ -260,8 +263,8 @@ def _swap_slip(W: np.ndarray, got: np.ndarray, want: np.ndarray) -> str | None:
     zero = [c for c in range(4) if np.allclose(W[:, c], 0, atol=1e-12)]
     if zero:
         return (f"column(s) {zero} of your W_O are all 0, so output column(s) {zero} are 0 "
-                "whatever the heads say: each column of W_O needs a 1 in the row of the "
-                "concatenated column that should land there")
+                "whatever the heads say: column c of W_O decides what lands in output "
+                "column c")
     for head, block in ((1, [0, 1]), (0, [2, 3])):  # output columns 0-1 carry head 1, 2-3 head 0
         rest = [c for c in range(4) if c not in block]
         if (np.allclose(got[:, rest], want[:, rest], atol=1e-9)

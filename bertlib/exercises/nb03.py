@@ -4,16 +4,15 @@ Every checker works for any BERT (the expected answer is computed on the model i
 :class:`~bertlib.exercises.Feedback`, and says "not answered yet" (without raising) for ``None``.
 
 1. :func:`check_embeddings` (reproduce): the sum S = W_word[t] + W_pos[0…n−1] + W_type[s] of a
-   sentence *pair*, shape (n, d), and the embedding output E = LayerNorm(S). Asking for S too
-   means ``hidden_states[0]`` alone does not pass. Recognises a forgotten LayerNorm, position or
-   token-type embedding, segment A used for every piece, and a wrong shape.
+   sentence *pair*, (n, d), and E = LayerNorm(S); asking for S too means ``hidden_states[0]``
+   alone does not pass. Names a missing LayerNorm (or its d − 1 variance or wrong axis), position
+   or token-type embedding, segment A used for every piece, and a wrong shape.
 2. :func:`check_position_guess` (predict, then check): the cosine, at the input, between the
    vectors of the same word *bank* at two different positions.
 3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
-   leaving out [CLS] and [SEP], goes to another word. Recognises 1-based numbering, special
-   tokens left in, and the two words read the wrong way round; otherwise it names the learner's
-   wrong pairs (and what the word weights most there) and counts the missing heads, never
-   naming them.
+   [CLS] and [SEP] left out, goes to another word. Names 1-based numbering, special tokens left
+   in, the words read the wrong way round, and wrong pairs (with what the word weights most
+   there); says if heads are missing, never which or how many.
 4. :func:`check_bank_sentence` (design): a sentence whose *bank*, after the last layer, is
    closer to the river *bank* than to the money *bank*, without the river words. A *bank* with
    no context leans to the money side in the bundled model, so only a designed context passes.
@@ -33,10 +32,8 @@ from bertlib.paper.bert import layer_norm
 
 __all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
            "BANK_FIRST", "BANK_NEUTRAL", "GUESS_TOLERANCE", "GUESS_ABOVE", "NEAR_ONE",
-           "NARROW_MARGIN", "FORBIDDEN",
-           "check_embeddings",
-           "bank_cosine", "check_position_guess", "heads_where_top", "check_heads", "bank_margin",
-           "river_lean", "check_bank_sentence"]
+           "NARROW_MARGIN", "FORBIDDEN", "check_embeddings", "bank_cosine", "check_position_guess",
+           "heads_where_top", "check_heads", "bank_margin", "river_lean", "check_bank_sentence"]
 
 #: Tolerance for the embedding check: float32 answers (torch) pass, every mistake below fails.
 ATOL = 1e-4
@@ -60,8 +57,7 @@ GUESS_TOLERANCE = 0.04
 #: that "nearly the same word, say 0.99" (0.034 above on the bundled model) does not pass
 #: without the reasoning about the position row.
 GUESS_ABOVE = 0.02
-#: A guess too high and at least this close to 1 reads as "basically the same vector": it gets
-#: the "why below 1?" nudge.
+#: A too-high guess this close to 1 reads as "the same vector": it gets the "why below 1?" nudge.
 NEAR_ONE = 0.98
 #: Exercise 4: a river-side margin below this still passes, and the message calls it narrow.
 NARROW_MARGIN = 0.02
@@ -101,6 +97,10 @@ def _embedding_variants(pair: tuple[str, str], model=None) -> tuple[dict, tuple]
             "positions from 1": word + w.position[1:n + 1] + typ,
             "no position": word + typ, "no token type": word + pos, "word only": word}
     out = {name: (S, ln(S)) for name, S in sums.items()}
+    S = sums["right"]  # then two LayerNorms of the right sum that go wrong
+    for name, axis, ddof in (("variance d - 1", -1, 1), ("token axis", 0, 0)):
+        mu, var = S.mean(axis, keepdims=True), S.var(axis, ddof=ddof, keepdims=True)
+        out[name] = (S, w.emb_gamma * (S - mu) / np.sqrt(var + w.eps) + w.emb_beta)
     pieces = model.tokenizer.convert_ids_to_tokens(ids.tolist())
     return out, (pieces, types, w.token_type)
 
@@ -118,6 +118,10 @@ _EMBED_HINTS = {
                      "row of its segment",
     "word only": "you used only the word embeddings: the position and token-type embeddings "
                  "are missing",
+    "variance d - 1": "your LayerNorm's variance divides by d − 1 (the sample estimator, "
+                      "ddof=1); LayerNorm divides by d, the number of features (ddof=0)",
+    "token axis": "your LayerNorm takes the mean and variance over the tokens (axis 0); it "
+                  "normalises each token over its own d features (the last axis)",
 }
 
 
@@ -195,9 +199,11 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     if found == "S right":
         return Feedback(False, "`summed` is right, but E equals it: the LayerNorm is missing "
                                "(γ (x − μ)/√(σ² + ε) + β over the features of each token)")
+    if found in ("E variance d - 1", "E token axis"):
+        return Feedback(False, f"`summed` is right, but {_EMBED_HINTS[found[2:]]}")
     worst = float(np.abs(E - variants["right"][1]).max())
     return Feedback(False, f"`summed` is right, but E differs from its LayerNorm by up to "
-                           f"{worst:.3g}: use the embedding LayerNorm's γ, β and ε")
+                           f"{worst:.3g}: normalise each token over its d features, with γ, β, ε")
 
 
 def _cosine(u: np.ndarray, v: np.ndarray) -> float:
@@ -335,19 +341,16 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
 
 
 def _heads_wrong(answer: set, expected: set, query: str, maybe_special: bool, model) -> str:
-    """Which of the learner's pairs are wrong (and where ``query`` looks there), how many of the
-    right ones are missing; never which those are."""
+    """Which of the learner's pairs are wrong (and where ``query`` looks there), and whether right
+    ones are missing; never which, nor how many."""
     missing, extra, right = expected - answer, sorted(answer - expected), answer & expected
-    parts = []
-    if right:
-        parts.append(f"{len(right)} of your pairs {'is' if len(right) == 1 else 'are'} right")
+    parts = [f"{len(right)} of your pairs {'is' if len(right) == 1 else 'are'} right"] * bool(right)
     if extra:
         tokens, top = _top_keys(query, HEADS_TEXT, True, model)
         where = [f"{pair}, where {query!r} weights {tokens[top[pair]]!r} most" for pair in extra]
         parts.append(f"not right: {'; '.join(where)}")
-    if missing:
-        parts.append(f"{len(missing)} right head{'' if len(missing) == 1 else 's'} "
-                     f"{'is' if len(missing) == 1 else 'are'} missing from your list")
+    if missing:  # never how many: that would tell how many heads to look for
+        parts.append("some right heads are missing from your list")
     maybe = ("; if you kept [CLS] and [SEP] in the comparison, leave them out"
              if maybe_special else "")  # the same list from both, so only a maybe
     return "; ".join(parts) + maybe
@@ -355,8 +358,7 @@ def _heads_wrong(answer: set, expected: set, query: str, maybe_special: bool, mo
 
 def bank_margin(text: str, model=None) -> tuple[float, float]:
     """(cos to the money bank, cos to the river bank) of *bank* in ``text`` after the last layer."""
-    bert = _model(model)
-    last = bert.model.config.num_hidden_layers
+    last = (bert := _model(model)).model.config.num_hidden_layers
     mine = _bank_vector(text, last, bert)
     return (_cosine(mine, _bank_vector(BANK_MONEY, last, bert)),
             _cosine(mine, _bank_vector(BANK_RIVER, last, bert)))
@@ -411,9 +413,8 @@ def check_bank_sentence(text, model=None) -> Feedback:
         narrow = ": a narrow win; can you widen it?" if lean < NARROW_MARGIN else ""
         return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side"
                               f"{narrow}")
-    side = "river side" if neutral > 0 else "money side"
-    where = "ahead" if lean > 0 else "behind"
+    side, where = ("river" if neutral > 0 else "money"), ("ahead" if lean > 0 else "behind")
     return Feedback(False, f"not yet: {numbers}, so the river side is {where} by {abs(lean):.3f}; "
-                           f"with no context ({BANK_NEUTRAL!r}) bank leans to the {side} by "
+                           f"with no context ({BANK_NEUTRAL!r}) bank leans to the {side} side by "
                            f"{abs(neutral):.3f}, and your words must pull it further to the river "
                            "side than that. Which words go with a bank you can sit on?")

@@ -237,7 +237,7 @@ def _model_view_grid(A, tokens, layers: list[int], heads: list[int]):
     """One labelled thumbnail per (layer, head): layer names the rows, head the columns, the
     tokens label the first column (queries) and the last row (keys); a shared colour bar."""
     n = len(tokens)
-    side = 0.14 * n + 0.3  # inches per thumbnail: about 1.85 for 11 tokens
+    side = 0.17 * n + 0.3  # inches per thumbnail: about 2.2 for 11 tokens, room for size-10 labels
     fig, axes = plt.subplots(len(layers), len(heads), squeeze=False, dpi=100, layout="constrained",
                              figsize=(2.2 + side * len(heads), 1.4 + side * len(layers)))
     for r, layer in enumerate(layers):
@@ -245,8 +245,8 @@ def _model_view_grid(A, tokens, layers: list[int], heads: list[int]):
             ax = axes[r, c]
             image = ax.imshow(A[layer, k], cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
             ax.set_xticks(range(n), tokens if r == len(layers) - 1 else [], rotation=90,
-                          fontsize=8)
-            ax.set_yticks(range(n), tokens if c == 0 else [], fontsize=8)
+                          fontsize=10)
+            ax.set_yticks(range(n), tokens if c == 0 else [], fontsize=10)
             ax.tick_params(length=0)
             if r == 0:
                 ax.set_title(f"head {k}", fontsize=10)

@@ -123,6 +123,16 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
     return fig
 
 
+def _widget_advice(message: str) -> str:
+    """``message`` with advice a widget user can follow: a too-long input is shortened in the
+    text boxes (there is no ``truncate=True`` to pass inside the widget)."""
+    if "truncate=True" not in message:
+        return message
+    cut = message.find("; shorten")
+    cut = cut if cut >= 0 else message.find("truncate=True")
+    return message[:cut].rstrip(" ,;(") + "; shorten the text in the sentence boxes above"
+
+
 class BertAttentionExplorer:
     """Widget: sentence, optional second sentence, layer and head on top; the view below.
 
@@ -200,8 +210,11 @@ class BertAttentionExplorer:
             self.layer_box.value = checked[0]
         return self._on_layer()
 
-    def set_head(self, head: int | None) -> bool:
-        """Show head ``head`` (0-based), or the mean of the heads for None; True if drawn."""
+    def set_head(self, head: int | str | None) -> bool:
+        """Show head ``head`` (0-based), or the mean of the heads for None or "mean" (as the
+        dropdown offers it); True if drawn."""
+        if isinstance(head, str) and head.strip().lower() in (MEAN, "mean of heads"):
+            head = None
         checked, problem = attempt(check_layer_head, self.model, 0, head)
         if problem:
             return self._show_problem(problem)
@@ -228,7 +241,7 @@ class BertAttentionExplorer:
         text, pair = self.text_box.value, self.pair_box.value
         run, problem = attempt(run_bert, text, pair if pair.strip() else None, self.model)
         if problem:
-            return self._show_problem(problem)
+            return self._show_problem(_widget_advice(problem))
         self.tokens, self.attentions = run.tokens, run.attentions
         self.shown_text = " / ".join(repr(t) for t in (text, pair) if t.strip())  # static title
         return self._redraw()

@@ -18,7 +18,11 @@ from bertlib.hf.models import check_layer_head
 from bertlib.pictures.viz import attention_heatmap
 from bertlib.pictures.widgets import Drawn, live_box, query_index, render_safely
 
-__all__ = ["draw_heads", "HeadExplorer"]
+__all__ = ["ANNOTATION_SIZE", "draw_heads", "HeadExplorer"]
+
+#: Font size (pt) of the weights printed in draw_heads' left map: the figure is wide (two panels),
+#: so a notebook column shrinks it by about a third; size 11 stays about 10 px tall there.
+ANNOTATION_SIZE = 11
 
 
 def _check_maps(weights, tokens, layouts: tuple[str, ...] = ("(h, n, n)",)) -> np.ndarray:
@@ -58,6 +62,8 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
                       annotate=n <= 10, cmap=blues,
                       cbar_label=f"attention weight (head {head}: this map and its blue row)")
     ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
+    for number in ax_head.texts:  # legible when the wide figure is shrunk to a notebook column
+        number.set_fontsize(ANNOTATION_SIZE)
 
     rows = W[:, i, :]  # (h, n)
     greys = ListedColormap(plt.get_cmap("Greys")(0.02 + 0.8 * np.linspace(0, 1, 256)))

@@ -118,7 +118,7 @@ def load_runs(path=None) -> tuple[list[Run], Subject]:
     names = ", ".join(r.name for r in runs)
     # The committed runs are named without their folder, so saved outputs read the same anywhere.
     name = (f"the {len(runs)} committed runs ({names})" if is_reference
-            else f"the {len(runs)} run(s) in {where} ({names})")
+            else f"the {len(runs)} run{'s' * (len(runs) != 1)} in {where} ({names})")
     return runs, Subject(name, is_reference, f"{len(committed)} committed runs")
 
 

@@ -140,3 +140,10 @@ def test_sweep_shows_every_threshold(capsys):
     rows = sweep([0.3, 0.4], lambda t: int(t * 10))
     assert rows == [(0.3, 3), (0.4, 4)]
     assert "threshold 0.3: 3" in capsys.readouterr().out
+
+
+def test_sweep_names_what_it_sweeps(capsys):
+    sweep([0.25], lambda f: f * 2, name="fraction f")
+    assert capsys.readouterr().out == "  fraction f 0.25: 0.5\n"
+    with pytest.raises(ValueError, match="name"):
+        sweep([0.25], lambda f: f, name=" ")

@@ -131,3 +131,18 @@ def test_patching_the_whole_input_of_the_verb_row_reproduces_the_flipped_sentenc
     with pytest.raises(ValueError, match="where must be one of"):
         mech.patch_flip(tiny, a, b, 1, "object")
     assert torch.is_grad_enabled()
+
+
+def test_mean_ablation_with_zero_means_is_zero_ablation_and_keeps_the_mean_otherwise(tok, tiny):
+    probe = probes.make_probe(tok, g.generate(24, g.CONSTRUCTIONS, seed=4, split="test"))
+    groups = mech.head_groups(2, 2)[:3] + mech.cross_layer_groups(2, 2)[:1]
+    means = mech.head_means(tiny, probe)
+    assert means.shape == (2, tiny.config.hidden_size) and np.abs(means).sum() > 0
+    base, zero = mech.ablation_drops(tiny, probe, groups)
+    same = mech.mean_ablation_drops(tiny, probe, groups, np.zeros_like(means))
+    assert same[0] == base and np.allclose(same[1], zero)
+    # a head replaced by its own mean over the sentences: its average contribution stays
+    _, mean = mech.mean_ablation_drops(tiny, probe, groups)
+    assert mean.shape == (len(groups),)
+    with pytest.raises(ValueError, match="means"):
+        mech.mean_ablation_drops(tiny, probe, groups, np.zeros((3, 5)))

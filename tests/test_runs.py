@@ -71,3 +71,17 @@ def test_a_history_only_record_keeps_the_final_table_and_no_model(tok, tmp_path)
         runs.worst_trained_row({"loss": history.loss}, recipe)
     with pytest.raises(FileNotFoundError, match="no training run"):
         runs.run_folders(tmp_path)  # a record, not a run
+
+
+def test_seeds_tried_adds_a_readers_own_seed_of_the_same_recipe_once(tok, tmp_path):
+    model, recipe, history = _train_small(tok, 3)
+    runs.save_run(tmp_path / "kept" / "seed3", model, recipe, history, with_model=False)
+    kept = [tmp_path / "kept"]
+    mine = runs.Run("mine", pt.Recipe(**{**recipe.to_json(), "seed": 9}), model, {"loss": 0})
+    again = runs.Run("again", recipe, model, {"loss": 1})  # seed 3 is already kept
+    other = runs.Run("other", pt.Recipe(**{**recipe.to_json(), "seed": 8, "steps": 7}), model, {})
+    tried = runs.seeds_tried([mine, again, other], kept)
+    assert [name for name, _, _ in tried] == ["seed3", "mine"]
+    assert [name for name, _, _ in runs.seeds_tried([other], kept)] == ["other"]  # its recipe
+    with pytest.raises(ValueError, match="number of runs"):
+        runs.seeds_tried([], kept)

@@ -23,8 +23,9 @@ __all__ = ["HEAD_SHARE", "subject_heads", "check_runs_prediction", "check_attrac
 
 #: Held-out "pp" sentences the attractor checker measures on.
 ATTRACTOR_TEST = 400
-#: A model at or above this on those sentences' attractor rows was trained with attractors (an
-#: attractor-free model scores about 0.4 there; the committed runs, trained with them, 0.85+).
+#: For a model whose config does not record its recipe (``config.bertlib_recipe``): at or above
+#: this on those sentences' attractor rows, it is taken as trained with attractors (the committed
+#: runs, trained with them, score 0.85 or more). A model that records its recipe is judged by it.
 ATTRACTOR_TRAINED = 0.75
 #: A "subject head": one head gives at least this share of a masked verb's attention to its
 #: subject, on the rows where the subject is not the previous word.
@@ -73,10 +74,12 @@ def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
             runs, heads, strict=True)))
     layers = sorted({h[0] for h in found})
     if guess != len(found):
-        side = "more" if guess > len(found) else "fewer"
-        return Feedback(False, f"{len(found)} of {n}, not {guess} ({where}): {side} than it "
-                               f"turned out. Same recipe, other seeds: what else could carry the "
-                               f"subject's number to the verb?")
+        hint = ("fewer runs than you expected have one head doing it. Same recipe, other seeds: "
+                "what else could carry the subject's number to the verb?" if guess > len(found)
+                else "more runs than you expected found one head that looks at the subject: "
+                     "with the same recipe, that direct route is reached more often than you "
+                     "thought")
+        return Feedback(False, f"{len(found)} of {n}, not {guess} ({where}): {hint}")
     if guess_layer is None or not found:
         return Feedback(True, f"right: {len(found)} of {n} ({where})")
     layer = as_answer_whole(guess_layer, "guess_layer (a layer)", 0, len(
@@ -93,7 +96,9 @@ def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
 def check_attractor_prediction(guess, model) -> Feedback:
     """Check a predicted accuracy (0..1) of ``model`` (trained without attractors) on main verbs
     after a prepositional phrase whose noun has the other number; the accuracy is measured here
-    on ATTRACTOR_TEST held-out sentences, never taken from the learner."""
+    on ATTRACTOR_TEST held-out sentences, never taken from the learner. A model whose recorded
+    recipe (``config.bertlib_recipe``, written by pretrain.train) has attractors is refused; one
+    without a recorded recipe is refused when it scores ATTRACTOR_TRAINED or more."""
     guess = as_answer_number(guess, "guess_accuracy", 0, 1,
                              todo="write your predicted accuracy (a number between 0 and 1) in "
                                   "guess_accuracy before training")
@@ -105,7 +110,8 @@ def check_attractor_prediction(guess, model) -> Feedback:
         return Feedback(False, f"trained must be the BertForMaskedLM you trained (made by "
                                f"pt.new_model for this vocabulary), got {type(model).__name__}")
     recipe = getattr(model.config, "bertlib_recipe", None) or {}
-    if recipe.get("max_pp", 0) > 0 or set(recipe.get("constructions", ())) - {"simple", "comp"}:
+    if recipe and (recipe.get("max_pp", 0) > 0
+                   or set(recipe.get("constructions", ())) - {"simple", "comp"}):
         return Feedback(False, f"this model was trained on {recipe.get('constructions')} with "
                                f"max_pp={recipe.get('max_pp')}: with attractors. Train one on "
                                f"('simple', 'comp') with max_pp=0 and give that one")
@@ -121,7 +127,7 @@ def check_attractor_prediction(guess, model) -> Feedback:
     probe = make_probe(tok, grammar.generate(ATTRACTOR_TEST, ("pp",), seed=2, split="test"))
     hard = probe.differs
     measured = float(agreement_correct(model, subset(probe, hard)).mean())
-    if measured >= ATTRACTOR_TRAINED:
+    if not recipe and measured >= ATTRACTOR_TRAINED:  # no recipe recorded: judged by its score
         return Feedback(False, f"this model gets {measured:.2f} of the attractor verbs right: it "
                                f"looks trained with attractors. Give the model you trained on "
                                f"('simple', 'comp') with max_pp=0")

@@ -204,15 +204,17 @@ def claim_over(bert: LoadedBert | Subject, statement: str, values,
     return result
 
 
-def sweep(thresholds, measure: Callable) -> list[tuple[float, object]]:
+def sweep(thresholds, measure: Callable, name: str = "threshold") -> list[tuple[float, object]]:
     """A claim that depends on a threshold, shown for every threshold.
 
     thresholds: (k,) numbers. measure: a function of one threshold giving the verdict or count
-    at that threshold. Prints one line per threshold and returns [(threshold, result), ...], so
-    the prose can say where the verdict changes.
+    at that threshold. name: what each line calls the value swept (e.g. "fraction f", "k").
+    Prints one line per threshold and returns [(threshold, result), ...], so the prose can say
+    where the verdict changes.
     """
     thresholds = items(list(np.asarray(thresholds, dtype=float)), "thresholds", "numbers")
+    name = text(name, "name (what the swept value is called)")
     rows = [(float(t), measure(float(t))) for t in thresholds]
     for t, result in rows:
-        print(f"  threshold {t:g}: {result}")
+        print(f"  {name} {t:g}: {result}")
     return rows

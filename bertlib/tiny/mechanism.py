@@ -7,6 +7,8 @@ probe for the subject's number, and activation patching.
   that stand in for each other, which one-at-a-time ablation cannot); :func:`cross_layer_groups`:
   every pair of heads of two layers, switched off together (a route across layers needs both);
   :func:`agreement_correct`: the agreement test alone, cheap enough to repeat per group.
+  :func:`mean_ablation_drops`: the same with each head's output replaced by its mean over the
+  sentences (:func:`head_means`) instead of 0, the control for zero ablation's side effect.
 - :func:`hidden_states` / :func:`number_probe`: a logistic-regression probe for the subject's
   number on the hidden state at one position and layer, with a train / test split and a control
   task (Hewitt & Liang 2019: the same probe on labels that are a random function of the subject's
@@ -37,7 +39,7 @@ from bertlib.tiny import grammar
 from bertlib.tiny.probes import Probe, agreement_table, make_probe, plural_of
 
 __all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_drops",
-           "agreement_correct",
+           "agreement_correct", "head_means", "mean_ablation_drops",
            "hidden_states", "number_probe", "number_probe_controls", "PROBE_COLUMNS",
            "control_labels", "verb_number_probe",
            "minimal_pairs", "patch_flip", "POSITIONS"]
@@ -107,6 +109,60 @@ def ablation_grid(model, probe: Probe, groups) -> tuple[list[str], list[str], np
             table = agreement_table(probe, agreement_correct(model, probe))
         acc.append([table[n]["model"] for n in names])
     return ["none"] + [label for label, _ in groups], names, np.array(acc)
+
+
+def _head_outputs(model, layer: int):
+    """The module whose input is ``layer``'s heads' outputs side by side (before W_O)."""
+    return model.bert.encoder.layer[layer].attention.output.dense
+
+
+def head_means(model, probe: Probe) -> np.ndarray:
+    """(L, d): each layer's heads' outputs before the output projection (head h in columns
+    h·d/H .. (h + 1)·d/H − 1), averaged over every token of the probe's sentences."""
+    layers = range(model.config.num_hidden_layers)
+    sums = torch.zeros(len(layers), model.config.hidden_size)
+
+    def capture(layer):
+        def hook(module, args):
+            sums[layer] += args[0].sum((0, 1))
+        return hook
+
+    handles = [_head_outputs(model, k).register_forward_pre_hook(capture(k)) for k in layers]
+    try:
+        agreement_correct(model, probe)  # each sentence without its padding: only real tokens
+    finally:
+        for handle in handles:
+            handle.remove()
+    return (sums / float(probe.length.sum())).numpy()
+
+
+def mean_ablation_drops(model, probe: Probe, groups, means=None) -> tuple[float, np.ndarray]:
+    """As :func:`ablation_drops`, but each group's heads output their mean (``means``: (L, d) as
+    :func:`head_means` returns, computed on ``probe`` when None) instead of 0: what is left of a
+    drop once a head keeps its average contribution. Returns (intact accuracy, (G,) drops)."""
+    means = torch.as_tensor(head_means(model, probe) if means is None else means,
+                            dtype=torch.float32)
+    has_shape(means, "means", (model.config.num_hidden_layers, model.config.hidden_size), "(L, d)")
+    width = model.config.hidden_size // model.config.num_attention_heads
+    base = float(agreement_correct(model, probe).mean())
+    drops = []
+    for _, heads in groups:
+        handles = []
+        for layer in sorted({l for l, _ in heads}):
+            cols = torch.as_tensor([c for l, h in heads if l == layer
+                                    for c in range(h * width, (h + 1) * width)])
+
+            def swap(module, args, cols=cols, mean=means[layer, cols]):
+                x = args[0].clone()
+                x[..., cols] = mean
+                return (x,)
+            handles.append(_head_outputs(model, layer).register_forward_pre_hook(swap))
+        try:
+            drops.append(base - float(agreement_correct(model, probe).mean()))
+        finally:
+            for handle in handles:
+                handle.remove()
+    return base, np.array(drops)
 
 
 def hidden_states(model, probe: Probe, batch: int = 512) -> np.ndarray:

@@ -20,13 +20,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.checks import kind, one_of, text
+from bertlib.checks import kind, one_of, text, whole
 from bertlib.lab.claims import Subject
 from bertlib.tiny import grammar, probes
 from bertlib.tiny.pretrain import History, Recipe
 
 __all__ = ["ENV", "COMMITTED", "HISTORY_ONLY", "Run", "run_folders", "save_run", "load_run",
-           "load_runs", "final_table", "load_histories", "worst_trained_row"]
+           "load_runs", "final_table", "load_histories", "worst_trained_row", "seeds_tried"]
 
 #: The environment variable that points notebook 09 at other runs.
 ENV = "BERTLIB_TINY_BERT"
@@ -118,7 +118,7 @@ def load_runs(path=None) -> tuple[list[Run], Subject]:
     names = ", ".join(r.name for r in runs)
     # The committed runs are named without their folder, so saved outputs read the same anywhere.
     name = (f"the {len(runs)} committed runs ({names})" if is_reference
-            else f"the {len(runs)} run(s) in {where} ({names})")
+            else f"the {len(runs)} run{'s' * (len(runs) != 1)} in {where} ({names})")
     return runs, Subject(name, is_reference, f"{len(committed)} committed runs")
 
 
@@ -160,3 +160,19 @@ def load_histories(path=HISTORY_ONLY) -> list[tuple[str, Recipe, dict]]:
 def _recipe(folder: Path) -> Recipe:
     recipe = json.loads((folder / "recipe.json").read_text())
     return Recipe(**{**recipe, "constructions": tuple(recipe["constructions"])})
+
+
+def seeds_tried(runs, kept=(COMMITTED, HISTORY_ONLY)) -> list[tuple[str, Recipe, dict]]:
+    """Every seed trained with the recipe of ``runs[0]`` whose history is known here: the
+    histories the repository keeps (``kept``: folders as :func:`load_histories` reads them), then
+    each of ``runs`` (:class:`Run`, e.g. a reader's own from ``BERTLIB_TINY_BERT``) whose seed is
+    not among those and whose recipe differs from the first one's in its seed only. Returns
+    (name, recipe, history) tuples; a repository history of another recipe is left out too."""
+    runs = list(runs)
+    whole(len(runs), "the number of runs", 1)
+    base = {**runs[0].recipe.to_json(), "seed": 0}
+    same = [h for folder in kept for h in load_histories(folder)
+            if {**h[1].to_json(), "seed": 0} == base]
+    seeds = {recipe.seed for _, recipe, _ in same}
+    return same + [(run.name, run.recipe, run.history) for run in runs
+                   if run.recipe.seed not in seeds and {**run.recipe.to_json(), "seed": 0} == base]

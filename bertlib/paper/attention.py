@@ -57,12 +57,10 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
 def attention_scale(d_k: int, scale: float | None = None) -> float:
     """s = 1/√d_k, the factor on Q Kᵀ (Vaswani et al. 2017, section 3.2.1), unless a scale is given.
 
-    d_k: the width of one head's queries and keys (a whole number >= 0; d_k = 0 gives s = 1: every
-    score is 0 and any factor will do). scale: a number >= 0 that replaces 1/√d_k, or None.
-    Returns s as a Python float, so x * s keeps x's float type (float32 stays float32). The numpy
-    and torch attentions and the pictures take their scale from here (DeBERTa's 1/√(3 d_k) too:
-    attention_scale(3 * d_k)); only the exercise checkers of notebook 01 write √d_k out, as the
-    learner does.
+    d_k: one head's query/key width, a whole number >= 0 (d_k = 0: every score is 0, s = 1 will
+    do). scale: a number >= 0 that replaces 1/√d_k, or None. Returns s as a Python float, so x * s
+    keeps x's float type. Every attention in bertlib takes its scale here (DeBERTa's 1/√(3 d_k) as
+    attention_scale(3 * d_k)); only notebook 01's exercise checkers write √d_k out, as learners do.
     """
     d_k = whole(d_k, "d_k", 0)
     return 1 / math.sqrt(max(d_k, 1)) if scale is None else number(scale, "scale", 0)
@@ -71,11 +69,10 @@ def attention_scale(d_k: int, scale: float | None = None) -> float:
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
     """Attention(Q, K, V) = softmax(Q Kᵀ · s) V, s = 1/√d_k unless given; leading axes broadcast.
 
-    Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v); mask: (..., n_q, n_k) bool, True
-    where a query may attend, None = all. Returns (output (..., n_q, d_v), weights (..., n_q, n_k));
-    masked-out rows get zero weights. The default s is float64, so float32 Q, K give float64 scores
-    and weights (notebook 05 measures them so); a given scale keeps Q's float type.
-    """
+    Q: (..., n_q, d_k), K: (..., n_k, d_k), V: (..., n_k, d_v); mask: (..., n_q, n_k) bool, True =
+    may attend, None = all. Returns output (..., n_q, d_v), weights (..., n_q, n_k) (masked-out rows
+    0). The default s is float64, so float32 Q, K give float64 scores and weights (notebook 05
+    measures them so); a given scale keeps Q's float type."""
     Q, K, V, mask = _check_attention(Q, K, V, mask)
     s = attention_scale(Q.shape[-1], scale)  # 1/√d_k, a Python float, unless scale is given
     scores = Q @ np.swapaxes(K, -1, -2) * (np.float64(s) if scale is None else s)

@@ -62,10 +62,9 @@ __all__ = [
 def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None) -> BertOutput:
     """X_0 = LayerNorm(W_word[t] + W_pos + W_type[s]), X_l = EncoderLayer_l(X_{l−1}) for l = 1..L.
 
-    input_ids, token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding
-    (keys nobody attends to), None = all real. model: BertModel / LoadedBert / BertParams / None.
-    Returns BertOutput(hidden_states (L+1, ..., n, d), attentions (L, ..., h, n, n)), float64.
-    """
+    input_ids, token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding,
+    None = all real; model: BertModel / LoadedBert / BertParams / None. Returns BertOutput(hidden
+    states (L+1, ..., n, d), attentions A (L, ..., h, n, n)), float64."""
     params, mask = _check_forward(input_ids, attention_mask, model)
     X = embed(params, input_ids, token_type_ids)  # X_0 = LayerNorm(W_word[t] + W_pos + W_type[s])
     hidden, attentions = [X], []
@@ -78,9 +77,8 @@ def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None
 
 def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12, attend=None):
     """X' = LayerNorm(X + M), M = MultiHead(X); out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2).
-    X: (..., n, d); params: the layer's LayerParams; h heads; mask: bool to (..., h, n, n), True =
-    may attend, None = all; attend: None (softmax) or attend(Q, K, V) on one head's (n, d_k), no
-    mask. Returns (out (..., n, d), attentions A (..., h, n, n), or None with a custom attend)."""
+    X (..., n, d), h heads, mask: bool to (..., h, n, n), True = may attend, or None; attend: None
+    or attend(Q, K, V) on one head's (n, d_k), no mask. Returns (out (..., n, d), A or None)."""
     X, p, mask = _check_layer(X, params, h, mask, attend)
     Q = split_heads(X @ p.W_Q + p.b_Q, h)  # (..., h, n, d_k): head i's queries Q_i
     K = split_heads(X @ p.W_K + p.b_K, h)

@@ -22,7 +22,7 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
-from bertlib.checks import attention_maps, items, same_shape, token_batch, whole
+from bertlib.checks import attention_stack, items, same_shape, token_batch, whole
 from bertlib.lab.analysis import offset_share
 from bertlib.paper.attention import softmax
 from bertlib.tiny import grammar
@@ -66,7 +66,7 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 # --------------------------------------------------------------------------------------------
 def position_share(A, j: int) -> np.ndarray:
     """Mean over queries i of A[..., i, j] (j = 0: [CLS]; j = n − 1: the last [SEP])."""
-    A = attention_maps(A)
+    A = attention_stack(A)
     n = A.shape[-1]
     whole(j, "j", -n, n - 1)
     return A[..., :, j].mean(-1)
@@ -74,7 +74,7 @@ def position_share(A, j: int) -> np.ndarray:
 
 def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     """Mean over pairs (q, k) of A[..., q, k]: e.g. each verb's attention to its subject."""
-    A = attention_maps(A)
+    A = attention_stack(A)
     q, k = np.asarray(queries, dtype=int), np.asarray(keys, dtype=int)
     n = A.shape[-1]
     same_shape(q, k, ("queries", "keys"))

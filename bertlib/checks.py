@@ -16,7 +16,7 @@ import numpy as np
 
 __all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
            "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_stack",
-           "bool_mask", "padding_flags", "one_mask_token", "token_batch"]
+           "window", "bool_mask", "padding_flags", "one_mask_token", "token_batch"]
 
 
 def _span(low, high) -> str:
@@ -226,6 +226,16 @@ def attention_stack(A, name: str = "attention maps", n: int | None = None,
     m = whole(A.shape[-1] if n is None else n, f"n, the number of tokens of {name},", 1)
     has_shape(A, name, (..., m, m) if ndim is None else (None,) * (ndim - 2) + (m, m), layout, why)
     return A
+
+
+def window(w, name: str = "w") -> int:
+    """A sliding window's width w: a positive even whole number (a token sees w/2 keys on each
+    side, w + 1 with itself): the one rule for w, or a ValueError naming the nearest even ones."""
+    w = whole(w, f"{name} (the window)", 1)
+    if w % 2:
+        raise ValueError(f"{name} must be even: a token sees w/2 keys on each side (w + 1 with "
+                         f"itself), so an odd {name}={w} has no whole half; use {w - 1} or {w + 1}")
+    return w
 
 
 def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)"):

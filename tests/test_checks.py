@@ -214,3 +214,11 @@ def test_token_batch_checks_ids_flags_and_labels_together():
         checks.token_batch(ids, flags, 8, np.full(ids.shape, -100), ignore=-1)
     with pytest.raises(ValueError, match="attention_mask must hold 0/1"):
         checks.token_batch(ids, flags - 1, 8)
+
+
+def test_window_is_the_one_rule_for_a_sliding_windows_w():
+    assert checks.window(4) == 4
+    with pytest.raises(ValueError, match=r"w must be even: .* use 4 or 6"):
+        checks.window(5)
+    with pytest.raises(ValueError, match=r"w \(the window\) must be a whole number >= 1"):
+        checks.window(0)

@@ -184,27 +184,43 @@ def test_the_import_scanner_sees_both_import_forms(tmp_path):
 #: paper/ holds the equations: its modules import only checks and other paper/ modules. Each
 #: pair below is a crossing that stays for a reason; a new one fails, and so does a pair that is
 #: no longer needed (remove it, the list only shrinks).
-PAPER_CROSSINGS = {  # paper module: {module outside paper/ it imports: why}
+PAPER_CROSSINGS = {  # paper module: {module outside paper/ (or transformers) it imports: why}
     "paper/bert": {
         "hf/params": "bert_forward also takes a transformers model, read by bert_params; the "
                      "types (LayerParams, BertParams) live with their reading (not re-exported)",
-        "hf/models": "forward_text tokenises a sentence",
-        "hf/loading": "forward_text's default model is the bundled one"},
+        "hf/models": "forward_text tokenises a sentence (used by tests only: the numpy BERT "
+                     "checked against transformers on text)",
+        "hf/loading": "forward_text's default model is the bundled one (tests only, as above)"},
     "paper/mlm": {
-        "hf/models": "fill_mask runs a model with a masked-LM head",
-        "hf/loading": "fill_mask loads the bundled model's masked-LM head"},
+        "hf/models": "mask_sentence tokenises a sentence with encode (notebook 03)",
+        "hf/loading": "mask_sentence's default model is the bundled one"},
     "paper/variants": {
         "hf/params": "bert_qkv and bert_layer read a real BERT's parameters",
         "hf/models": "a variant put into one real BERT layer (bert_layer)",
         "hf/loading": "bert_qkv reads a real BERT's Q, K, V"},
+    "paper/family": {
+        "transformers": "meta_model builds ALBERT / DeBERTa configs on the meta device to count "
+                        "their parameters (notebook 07), inside the function"},
 }
+
+
+def _imports_transformers(path: Path) -> bool:
+    """Whether ``path`` imports transformers anywhere (inside functions too)."""
+    return any(isinstance(node, ast.Import) and any(a.name.split(".")[0] == "transformers"
+                                                    for a in node.names)
+               or isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0]
+               == "transformers" and not node.level
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
 
 
 def paper_crossings(modules: dict[str, list[Path]]) -> set[tuple[str, str]]:
     """(paper module, module it imports) for each import from paper/ to outside paper/ and
-    checks, inside functions too."""
+    checks, inside functions too; a paper/ module that imports transformers itself crosses to
+    ``"transformers"``."""
     return {(name, target) for name, files in modules.items() if name.startswith("paper/")
-            for path in files for target in _bertlib_imports(path) & set(modules)
+            for path in files
+            for target in (_bertlib_imports(path) & set(modules))
+            | ({"transformers"} if _imports_transformers(path) else set())
             if target != "checks" and not target.startswith("paper/")}
 
 
@@ -221,10 +237,11 @@ def test_paper_imports_only_checks_and_paper():
 
 def test_the_folder_rule_sees_a_crossing(tmp_path):
     (tmp_path / "a.py").write_text("from bertlib.hf.models import encode\nfrom bertlib import checks\n"
-                                   "from bertlib.paper import attention\n")
+                                   "from bertlib.paper import attention\n"
+                                   "def f():\n    import transformers.models\n")
     modules = {"paper/a": [tmp_path / "a.py"], "hf/models": [], "checks": [],
                "paper/attention": []}
-    assert paper_crossings(modules) == {("paper/a", "hf/models")}
+    assert paper_crossings(modules) == {("paper/a", "hf/models"), ("paper/a", "transformers")}
 
 
 # ---------------------------------------------------------------- readable in one sitting

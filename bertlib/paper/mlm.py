@@ -1,4 +1,4 @@
-"""How BERT was pre-trained: the masked-language-model corruption, and fill-mask when possible.
+"""How BERT was pre-trained: the masked-language-model corruption and its loss.
 
 Devlin et al. 2019, section 3.1: choose 15 % of the input's tokens for prediction; of those,
 replace 80 % by [MASK], 10 % by a random token, and keep 10 % unchanged. The model must predict
@@ -9,18 +9,17 @@ non-special tokens, and each chosen token then draws its fate independently (80 
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from bertlib.checks import has_shape, kind, number, one_mask_token, vocab_ids
-from bertlib.hf.loading import bundled_model_path, load_bert, load_pretrained
+from bertlib.checks import has_shape, kind, number, vocab_ids
+from bertlib.hf.loading import load_bert
 from bertlib.hf.models import encode
 
 __all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mlm_loss",
-           "mask_sentence", "has_mlm_head", "fill_mask"]
+           "mask_sentence"]
 
 #: Label of the positions the loss ignores (the PyTorch / transformers convention).
 IGNORE_INDEX = -100
@@ -90,42 +89,6 @@ def mask_sentence(text: str, text_pair: str | None = None, model=None,
     masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
     return (tok.convert_ids_to_tokens(ids.tolist()),
             tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
-
-
-def has_mlm_head(folder: str | None = None) -> bool:
-    """Whether a model folder's parameters include BERT's masked-LM head (``cls.predictions.*``).
-
-    folder: None for the bundled model. Reads only the names in ``model.safetensors``.
-    """
-    from safetensors import safe_open  # third-party, loaded only when needed
-
-    path = os.path.join(folder or bundled_model_path(), "model.safetensors")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no model.safetensors in {folder!r}")
-    with safe_open(path, "np") as f:
-        return any(key.startswith("cls.predictions") for key in f.keys())
-
-
-def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tuple[str, float]]:
-    """The k most likely words for the single [MASK] in ``text`` by a model with an MLM head.
-
-    name: a hub id or folder of a model trained with masked-LM (the bundled model has no MLM
-    head). Returns [(word piece, probability), ...], most likely first. Raises OSError naming
-    the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
-    holds exactly one [MASK].
-    """
-    one_mask_token(text)
-    from transformers import AutoModelForMaskedLM, AutoTokenizer  # loaded when a model is asked for
-
-    model = load_pretrained(AutoModelForMaskedLM, name).eval()
-    tok = load_pretrained(AutoTokenizer, name)
-    enc = tok(text, return_tensors="pt")
-    where = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
-    with torch.no_grad():
-        probs = model(**enc).logits[0, where].softmax(-1)
-    top = probs.topk(k)
-    return [(tok.convert_ids_to_tokens(int(i)), float(p))
-            for p, i in zip(top.values, top.indices, strict=True)]
 
 
 # ---------------------------------------------------------------- below the public functions: the

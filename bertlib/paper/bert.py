@@ -5,7 +5,7 @@ The whole model (Devlin et al. 2019; the encoder of Vaswani et al. 2017), for to
     X   = LayerNorm(W_word[t] + W_pos[0..n-1] + W_type[s])                 (n, d)
     for each of the L layers:
         M   = MultiHead(X) = Concat(head_0, ..., head_{h-1}) W_O + b_O,
-              head_i = softmax(Q_i K_iᵀ / √d_k + padding mask) V_i         (n, d)
+              head_i = softmax(Q_i K_iᵀ / √d_k) V_i, padding keys excluded   (n, d)
         X'  = LayerNorm(X + M)                                              (n, d)
         F   = GELU(X' W_1 + b_1) W_2 + b_2                                  (n, d_ff)->(n, d)
         X   = LayerNorm(X' + F)                                             (n, d)

@@ -8,9 +8,9 @@ import torch.nn.functional as F
 from bertlib.paper.attention import (
     attention_scale,
     causal_mask,
-    key_mask,
     check_one_head,
     check_qkv_shapes,
+    key_mask,
     padding_mask,
     scaled_dot_product_attention,
     sliding_window_blocks,

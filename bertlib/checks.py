@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 __all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
-           "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_maps",
-           "bool_mask", "padding_flags", "one_mask_token", "token_batch"]
+           "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_stack",
+           "window", "bool_mask", "padding_flags", "one_mask_token", "token_batch"]
 
 
 def _span(low, high) -> str:
@@ -215,15 +215,27 @@ def vocab_ids(ids, name: str, vocab_size: int, ndim: int | None = None,
     return arr
 
 
-def attention_maps(A, name: str = "attention maps", n: int | None = None,
-                   layout: str = "(..., n, n)", why: str = "") -> np.ndarray:
+def attention_stack(A, name: str = "attention maps", n: int | None = None,
+                    layout: str = "(..., n, n)", why: str = "", ndim: int | None = None
+                    ) -> np.ndarray:
     """``A`` as a finite float array of square attention maps (..., n, n), n >= 1: the one check
-    of a stack of maps (rows = queries, columns = keys). n: the number of tokens, if known; else
-    any n. ``layout`` and ``why`` name the axes and the sizes' origin in the message."""
-    A = as_array(A, name, min_ndim=2, layout=layout)
-    m = A.shape[-1] if n is None else n
-    has_shape(A, name, (..., m, m), layout, why)
+    of a stack of maps (rows = queries, columns = keys), which every other maps check calls.
+    n: the number of tokens, if known; else any n. ndim: the exact number of axes, or None (>= 2).
+    ``layout`` and ``why`` name the axes and the sizes' origin in the message."""
+    A = as_array(A, name, ndim, min_ndim=2, layout=layout)
+    m = whole(A.shape[-1] if n is None else n, f"n, the number of tokens of {name},", 1)
+    has_shape(A, name, (..., m, m) if ndim is None else (None,) * (ndim - 2) + (m, m), layout, why)
     return A
+
+
+def window(w, name: str = "w") -> int:
+    """A sliding window's width w: a positive even whole number (a token sees w/2 keys on each
+    side, w + 1 with itself): the one rule for w, or a ValueError naming the nearest even ones."""
+    w = whole(w, f"{name} (the window)", 1)
+    if w % 2:
+        raise ValueError(f"{name} must be even: a token sees w/2 keys on each side (w + 1 with "
+                         f"itself), so an odd {name}={w} has no whole half; use {w - 1} or {w + 1}")
+    return w
 
 
 def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)"):

@@ -10,6 +10,7 @@ from bertlib.paper.attention import (
     causal_mask,
     check_one_head,
     check_qkv_shapes,
+    key_mask,
     padding_mask,
     scaled_dot_product_attention,
     sliding_window_blocks,
@@ -218,6 +219,25 @@ def test_attention_scale_is_one_over_root_d_k_or_the_given_scale():
     assert type(attention_scale(3)) is float  # keeps float32 scores float32
     Q = np.ones((2, 3), dtype=np.float32)
     assert (Q * attention_scale(3)).dtype == np.float32
+
+
+def test_the_scores_dtype_is_what_the_docstring_says():
+    # the default s is float64 (float32 Q, K give float64 weights: notebook 05 measures that);
+    # a given scale is a Python float and keeps float32 float32
+    Q = np.ones((2, 3), dtype=np.float32)
+    assert scaled_dot_product_attention(Q, Q, Q)[1].dtype == np.float64
+    assert scaled_dot_product_attention(Q, Q, Q, scale=0.5)[1].dtype == np.float32
+
+
+def test_key_mask_turns_padding_flags_into_a_key_mask_once():
+    flags = np.array([[1, 1, 0], [1, 0, 0]])
+    np.testing.assert_array_equal(key_mask(flags), padding_mask(flags))
+    assert key_mask(flags).shape == (2, 1, 3) and key_mask([1, 0]).shape == (1, 2)
+    np.testing.assert_array_equal(key_mask(np.ones((2, 2, 4)))[..., 0, :], True)
+    with pytest.raises(ValueError, match="at least one real token"):
+        key_mask([[1, 1], [0, 0]], real_in_each_row=True)
+    with pytest.raises(ValueError, match="0/1 or bool"):
+        key_mask([[2, 1]], "flags")
 
 
 @pytest.mark.parametrize("args, error, words", [

@@ -142,18 +142,22 @@ def test_check_finite_reads_a_torch_tensor_where_it_lives():
         checks.check_finite(torch.tensor([[0.0, float("nan")], [float("inf"), 1.0]]), "x")
 
 
-def test_attention_maps_takes_square_stacks_and_names_the_tokens():
+def test_attention_stack_takes_square_stacks_and_names_the_tokens():
     A = np.full((2, 3, 4, 4), 0.25)
-    assert checks.attention_maps(A).shape == (2, 3, 4, 4)
-    assert checks.attention_maps(A[0, 0], n=4).dtype == np.float64
+    assert checks.attention_stack(A).shape == (2, 3, 4, 4)
+    assert checks.attention_stack(A[0, 0], n=4).dtype == np.float64
     with pytest.raises(ValueError, match=r"attention maps must have shape \(\.\.\., n, n\) = "
                                          r"\(\.\.\., 3, 3\), got \(2, 4, 3\)"):
-        checks.attention_maps(np.ones((2, 4, 3)))
+        checks.attention_stack(np.ones((2, 4, 3)))
     with pytest.raises(ValueError, match=r"weights must have shape \(h, n, n\) = \(\.\.\., 5, 5\) "
                                          r"for 5 tokens, got \(3, 4, 4\)"):
-        checks.attention_maps(A[0], "weights", 5, "(h, n, n)", "for 5 tokens")
+        checks.attention_stack(A[0], "weights", 5, "(h, n, n)", "for 5 tokens")
     with pytest.raises(ValueError, match=r"at least 2 dimensions \(\.\.\., n, n\)"):
-        checks.attention_maps(np.ones(4))
+        checks.attention_stack(np.ones(4))
+    with pytest.raises(ValueError, match=r"= \(layers, heads, 2, 2\)"):
+        checks.attention_stack(np.ones((2, 2, 3, 3)), "A", 2, "(layers, heads, n, n)", ndim=4)
+    with pytest.raises(ValueError, match="n, the number of tokens of A, must be a whole number >= 1"):
+        checks.attention_stack(np.ones((3, 0, 0)), "A")
 
 
 def test_bool_mask_takes_a_torch_tensor_as_it_is():
@@ -210,3 +214,11 @@ def test_token_batch_checks_ids_flags_and_labels_together():
         checks.token_batch(ids, flags, 8, np.full(ids.shape, -100), ignore=-1)
     with pytest.raises(ValueError, match="attention_mask must hold 0/1"):
         checks.token_batch(ids, flags - 1, 8)
+
+
+def test_window_is_the_one_rule_for_a_sliding_windows_w():
+    assert checks.window(4) == 4
+    with pytest.raises(ValueError, match=r"w must be even: .* use 4 or 6"):
+        checks.window(5)
+    with pytest.raises(ValueError, match=r"w \(the window\) must be a whole number >= 1"):
+        checks.window(0)

@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlib.pictures.diagrams import embeddings_and_stack, encoder_layer_picture  # noqa: E402
+from bertlib.pictures.diagrams import embeddings_and_stack_picture, encoder_layer_picture  # noqa: E402
 
 
 def texts(fig):
@@ -41,25 +41,25 @@ def test_encoder_layer_rejects_bad_sizes(kwargs, error, message):
 
 
 def test_embeddings_and_stack_names_the_three_tables_and_every_layer_shown():
-    fig = embeddings_and_stack(n=8, d=384, n_layers=6, vocab=30522, positions=512)
+    fig = embeddings_and_stack_picture(n=8, d=384, n_layers=6, vocab=30522, positions=512)
     words = texts(fig)
     for label in ("W_word (30522, 384)", "W_pos (512, 384)", "W_type (2, 384)", "LayerNorm",
                   "its output E:\nhidden_states[0]", "layer 0", "layer 1", "layer 5", "its output:\nhidden_states[6]", "…",
                   "(8, 384)"):
         assert label in words
     plt.close(fig)
-    small = texts(embeddings_and_stack(n=5, d=256, n_layers=2, vocab=100, positions=64))
+    small = texts(embeddings_and_stack_picture(n=5, d=256, n_layers=2, vocab=100, positions=64))
     assert "layer 1" in small and "layer 2" not in small and "hidden_states[2]" in small
     assert small.count("…") == 1  # only "rows 0 … 4": two layers need no "…" between them
     plt.close("all")
     with pytest.raises(ValueError, match="n_layers"):
-        embeddings_and_stack(n=5, d=256, n_layers=0, vocab=100, positions=64)
+        embeddings_and_stack_picture(n=5, d=256, n_layers=0, vocab=100, positions=64)
 
 
 def test_embeddings_and_stack_labels_under_the_boxes_touch_no_box():
     from matplotlib.patches import FancyBboxPatch
 
-    fig = embeddings_and_stack(n=8, d=384, n_layers=6, vocab=30522, positions=512)
+    fig = embeddings_and_stack_picture(n=8, d=384, n_layers=6, vocab=30522, positions=512)
     renderer = fig.canvas.get_renderer()
     ax = fig.axes[0]
     boxes = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, FancyBboxPatch)]

@@ -216,9 +216,9 @@ def test_kernels_reject_leading_axes_that_do_not_broadcast(torch_qkv):
 
 def test_banded_attention_rejects_a_window_that_is_not_a_positive_whole_number(torch_qkv):
     Q, K, V = torch_qkv((8, 4))
-    with pytest.raises(ValueError, match="w must be a whole number >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"w \(the window\) must be a whole number >= 1, got 0"):
         banded_attention(Q, K, V, 0)
-    with pytest.raises(TypeError, match="w must be a whole number >= 1, got 2.0"):
+    with pytest.raises(TypeError, match=r"w \(the window\) must be a whole number >= 1, got 2.0"):
         banded_attention(Q, K, V, 2.0)
 
 

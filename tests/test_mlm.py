@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from bertlib.hf import loading
-from bertlib.paper.mlm import IGNORE_INDEX, fill_mask, has_mlm_head, mask_sentence, mask_tokens
+from bertlib.hf.models import fill_mask, has_mlm_head
+from bertlib.paper.mlm import IGNORE_INDEX, mask_sentence, mask_tokens
 
 CLS, SEP, MASK, VOCAB = 101, 102, 103, 30522
 

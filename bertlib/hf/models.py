@@ -9,6 +9,7 @@ never served a stale pass. ``check_layer_head`` checks a (layer, head) pair agai
 from __future__ import annotations
 
 import itertools
+import os
 import warnings
 import weakref
 from collections import OrderedDict
@@ -18,7 +19,13 @@ import numpy as np
 import torch
 
 from bertlib import checks
-from bertlib.hf.loading import LoadedBert, load_bert, max_positions
+from bertlib.hf.loading import (
+    LoadedBert,
+    bundled_model_path,
+    load_bert,
+    load_pretrained,
+    max_positions,
+)
 
 __all__ = [
     "BertRun",
@@ -30,6 +37,8 @@ __all__ = [
     "parameters_state",
     "forward_state",
     "batch_runs",
+    "has_mlm_head",
+    "fill_mask",
 ]
 
 class BertRun(NamedTuple):
@@ -282,3 +291,41 @@ def check_layer_head(model_or_attentions, layer, head=None,
     if head is None and allow_mean:
         return layer, None
     return layer, checks.whole(head, "head", 0, n_heads - 1, why=f"({n_heads} heads)")
+
+
+# ---------------------------------------------------------------- fill-mask with a hub model
+
+def has_mlm_head(folder: str | None = None) -> bool:
+    """Whether a model folder's parameters include BERT's masked-LM head (``cls.predictions.*``).
+
+    folder: None for the bundled model. Reads only the names in ``model.safetensors``.
+    """
+    from safetensors import safe_open  # third-party, loaded only when needed
+
+    path = os.path.join(folder or bundled_model_path(), "model.safetensors")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no model.safetensors in {folder!r}")
+    with safe_open(path, "np") as f:
+        return any(key.startswith("cls.predictions") for key in f.keys())
+
+
+def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tuple[str, float]]:
+    """The k most likely words for the single [MASK] in ``text`` by a model with an MLM head.
+
+    name: a hub id or folder of a model trained with masked-LM (the bundled model has no MLM
+    head). Returns [(word piece, probability), ...], most likely first. Raises OSError naming
+    the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
+    holds exactly one [MASK].
+    """
+    checks.one_mask_token(text)
+    from transformers import AutoModelForMaskedLM, AutoTokenizer  # loaded when a model is asked for
+
+    model = load_pretrained(AutoModelForMaskedLM, name).eval()
+    tok = load_pretrained(AutoTokenizer, name)
+    enc = tok(text, return_tensors="pt")
+    where = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
+    with torch.no_grad():
+        probs = model(**enc).logits[0, where].softmax(-1)
+    top = probs.topk(k)
+    return [(tok.convert_ids_to_tokens(int(i)), float(p))
+            for p, i in zip(top.values, top.indices, strict=True)]

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.checks import as_array, attention_maps, items, number, same_shape, whole
+from bertlib.checks import as_array, attention_stack, items, number, same_shape, whole
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -77,9 +77,8 @@ def check_maps(attentions, atol: float = 1e-3) -> np.ndarray:
     if A.ndim not in (2, 3, 4):
         raise ValueError("attentions must have rank 4 (layers, heads, n, n), 3 (heads, n, n) or "
                          f"2 (n, n); got rank {A.ndim}, shape {A.shape}")
-    A = A.reshape((1,) * (4 - A.ndim) + A.shape)
-    if A.shape[-1] != A.shape[-2] or A.shape[-1] == 0:
-        raise ValueError(f"each map must be square (n, n) with n >= 1, got shape {A.shape}")
+    A = attention_stack(A.reshape((1,) * (4 - A.ndim) + A.shape), "attentions",
+                        layout="(layers, heads, n, n)", why="(each map square, n >= 1)")
     if (A < -atol).any():
         first = tuple(int(i) for i in np.argwhere(A < -atol)[0])
         raise ValueError(f"attention weights must be >= 0; found {A[first]:.4g} at {first}")
@@ -144,7 +143,7 @@ def to_token_shares(attentions, tokens: Sequence[str]) -> dict[str, np.ndarray]:
 def offset_share(A, offset: int) -> np.ndarray:
     """Mean over queries i of A[..., i, i + offset] (offset −1: previous token, +1: next),
     over the queries where i + offset is inside the sequence. A: (..., n, n) -> (...)."""
-    A = attention_maps(A)
+    A = attention_stack(A)
     n = A.shape[-1]
     offset = whole(offset, "offset", -(n - 1), n - 1, why="(-1: previous token, +1: next)")
     whole(abs(offset), "abs(offset) (an offset of 0 is no neighbour)", 1, n - 1)

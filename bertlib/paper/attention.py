@@ -29,6 +29,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "causal_mask",
     "padding_mask",
+    "key_mask",
     "sliding_window_blocks",
     "check_qkv_shapes",
     "check_one_head",
@@ -56,25 +57,25 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
 def attention_scale(d_k: int, scale: float | None = None) -> float:
     """s = 1/√d_k, the factor on Q Kᵀ (Vaswani et al. 2017, section 3.2.1), unless a scale is given.
 
-    d_k: the width of one head's queries and keys (a whole number >= 0; d_k = 0 gives s = 1: every
-    score is 0 and any factor will do). scale: a number >= 0 that replaces 1/√d_k, or None.
-    Returns s as a Python float, so that float32 scores stay float32. Every attention in bertlib
-    (numpy, torch, the pictures) takes its scale from here.
+    d_k: one head's query/key width, a whole number >= 0 (d_k = 0: every score is 0, s = 1 will
+    do). scale: a number >= 0 that replaces 1/√d_k, or None. Returns s as a Python float, so x * s
+    keeps x's float type. Every attention in bertlib takes its scale here (DeBERTa's 1/√(3 d_k) as
+    attention_scale(3 * d_k)); only notebook 01's exercise checkers write √d_k out, as learners do.
     """
     d_k = whole(d_k, "d_k", 0)
     return 1 / math.sqrt(max(d_k, 1)) if scale is None else number(scale, "scale", 0)
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
-    """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V, leading (batch, head) axes broadcast.
+    """Attention(Q, K, V) = softmax(Q Kᵀ · s) V, s = 1/√d_k unless given; leading axes broadcast.
 
-    Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v)
-    mask: (..., n_q, n_k) bool, True where a query may attend; None = all.
-    scale: the factor applied to Q Kᵀ; default 1/√d_k (what BERT uses, per head).
-    Returns (output (..., n_q, d_v), weights (..., n_q, n_k)); masked-out rows get zero weights.
-    """
-    Q, K, V, mask, s = _check_attention(Q, K, V, mask, scale)  # s = 1/√d_k unless scale given
-    scores = Q @ np.swapaxes(K, -1, -2) * s
+    Q: (..., n_q, d_k), K: (..., n_k, d_k), V: (..., n_k, d_v); mask: (..., n_q, n_k) bool, True =
+    may attend, None = all. Returns output (..., n_q, d_v), weights (..., n_q, n_k) (masked-out rows
+    0). The default s is float64, so float32 Q, K give float64 scores and weights (notebook 05
+    measures them so); a given scale keeps Q's float type."""
+    Q, K, V, mask = _check_attention(Q, K, V, mask)
+    s = attention_scale(Q.shape[-1], scale)  # 1/√d_k, a Python float, unless scale is given
+    scores = Q @ np.swapaxes(K, -1, -2) * (np.float64(s) if scale is None else s)
     weights = softmax(scores, where=mask)  # a masked-out key gets weight 0
     return weights @ V, weights
 
@@ -136,7 +137,7 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     """
     a = np.asarray(lengths_or_flags)
     if a.ndim == 2:  # (batch, n) flags: True = real token
-        return padding_flags(a, "lengths_or_flags")[:, None, :]
+        return key_mask(a, "lengths_or_flags")
     if a.ndim != 1:
         raise ValueError(f"expected 1-D lengths, or 2-D (batch, n) flags of 0/1 or bool (1 = real "
                          f"token); got shape {a.shape}")
@@ -145,6 +146,14 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     n = longest if n is None else whole(n, "n", longest, why="(not shorter than the longest "
                                                             "length)")
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
+
+
+def key_mask(flags, name: str = "attention_mask", real_in_each_row: bool = False) -> np.ndarray:
+    """Padding flags (..., n), 1 = real token (transformers' attention_mask), as the key mask
+    (..., 1, n) bool, True = may attend: it broadcasts over the queries. The one place flags
+    become a mask (padding_mask and bert_forward use it). real_in_each_row: every row of flags
+    needs a real token (else a ValueError, as a query with no key to attend has no softmax)."""
+    return padding_flags(flags, name, real_in_each_row)[..., None, :]
 
 
 def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -206,17 +215,15 @@ def _check_softmax(x, where) -> tuple[np.ndarray, np.ndarray | None]:
     return x, None if where is None else np.broadcast_to(np.asarray(where, dtype=bool), x.shape)
 
 
-def _check_attention(Q, K, V, mask, scale):
-    """Q, K, V as finite float arrays (at least 2 axes, d_k >= 1) whose shapes fit, the mask as a
-    bool array that broadcasts to the scores' shape, the scale a number >= 0 or None."""
+def _check_attention(Q, K, V, mask):
+    """Q, K, V as finite float arrays (at least 2 axes, d_k >= 1) whose shapes fit, and the mask
+    as a bool array that broadcasts to the scores' shape."""
     Q, K, V = (as_array(x, name, min_ndim=2, layout="(..., n, d)")
                for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
     check_qkv_shapes(Q.shape, K.shape, V.shape)
     whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
     scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
-    mask = None if mask is None else bool_mask(mask, scores)
-    s = attention_scale(Q.shape[-1], scale)  # the default as float64: float32 Q, K give float64
-    return Q, K, V, mask, np.float64(s) if scale is None else s  # scores (05 measures them so)
+    return Q, K, V, None if mask is None else bool_mask(mask, scores)
 
 
 def _check_split(X, h) -> tuple[np.ndarray, int]:

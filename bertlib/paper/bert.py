@@ -5,7 +5,7 @@ The whole model (Devlin et al. 2019; the encoder of Vaswani et al. 2017), for to
     X   = LayerNorm(W_word[t] + W_pos[0..n-1] + W_type[s])                 (n, d)
     for each of the L layers:
         M   = MultiHead(X) = Concat(head_0, ..., head_{h-1}) W_O + b_O,
-              head_i = softmax(Q_i K_iᵀ / √d_k + padding mask) V_i         (n, d)
+              head_i = softmax(Q_i K_iᵀ / √d_k) V_i, padding keys excluded   (n, d)
         X'  = LayerNorm(X + M)                                              (n, d)
         F   = GELU(X' W_1 + b_1) W_2 + b_2                                  (n, d_ff)->(n, d)
         X   = LayerNorm(X' + F)                                             (n, d)
@@ -34,7 +34,6 @@ from bertlib.checks import (
     bool_mask,
     heads_dividing,
     kind,
-    padding_flags,
     same_shape,
     vocab_ids,
     whole,
@@ -42,7 +41,12 @@ from bertlib.checks import (
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import encode
 from bertlib.hf.params import BertParams, LayerParams, bert_params
-from bertlib.paper.attention import merge_heads, scaled_dot_product_attention, split_heads
+from bertlib.paper.attention import (
+    key_mask,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 
 __all__ = [
     "BertOutput",
@@ -56,37 +60,30 @@ __all__ = [
 
 
 def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None) -> BertOutput:
-    """BERT's encoder on token ids (the module docstring's equations): embeddings, then L layers.
+    """X_0 = LayerNorm(W_word[t] + W_pos + W_type[s]), X_l = EncoderLayer_l(X_{l−1}) for l = 1..L.
 
-    input_ids, token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding
-    (keys nobody attends to), None = all real. model: BertModel / LoadedBert / BertParams / None.
-    Returns BertOutput(hidden_states (L+1, ..., n, d), attentions (L, ..., h, n, n)), float64.
-    """
+    input_ids, token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding,
+    None = all real; model: BertModel / LoadedBert / BertParams / None. Returns BertOutput(hidden
+    states (L+1, ..., n, d), attentions A (L, ..., h, n, n)), float64."""
     params, mask = _check_forward(input_ids, attention_mask, model)
-    X = embed(params, input_ids, token_type_ids)  # LayerNorm(W_word[t] + W_pos + W_type[s])
+    X = embed(params, input_ids, token_type_ids)  # X_0 = LayerNorm(W_word[t] + W_pos + W_type[s])
     hidden, attentions = [X], []
-    for layer in params.layers:  # X = EncoderLayer_l(X), l = 1..L
+    for layer in params.layers:  # X_l = EncoderLayer_l(X_{l−1}), l = 1..L
         X, A = encoder_layer(X, layer, params.h, mask, params.eps)
         hidden.append(X)
         attentions.append(A)
     return BertOutput(np.stack(hidden), np.stack(attentions))
 
 
-def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12,
-                  attend=None) -> tuple[np.ndarray, np.ndarray | None]:
-    """One BERT encoder layer: multi-head attention, add & norm, feed-forward, add & norm.
-
-    X: (..., n, d); params: the layer's LayerParams; h: heads. mask: bool broadcastable to
-    (..., h, n, n), True = may attend, e.g. key padding (..., 1, 1, n); None = all. attend: None
-    (BERT's softmax) or attend(Q, K, V) -> (n, d_k) for one head's (n, d_k) Q, K, V, no mask.
-    Returns (output (..., n, d), attentions A (..., h, n, n), or None with a custom attend).
-    """
+def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12, attend=None):
+    """X' = LayerNorm(X + M), M = MultiHead(X); out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2).
+    X (..., n, d), h heads, mask: bool to (..., h, n, n), True = may attend, or None; attend: None
+    or attend(Q, K, V) on one head's (n, d_k), no mask. Returns (out (..., n, d), A or None)."""
     X, p, mask = _check_layer(X, params, h, mask, attend)
     Q = split_heads(X @ p.W_Q + p.b_Q, h)  # (..., h, n, d_k): head i's queries Q_i
     K = split_heads(X @ p.W_K + p.b_K, h)
     V = split_heads(X @ p.W_V + p.b_V, h)
-    heads, A = (scaled_dot_product_attention(Q, K, V, mask) if attend is None  # head_i for all i
-                else (_each_head(attend, Q, K, V), None))
+    heads, A = _per_head(attend, Q, K, V) if attend else scaled_dot_product_attention(Q, K, V, mask)
     M = merge_heads(heads) @ p.W_O + p.b_O  # Concat(head_0, ..., head_{h-1}) W_O + b_O
     X1 = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)
     F = gelu(X1 @ p.W_1 + p.b_1) @ p.W_2 + p.b_2
@@ -153,7 +150,7 @@ def _key_mask(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
     if attention_mask is None:
         return None
     same_shape(np.shape(attention_mask), shape, ("attention_mask", "input_ids"))
-    return padding_flags(attention_mask, real_in_each_row=True)[..., None, None, :]
+    return key_mask(attention_mask, real_in_each_row=True)[..., None, :, :]  # (..., 1, 1, n)
 
 
 def _check_ids(params: BertParams, input_ids, token_type_ids):
@@ -183,8 +180,9 @@ def _check_layer(X, params, h, mask, attend) -> tuple[np.ndarray, LayerParams, n
                                                             "(..., h, n, n)")
 
 
-def _each_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """attend(q, k, v) on every head (and batch item) alone, stacked: (..., h, n_q, d_v)."""
+def _per_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, None]:
+    """attend(q, k, v) on every head (and batch item) alone, stacked: ((..., h, n_q, d_v), None),
+    no attention maps."""
     lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
     flat = [np.broadcast_to(x, lead + x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (Q, K, V)]
     heads = np.stack([np.asarray(attend(q, k, v), dtype=Q.dtype)
@@ -193,7 +191,7 @@ def _each_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarra
     if heads.shape[1:] != one_head:
         raise ValueError(f"attend must return one head's output of shape {one_head} "
                          f"(n_q, d_k), got {heads.shape[1:]}")
-    return heads.reshape(lead + one_head)
+    return heads.reshape(lead + one_head), None
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from bertlib.checks import as_array, has_shape, one_of, vocab_ids, whole
-from bertlib.paper.attention import softmax
+from bertlib.paper.attention import attention_scale, softmax
 
 __all__ = [
     "relative_bucket",
@@ -110,7 +110,7 @@ def disentangled_attention(X, P_rel, W_qc, W_kc, W_qr, W_kr, k: int, W_v=None,
     c2p = (Q_c @ K_r.T)[rows, delta]  # (n, 2k) table, read at δ(i, j) in row i
     p2c_index = delta.T if p2c_delta == "ji" else delta
     p2c = (K_c @ Q_r.T)[rows.T, p2c_index]  # (n, 2k) table of keys j, read at δ(j, i) or δ(i, j)
-    scale = 1.0 / np.sqrt(3 * d_k)
+    scale = np.float64(attention_scale(3 * d_k))  # DeBERTa's 1/√(3 d_k), float64 as before
     scores = (c2c + c2p + p2c) * scale
     weights = softmax(scores, axis=-1)
     return DisentangledAttention(weights @ (X @ W_v), weights, scores, c2c, c2p, p2c, scale)

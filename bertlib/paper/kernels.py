@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from bertlib.checks import bool_mask, check_finite, kind, whole
+from bertlib.checks import bool_mask, check_finite, kind, whole, window
 from bertlib.paper.attention import attention_scale, check_qkv_shapes, sliding_window_blocks
 
 __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "banded_attention"]
@@ -184,8 +184,7 @@ def banded_attention(Q, K, V, w: int):
     ``bertlib.paper.variants.sliding_window_attention_plain``.
     """
     _check_qkv(Q, K, V)
-    if whole(w, "w", low=1) % 2:
-        raise ValueError(f"w must be even (w/2 keys on each side), got {w}")
+    w = window(w)
     n, d_k = Q.shape[-2], Q.shape[-1]
     B = min(w // 2, n)
     keys, keep = sliding_window_blocks(n, w // 2, B)  # the slabs and the band, as numpy

@@ -1,4 +1,4 @@
-"""How BERT was pre-trained: the masked-language-model corruption, and fill-mask when possible.
+"""How BERT was pre-trained: the masked-language-model corruption and its loss.
 
 Devlin et al. 2019, section 3.1: choose 15 % of the input's tokens for prediction; of those,
 replace 80 % by [MASK], 10 % by a random token, and keep 10 % unchanged. The model must predict
@@ -9,18 +9,17 @@ non-special tokens, and each chosen token then draws its fate independently (80 
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from bertlib.checks import has_shape, kind, number, one_mask_token, vocab_ids
-from bertlib.hf.loading import bundled_model_path, load_bert, load_pretrained
+from bertlib.checks import has_shape, kind, number, vocab_ids
+from bertlib.hf.loading import load_bert
 from bertlib.hf.models import encode
 
 __all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mlm_loss",
-           "mask_sentence", "has_mlm_head", "fill_mask"]
+           "mask_sentence"]
 
 #: Label of the positions the loss ignores (the PyTorch / transformers convention).
 IGNORE_INDEX = -100
@@ -41,41 +40,28 @@ class MaskedInput(NamedTuple):
 
 
 def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
-                mask_prob: float = 0.15, mask_frac: float = 0.8,
-                random_frac: float = 0.1) -> MaskedInput:
-    """[MASK] corruption (masked-LM, not an attention mask) of one input, reproducible (seed).
+                mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
+    """[MASK] corruption (masked-LM) of one input: k = max(1, round(mask_prob · m)) of its m
+    non-special tokens chosen, each then [MASK] (mask_frac), random (random_frac) or kept.
 
-    input_ids: (n,) ints; mask_id: the id of [MASK]; vocab_size: ids are 0..vocab_size−1;
-    special_ids: ids never chosen ([CLS], [SEP], [PAD]) and never used as random replacements.
-    Chooses k = max(1, round(mask_prob · m)) of the m non-special positions; each chosen one
-    becomes [MASK] with probability mask_frac, a random id with probability random_frac, and
-    stays itself otherwise. Returns a MaskedInput of (n,) arrays.
+    input_ids: (n,) ints; mask_id: [MASK]'s id; vocab_size: ids are 0..vocab_size−1; special_ids:
+    never chosen nor drawn ([CLS], [SEP], [PAD]); seed: the draw's seed. Returns (n,) arrays.
     """
-    ids, special, mask_prob, mask_frac, random_frac = _check_masking(
-        input_ids, 1, "a 1-D array", vocab_size, special_ids, mask_prob, mask_frac,
-        random_frac)
-    candidates = np.flatnonzero(~special)
-    rng = np.random.default_rng(seed)
-    k = max(1, int(round(mask_prob * candidates.size))) if mask_prob > 0 else 0
-    chosen = np.zeros(ids.shape, dtype=bool)
-    chosen[rng.choice(candidates, size=k, replace=False)] = True
+    ids, special, rng, (p, mask_frac, random_frac) = _check_masking(
+        input_ids, 1, vocab_size, special_ids, seed, (mask_prob, mask_frac, random_frac))
+    chosen = _choose(special, p, rng)  # k = max(1, round(p · m)) of the m ordinary tokens
     return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
 
 
 def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=None,
                mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
-    """[MASK] corruption (masked-LM, not an attention mask) of each row of a padded (B, n) batch:
-    k = max(1, round(p·m)) of the row's m non-special positions chosen (p = mask_prob), then
-    [MASK] / random / kept with probabilities mask_frac / random_frac / the rest (the rule of
-    :func:`mask_tokens`). rng: numpy Generator (default seed 0). Returns (B, n) arrays."""
-    ids, special, mask_prob, mask_frac, random_frac = _check_masking(input_ids, 2, "a 2-D (batch, "
-        "n) array", vocab_size, special_ids, mask_prob, mask_frac, random_frac)  # padding: special
-    rng = np.random.default_rng(0) if rng is None else rng
-    m = (~special).sum(1)  # ordinary tokens per row
-    k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)
-    scores = np.where(special, np.inf, rng.random(ids.shape))
-    rank = scores.argsort(1).argsort(1)
-    chosen = rank < k[:, None]
+    """[MASK] corruption (masked-LM) of each row of a padded (B, n) batch: k = max(1, round(p · m))
+    of the row's m non-special tokens chosen (p = mask_prob), then [MASK] / random / kept with
+    probabilities mask_frac / random_frac / the rest, as :func:`mask_tokens`.
+    rng: numpy Generator (default seed 0); padding counts as special. Returns (B, n) arrays."""
+    ids, special, rng, (p, mask_frac, random_frac) = _check_masking(
+        input_ids, 2, vocab_size, special_ids, rng, (mask_prob, mask_frac, random_frac))
+    chosen = _choose(special, p, rng)  # k = max(1, round(p · m)) of each row's m ordinary tokens
     return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
 
 
@@ -95,12 +81,8 @@ def mlm_loss(logits, labels) -> torch.Tensor:
 
 def mask_sentence(text: str, text_pair: str | None = None, model=None,
                   seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
-    """[MASK] corruption (masked-LM) of a sentence (or pair): :func:`mask_tokens` with the model's
-    tokenizer.
-
-    Returns (tokens before, tokens after corruption, MaskedInput). [CLS], [SEP] and [PAD] are
-    never chosen.
-    """
+    """:func:`mask_tokens` on a sentence (or pair) tokenised by the model's tokenizer; [CLS],
+    [SEP] and [PAD] are never chosen. Returns (tokens before, tokens after, MaskedInput)."""
     loaded = load_bert() if model is None else model
     tok = loaded.tokenizer
     ids = encode(text, text_pair, loaded)["input_ids"][0].numpy()
@@ -109,50 +91,16 @@ def mask_sentence(text: str, text_pair: str | None = None, model=None,
             tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
 
 
-def has_mlm_head(folder: str | None = None) -> bool:
-    """Whether a model folder's parameters include BERT's masked-LM head (``cls.predictions.*``).
-
-    folder: None for the bundled model. Reads only the names in ``model.safetensors``.
-    """
-    from safetensors import safe_open  # third-party, loaded only when needed
-
-    path = os.path.join(folder or bundled_model_path(), "model.safetensors")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no model.safetensors in {folder!r}")
-    with safe_open(path, "np") as f:
-        return any(key.startswith("cls.predictions") for key in f.keys())
-
-
-def fill_mask(text: str, name: str = "bert-base-uncased", k: int = 5) -> list[tuple[str, float]]:
-    """The k most likely words for the single [MASK] in ``text`` by a model with an MLM head.
-
-    name: a hub id or folder of a model trained with masked-LM (the bundled model has no MLM
-    head). Returns [(word piece, probability), ...], most likely first. Raises OSError naming
-    the problem when the model cannot be loaded (e.g. no network), ValueError unless ``text``
-    holds exactly one [MASK].
-    """
-    one_mask_token(text)
-    from transformers import AutoModelForMaskedLM, AutoTokenizer  # loaded when a model is asked for
-
-    model = load_pretrained(AutoModelForMaskedLM, name).eval()
-    tok = load_pretrained(AutoTokenizer, name)
-    enc = tok(text, return_tensors="pt")
-    where = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
-    with torch.no_grad():
-        probs = model(**enc).logits[0, where].softmax(-1)
-    top = probs.topk(k)
-    return [(tok.convert_ids_to_tokens(int(i)), float(p))
-            for p, i in zip(top.values, top.indices, strict=True)]
-
-
 # ---------------------------------------------------------------- below the public functions: the
 # checks once at the edge, and the 80/10/10 both corruptions share
 
-def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, special_ids, mask_prob,
-                   mask_frac, random_frac) -> tuple[np.ndarray, np.ndarray, float, float, float]:
+def _check_masking(input_ids, ndim: int, vocab_size: int, special_ids, rng, fractions
+                   ) -> tuple[np.ndarray, np.ndarray, np.random.Generator, list[float]]:
     """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, an
-    ordinary token in every row, and three fractions in [0, 1] with mask_frac + random_frac ≤ 1.
-    Returns (ids, special: bool of ids' shape, mask_prob, mask_frac, random_frac)."""
+    ordinary token in every row, and three fractions (mask_prob, mask_frac, random_frac) in
+    [0, 1] with mask_frac + random_frac ≤ 1. rng: a seed, a Generator, or None (seed 0).
+    Returns (ids, special: bool of ids' shape, the Generator, the three fractions)."""
+    what = "a 1-D array" if ndim == 1 else "a 2-D (batch, n) array"
     ids = vocab_ids(input_ids, "input_ids", vocab_size, ndim, what)
     special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
     empty = np.flatnonzero(~np.atleast_2d(~special).any(axis=-1))  # rows of special tokens only
@@ -160,11 +108,25 @@ def _check_masking(input_ids, ndim: int, what: str, vocab_size: int, special_ids
         where = "the input has" if ndim == 1 else f"row(s) {empty.tolist()} have"
         raise ValueError(f"{where} no ordinary tokens to mask (only special tokens)")
     fractions = [number(v, name, 0, 1) for v, name in
-                 ((mask_prob, "mask_prob"), (mask_frac, "mask_frac"), (random_frac, "random_frac"))]
+                 zip(fractions, ("mask_prob", "mask_frac", "random_frac"), strict=True)]
     if fractions[1] + fractions[2] > 1:
         raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
                          f"{fractions[1]} + {fractions[2]}")
-    return ids, special, *fractions
+    return ids, special, np.random.default_rng(0 if rng is None else rng), fractions
+
+
+def _choose(special: np.ndarray, mask_prob: float, rng: np.random.Generator) -> np.ndarray:
+    """Per row, k = max(1, round(mask_prob · m)) of its m non-special positions, uniformly (bool of
+    special's shape; none if mask_prob = 0). A batch ranks uniform keys, one input uses rng.choice:
+    their seeded draws differ, and notebooks 03 and 09 print what each draws, so both stay."""
+    m = (~special).sum(-1)  # ordinary tokens per row
+    k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)
+    if special.ndim == 2:  # a batch: rank uniform keys in each row, special tokens last
+        rank = np.where(special, np.inf, rng.random(special.shape)).argsort(-1).argsort(-1)
+        return rank < k[:, None]
+    chosen = np.zeros(special.shape, dtype=bool)  # one input
+    chosen[rng.choice(np.flatnonzero(~special), size=int(k), replace=False)] = True
+    return chosen
 
 
 def _corrupt(ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator, mask_id: int,

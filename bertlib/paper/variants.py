@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from bertlib.checks import as_array, whole
+from bertlib.checks import as_array, whole, window
 from bertlib.hf.loading import bert_module
 from bertlib.hf.models import check_layer_head
 from bertlib.hf.params import BertParams, LayerParams, bert_params
@@ -49,14 +49,8 @@ __all__ = [
 
 
 def _window_half(w, n: int) -> int:
-    """w/2 for a valid window w (a positive even number), capped at n − 1."""
-    w = whole(w, "w (the window)", 1)
-    if w % 2:
-        raise ValueError(
-            f"w must be even: a token sees w/2 keys on each side (w + 1 with itself), so an odd "
-            f"w={w} has no whole half; use {w - 1} or {w + 1}"
-        )
-    return min(w // 2, n - 1)
+    """w/2 for a valid window w (checks.window), capped at n − 1: no key lies farther away."""
+    return min(window(w) // 2, n - 1)
 
 
 def _global_positions(global_idx, n: int) -> np.ndarray:

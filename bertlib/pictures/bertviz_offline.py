@@ -24,7 +24,7 @@ from bertviz import head_view as _head_view
 from bertviz import model_view as _model_view
 from IPython.display import HTML
 
-from bertlib.checks import as_array, whole
+from bertlib.checks import attention_stack, whole
 from bertlib.hf.models import check_layer_head
 from bertlib.pictures.viz import figure_png, line_view, small_png
 
@@ -98,9 +98,8 @@ def offline_bertviz_html(html: str) -> str:
 def _attentions(tokens, attentions) -> np.ndarray:
     """attentions as a finite float64 (layers, heads, n, n) array, n = len(tokens)."""
     n = len(tokens)
-    A = as_array(attentions, "attentions", shape=(None, None, n, n),
-                 layout="(layers, heads, n, n)", why=f"for {n} tokens")
-    return A.astype(np.float64)
+    return attention_stack(attentions, "attentions", n, "(layers, heads, n, n)", f"for {n} tokens",
+                           ndim=4).astype(np.float64)
 
 
 def _bertviz_input(tokens, attentions, decimals: int):

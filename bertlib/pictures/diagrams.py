@@ -321,7 +321,7 @@ def encoder_layer_picture(n: int, d: int, h: int, d_ff: int):
     return fig
 
 
-def embeddings_and_stack(n: int, d: int, n_layers: int, vocab: int, positions: int,
+def embeddings_and_stack_picture(n: int, d: int, n_layers: int, vocab: int, positions: int,
                          types: int = 2):
     """BERT's input and stack: word + position + segment embeddings, LayerNorm, L layers.
 
@@ -375,7 +375,7 @@ def embeddings_and_stack(n: int, d: int, n_layers: int, vocab: int, positions: i
 # --- notebook 09 ---
 
 
-def pretraining_step(batch: int = 128, n: int = 16, vocab: int = 102):
+def pretraining_step_picture(batch: int = 128, n: int = 16, vocab: int = 102):
     """One masked-LM pre-training step of notebook 09: sentences -> ids (B, N) -> 15 % masked
     (80/10/10) -> BertForMaskedLM -> logits (B, N, V) -> cross-entropy at the chosen positions
     -> AdamW. Shapes use ``batch`` = B, ``n`` = N (padded length) and ``vocab`` = V."""
@@ -399,3 +399,9 @@ def pretraining_step(batch: int = 128, n: int = 16, vocab: int = 102):
     arrow(ax, (9.3, low), (8.25, low))
     arrow(ax, (7.0, low + 0.4), (9.6, top - 0.4), "new weights", offset=(-0.6, 0.0))
     return fig
+
+
+# The old names, kept importable until notebooks 03 and 09 use the new ones (pictures are named
+# as pictures: pretraining_step would read like tiny.pretrain's mlm_step and train).
+embeddings_and_stack = embeddings_and_stack_picture
+pretraining_step = pretraining_step_picture

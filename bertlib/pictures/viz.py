@@ -14,7 +14,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from bertlib.checks import as_array, number, whole
+from bertlib.checks import as_array, attention_stack, number, whole
 
 __all__ = [
     "attention_weights",
@@ -36,7 +36,7 @@ def attention_weights(weights, tokens) -> np.ndarray:
     something that is not an array of numbers.
     """
     n = whole(len(tokens), "the number of tokens n", 1)
-    W = as_array(weights, "weights", shape=(n, n), layout="(n, n)", why=f"for {n} tokens")
+    W = attention_stack(weights, "weights", n, "(n, n)", f"for {n} tokens", ndim=2)
     if W.min() < 0 or W.max() > 1 + 1e-6:
         raise ValueError(f"weights must be in [0, 1] (attention weights), got values from "
                          f"{W.min():g} to {W.max():g}")

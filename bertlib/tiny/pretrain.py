@@ -11,8 +11,9 @@ While training, :func:`train` runs :func:`bertlib.tiny.probes.measure_probe` on 
 sentences (every verb masked in turn): per head, the share of attention to the previous / next
 token, to [CLS] / [SEP] and from the masked verb to its true subject; and the agreement accuracy.
 
-Heads are switched off with transformers' AttentionInterface
-(:func:`bertlib.hf.ablation.ablated_head`), never by patching the model.
+The model is transformers' own ``BertForMaskedLM`` with its eager attention (softmax(Q Kᵀ/√d_k) V,
+the equation of :func:`bertlib.paper.attention.scaled_dot_product_attention`), not bertlib's
+numpy BERT. Switching heads off is :mod:`bertlib.tiny.mechanism`'s work, not this module's.
 """
 
 from __future__ import annotations
@@ -159,12 +160,14 @@ def _schedule(optimizer, warmup: int, total: int):
 
 
 def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
-    """One masked-LM step. input_ids, attention_mask, labels: (B, N) int64 tensors; labels holds
-    the original id at the chosen positions and IGNORE_INDEX (−100) elsewhere. Returns the loss."""
+    """One optimizer step on L = −(1/|M|) Σ_{(b,t) ∈ M} log softmax(logits[b, t])[labels[b, t]].
+
+    M: the chosen positions. input_ids, attention_mask (1/0 padding flags), labels: (B, N) int64
+    tensors; labels holds the original id on M, IGNORE_INDEX (−100) elsewhere. Returns L."""
     token_batch(input_ids, attention_mask, model.config.vocab_size, labels, IGNORE_INDEX)
     model.train()
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, N, V)
-    loss = mlm_loss(logits, labels)  # mean −log p(original token) over the chosen positions
+    loss = mlm_loss(logits, labels)  # L: the cross-entropy of the original tokens on M
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -191,7 +194,7 @@ class _Recorder:
             self.number.append(self.number_probe(self.model, self.probe))
         if step in self.snapshot_steps:
             self.snapshots[step] = logits_and_attentions(self.model, self.probe.ids[:1],
-                                                         self.probe.mask[:1])[1][0]
+                                                         self.probe.attention_mask[:1])[1][0]
 
     def history(self, losses: list[float], seconds: float) -> History:
         return History(self.steps, np.array(losses), np.array(self.accuracy),
@@ -209,7 +212,7 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = No
         ids, attention = loop.batch()  # (B, N) word ids and 1/0 padding flags
         masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
         x, y = torch.as_tensor(masked.input_ids), torch.as_tensor(masked.labels)
-        loss = mlm_step(model, loop.optimizer, x, torch.as_tensor(attention), y)
+        loss = mlm_step(model, loop.optimizer, x, torch.as_tensor(attention), y)  # L: cross-entropy
         loop.after(step, loss)  # learning-rate schedule, measurements, progress bar
     return loop.finish()
 
@@ -300,12 +303,24 @@ def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: 
 # --------------------------------------------------------------------------------------------
 def tiny_fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, float]],
                                                                  list[str], np.ndarray, int]:
-    """Top-k words for the single [MASK] of ``text`` (words of the language, spaces between).
+    """p = softmax(logits at the [MASK]) over the vocabulary, and its k most likely words.
 
-    Returns ([(word, probability), ...] most likely first, tokens with [CLS]/[SEP], the
-    attention maps (L, H, n, n), the [MASK]'s position). ValueError naming any word outside
-    the vocabulary, or when the text has no [MASK] or more than one.
-    """
+    text: words of the language with one [MASK], spaces between. Returns ([(word, p), ...] most
+    likely first, tokens with [CLS]/[SEP], attention maps (L, H, n, n), the [MASK]'s position)."""
+    words = _check_fill_mask(tokenizer, text, k)  # known words, one [MASK], 1 <= k <= vocabulary
+    ids, attention_mask = encode_texts(tokenizer, [" ".join(words)])
+    where = words.index("[MASK]") + 1  # the [MASK]'s position after [CLS]
+    logits, maps = logits_and_attentions(model, ids, attention_mask)
+    p = softmax(logits[0, where].astype(np.float64))  # (V,)
+    top = np.argsort(-p, kind="stable")[:k]
+    vocab = {i: w for w, i in tokenizer.get_vocab().items()}
+    tokens = [vocab[int(i)] for i in ids[0]]
+    return [(vocab[int(i)], float(p[i])) for i in top], tokens, maps[0], where
+
+
+def _check_fill_mask(tokenizer, text: str, k: int) -> list[str]:
+    """tiny_fill_mask's text as words: a ValueError naming any word outside the vocabulary, or
+    when the text has no [MASK] or more than one, or k outside 1..vocabulary size."""
     words = one_mask_token(text).split()
     known = set(tokenizer.get_vocab())
     unknown = [w for w in words if w not in known or w in SPECIALS and w != "[MASK]"]
@@ -313,13 +328,4 @@ def tiny_fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[
         raise ValueError(f"not words of the language: {unknown} (see bertlib.tiny.grammar."
                          f"vocabulary())")
     whole(k, "k", 1, tokenizer.get_vocab_size())
-    ids, mask = encode_texts(tokenizer, [" ".join(words)])
-    where = words.index("[MASK]") + 1
-    logits, maps = logits_and_attentions(model, ids, mask)
-    z = logits[0, where].astype(np.float64)
-    p = softmax(z)
-    top = np.argsort(-p, kind="stable")[:k]
-    vocab = {i: w for w, i in tokenizer.get_vocab().items()}
-    tokens = [vocab[int(i)] for i in ids[0]]
-    return [(vocab[int(i)], float(p[i])) for i in top], tokens, maps[0], where
-
+    return words

@@ -22,7 +22,7 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
-from bertlib.checks import attention_maps, items, same_shape, token_batch, whole
+from bertlib.checks import attention_stack, items, same_shape, token_batch, whole
 from bertlib.lab.analysis import offset_share
 from bertlib.paper.attention import softmax
 from bertlib.tiny import grammar
@@ -66,7 +66,7 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 # --------------------------------------------------------------------------------------------
 def position_share(A, j: int) -> np.ndarray:
     """Mean over queries i of A[..., i, j] (j = 0: [CLS]; j = n − 1: the last [SEP])."""
-    A = attention_maps(A)
+    A = attention_stack(A)
     n = A.shape[-1]
     whole(j, "j", -n, n - 1)
     return A[..., :, j].mean(-1)
@@ -74,7 +74,7 @@ def position_share(A, j: int) -> np.ndarray:
 
 def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     """Mean over pairs (q, k) of A[..., q, k]: e.g. each verb's attention to its subject."""
-    A = attention_maps(A)
+    A = attention_stack(A)
     q, k = np.asarray(queries, dtype=int), np.asarray(keys, dtype=int)
     n = A.shape[-1]
     same_shape(q, k, ("queries", "keys"))
@@ -103,13 +103,14 @@ def first_crossing(steps: Sequence[int], values, threshold: float,
 class Probe(NamedTuple):
     """One row per (sentence, verb): the input with that verb masked, and its ground truth.
 
-    ids, mask: (R, N) int64. verb, subject, nearest, first: (R,) token positions ([CLS] = 0).
+    ids, attention_mask (padding flags, 1 = real token): (R, N) int64. verb, subject, nearest,
+    first: (R,) token positions ([CLS] = 0).
     right, wrong: (R,) ids of the right and the other verb form. construction, role: (R,) str.
     attractors: (R,) int; differs: (R,) bool (an attractor of the other number). length: (R,).
     """
 
     ids: np.ndarray
-    mask: np.ndarray
+    attention_mask: np.ndarray
     verb: np.ndarray
     subject: np.ndarray
     nearest: np.ndarray
@@ -122,22 +123,28 @@ class Probe(NamedTuple):
     differs: np.ndarray
     length: np.ndarray
 
+    @property
+    def mask(self) -> np.ndarray:
+        """The old name of ``attention_mask`` (padding flags), kept while
+        bertlib.tiny.mechanism still reads it."""
+        return self.attention_mask
+
 
 def make_probe(tokenizer, sentences: Sequence[grammar.Sentence]) -> Probe:
     """The :class:`Probe` of ``sentences`` (one row per verb, that verb replaced by [MASK])."""
-    ids, mask = encode_texts(tokenizer, [s.text for s in sentences])
+    ids, attention_mask = encode_texts(tokenizer, [s.text for s in sentences])
     mask_id = tokenizer.token_to_id("[MASK]")
     rows = []
     for b, s in enumerate(sentences):
         for v in s.verbs:
             x = ids[b].copy()
             x[v.position + 1] = mask_id
-            rows.append((x, mask[b], v.position + 1, v.subject + 1,
+            rows.append((x, attention_mask[b], v.position + 1, v.subject + 1,
                          grammar.nearest_noun(s, v) + 1, grammar.first_noun(s) + 1,
                          ids[b, v.position + 1],
                          tokenizer.token_to_id(grammar.other_form(s.words[v.position])),
                          s.construction, v.role, v.attractors, v.attractor_differs,
-                         int(mask[b].sum())))
+                         int(attention_mask[b].sum())))
     cols = list(zip(*rows, strict=True))
     return Probe(*(np.array(c) for c in cols))
 
@@ -147,16 +154,18 @@ def subset(probe: Probe, rows) -> Probe:
     return Probe(*(np.asarray(field)[rows] for field in probe))
 
 
-def logits_and_attentions(model, ids, mask, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
+def logits_and_attentions(model, ids, attention_mask, batch: int = 512
+                          ) -> tuple[np.ndarray, np.ndarray]:
     """The tiny BERT (a ``BertForMaskedLM``) run on R padded rows, without gradients, in chunks
-    of ``batch`` rows. ids: (R, N) token ids; mask: (R, N) 0/1 padding flags (1 = real token).
+    of ``batch`` rows. ids: (R, N) token ids; attention_mask: (R, N) 0/1 padding flags (1 = real
+    token).
     Returns (logits at every position (R, N, V), attentions (R, L, H, N, N)) as numpy arrays."""
-    token_batch(ids, mask, model.config.vocab_size)
+    token_batch(ids, attention_mask, model.config.vocab_size)
     logits, maps = [], []
     with torch.no_grad():
         for i in range(0, len(ids), batch):
             out = model(input_ids=torch.as_tensor(ids[i:i + batch]),
-                        attention_mask=torch.as_tensor(mask[i:i + batch]),
+                        attention_mask=torch.as_tensor(attention_mask[i:i + batch]),
                         output_attentions=True)
             logits.append(out.logits.numpy())
             maps.append(torch.stack(out.attentions, 1).numpy())
@@ -170,7 +179,7 @@ def measure_probe(model, probe: Probe) -> dict[str, np.ndarray]:
     subject), "subject_far" (the same, only over the rows whose subject is not the word just
     before the verb; NaN when there is none), "previous", "next", "[CLS]", "[SEP]" shares
     (averaged over rows, each over its real tokens)."""
-    logits, maps = logits_and_attentions(model, probe.ids, probe.mask)
+    logits, maps = logits_and_attentions(model, probe.ids, probe.attention_mask)
     r = np.arange(len(probe.ids))
     at_verb = logits[r, probe.verb].astype(np.float64)
     p = softmax(at_verb)

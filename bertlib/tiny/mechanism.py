@@ -75,7 +75,7 @@ def agreement_correct(model, probe: Probe) -> np.ndarray:
         for n in np.unique(probe.length):
             rows = np.flatnonzero(probe.length == n)
             hidden = model.bert(input_ids=torch.as_tensor(probe.ids[rows, :n]),
-                                attention_mask=torch.as_tensor(probe.mask[rows, :n]))[0]
+                                attention_mask=torch.as_tensor(probe.attention_mask[rows, :n]))[0]
             at = model.cls(hidden[torch.arange(len(rows)), torch.as_tensor(probe.verb[rows])])
             r = torch.arange(len(rows))
             out[rows] = (at[r, probe.right[rows]] > at[r, probe.wrong[rows]]).numpy()
@@ -172,7 +172,7 @@ def hidden_states(model, probe: Probe, batch: int = 512) -> np.ndarray:
     with torch.no_grad():
         for i in range(0, len(probe.ids), batch):
             run = model.bert(input_ids=torch.as_tensor(probe.ids[i:i + batch]),
-                             attention_mask=torch.as_tensor(probe.mask[i:i + batch]),
+                             attention_mask=torch.as_tensor(probe.attention_mask[i:i + batch]),
                              output_hidden_states=True)
             out.append(torch.stack(run.hidden_states, 1).numpy())
     return np.concatenate(out)
@@ -328,7 +328,7 @@ def patch_flip(model, original: Probe, flipped: Probe, layer: int, where: str,
     try:
         with torch.no_grad():  # one batch: the hook's row indices are the probe's
             logits = model(input_ids=torch.as_tensor(original.ids),
-                           attention_mask=torch.as_tensor(original.mask)).logits
+                           attention_mask=torch.as_tensor(original.attention_mask)).logits
     finally:
         handle.remove()
     at_verb = logits[torch.as_tensor(rows), torch.as_tensor(original.verb)]  # (R, V)

@@ -123,12 +123,6 @@ class Probe(NamedTuple):
     differs: np.ndarray
     length: np.ndarray
 
-    @property
-    def mask(self) -> np.ndarray:
-        """The old name of ``attention_mask`` (padding flags), kept while
-        bertlib.tiny.mechanism still reads it."""
-        return self.attention_mask
-
 
 def make_probe(tokenizer, sentences: Sequence[grammar.Sentence]) -> Probe:
     """The :class:`Probe` of ``sentences`` (one row per verb, that verb replaced by [MASK])."""

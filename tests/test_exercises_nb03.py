@@ -277,7 +277,7 @@ def test_bank_sentence_too_long_gets_no_advice_it_cannot_follow():
 def test_heads_refuse_a_pair_named_twice():
     right = heads_where_top()
     fb = check_heads(right + right[:1])
-    assert not fb.ok and f"{right[0]} appears 2 times" in fb.message
+    assert not fb.ok and f"{right[0]} is 2 times" in fb.message
 
 
 def test_bank_sentence_words_are_whole_words_and_one_bank_is_measured():
@@ -367,3 +367,20 @@ def test_embeddings_name_a_layer_norm_with_the_wrong_variance_or_axis(parts, axi
     fb = check_embeddings(S, w.emb_gamma * (S - mu) / np.sqrt(var + w.eps) + w.emb_beta)
     assert not fb.ok and named in fb.message and "`summed` is right" in fb.message
     assert "γ, β" not in fb.message  # the learner did use them: the slip is elsewhere
+
+
+def test_heads_given_as_head_layer_are_recognised_as_swapped():
+    right = heads_where_top()
+    fb = check_heads([(head, layer) for layer, head in right])
+    assert not fb.ok and "swapped" in fb.message and "(layer, head)" in fb.message
+    assert f"{len(right)} of your pairs are right with" in fb.message
+    partly = right[:1] + [(right[1][1], right[1][0])]  # one right, one swapped: no swap claim
+    assert "swapped" not in check_heads(partly).message
+
+
+def test_token_type_messages_say_where_the_types_are_and_the_lesson_does_not():
+    assert "token_type_ids" in nb03._EMBED_HINTS["all segment A"]
+    assert "token_type_ids" in nb03._EMBED_HINTS["no token type"]
+    cells = json.loads(LESSON.read_text())["cells"]
+    task = next("".join(c["source"]) for c in cells if "Embeddings of a pair" in "".join(c["source"]))
+    assert "token_type_ids" not in task  # exercise 1 leaves the key for the checker to teach

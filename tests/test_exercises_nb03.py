@@ -277,7 +277,7 @@ def test_bank_sentence_too_long_gets_no_advice_it_cannot_follow():
 def test_heads_refuse_a_pair_named_twice():
     right = heads_where_top()
     fb = check_heads(right + right[:1])
-    assert not fb.ok and f"{right[0]} is 2 times" in fb.message
+    assert not fb.ok and f"{right[0]} is listed 2 times" in fb.message
 
 
 def test_bank_sentence_words_are_whole_words_and_one_bank_is_measured():

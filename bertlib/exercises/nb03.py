@@ -319,7 +319,7 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
     answer = set(pairs)
     if len(answer) < len(pairs):
         twice = next(p for p in pairs if pairs.count(p) > 1)
-        return Feedback(False, f"{twice} is {pairs.count(twice)} times in your list: once each")
+        return Feedback(False, f"{twice} is listed {pairs.count(twice)} times: name each head once")
     if answer == expected:
         return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
                               f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "

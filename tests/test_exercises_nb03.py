@@ -193,7 +193,8 @@ def test_heads_name_the_wrong_pairs_and_count_the_missing_never_naming_them():
         for pair in missing:  # a right head the learner did not give is never printed
             assert str(pair) not in fb.message, (name, fb.message)
         if missing:  # that some are missing, never how many (that would say how many to find)
-            assert "some right heads are missing" in fb.message, (name, fb.message)
+            said = "some right heads are missing" if answer else "your list is empty"
+            assert said in fb.message, (name, fb.message)
             assert f"{len(missing)} right head" not in fb.message
         else:
             assert "missing" not in fb.message
@@ -384,3 +385,9 @@ def test_token_type_messages_say_where_the_types_are_and_the_lesson_does_not():
     cells = json.loads(LESSON.read_text())["cells"]
     task = next("".join(c["source"]) for c in cells if "Embeddings of a pair" in "".join(c["source"]))
     assert "token_type_ids" not in task  # exercise 1 leaves the key for the checker to teach
+
+
+def test_an_empty_list_of_heads_is_called_empty_without_a_count():
+    fb = check_heads([])
+    assert not fb.ok and "your list is empty" in fb.message
+    assert f"{len(heads_where_top())}" not in fb.message

@@ -69,7 +69,7 @@ def _not_answered(what: str) -> Feedback:
     return not_answered(f"{what}, then run this cell again")
 
 
-def _model(model):  # the given LoadedBert, or the default one
+def _model(model):
     return model or load_bert()
 
 
@@ -350,7 +350,8 @@ def _heads_wrong(answer: set, expected: set, query: str, maybe_special: bool, mo
         where = [f"{pair}, where {query!r} weights {tokens[top[pair]]!r} most" for pair in extra]
         parts.append(f"not right: {'; '.join(where)}")
     if missing:  # never how many: that would tell how many heads to look for
-        parts.append("some right heads are missing from your list")
+        parts.append("some right heads are missing from your list" if answer else "your list is "
+                     "empty, yet at least one head fits: look at the query's row in every head")
     maybe = ("; if you kept [CLS] and [SEP] in the comparison, leave them out"
              if maybe_special else "")  # the same list from both, so only a maybe
     return "; ".join(parts) + maybe
@@ -360,8 +361,7 @@ def bank_margin(text: str, model=None) -> tuple[float, float]:
     """(cos to the money bank, cos to the river bank) of *bank* in ``text`` after the last layer."""
     last = (bert := _model(model)).model.config.num_hidden_layers
     mine = _bank_vector(text, last, bert)
-    return (_cosine(mine, _bank_vector(BANK_MONEY, last, bert)),
-            _cosine(mine, _bank_vector(BANK_RIVER, last, bert)))
+    return tuple(_cosine(mine, _bank_vector(t, last, bert)) for t in (BANK_MONEY, BANK_RIVER))
 
 
 def river_lean(text: str, model=None) -> float:

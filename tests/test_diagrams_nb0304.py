@@ -24,6 +24,13 @@ def test_encoder_layer_draws_every_step_with_its_shapes():
     plt.close(fig)
 
 
+def test_encoder_layer_labels_are_readable_when_scaled_down():
+    fig = encoder_layer_picture(n=8, d=384, h=12, d_ff=1536)
+    sizes = {t.get_text(): t.get_fontsize() for t in fig.axes[0].texts}
+    assert min(sizes.values()) >= 10, sizes  # the edge shapes were 7 pt, hard to read on a page
+    plt.close(fig)
+
+
 def test_encoder_layer_follows_another_shape():
     fig = encoder_layer_picture(n=5, d=256, h=8, d_ff=512)
     assert "8 heads,\nd_k = 32" in texts(fig) and "(5, 512)" in texts(fig)

@@ -326,3 +326,33 @@ def test_causal_guess_does_not_narrow_the_choices_on_a_wrong_guess():
     for wrong in set(toy.TOKENS) - {right}:
         fb = check_causal_guess(wrong)
         assert not fb.ok and "sees only" not in fb.message and "['the', 'cat']" not in fb.message
+
+
+def test_attention_fn_names_a_divisor_that_is_the_number_of_queries():
+    def fn(Q, K, V):  # √(number of queries): an easy slip in a loop over the queries
+        A = softmax(Q @ K.T / math.sqrt(len(Q)), axis=-1)
+        return A @ V, A
+    fb = check_attention_fn(fn)
+    assert not fb.ok and "4 is the number of queries" in fb.message
+
+
+@pytest.mark.parametrize("factor, shown", [
+    (2 / math.sqrt(3), "2.00 ×"),   # scores doubled, then divided by √d_k
+    (2.0, "3.46 ×"),                # scores doubled, no division at all
+    (1 / 1.5, "1.15 ×"),            # divided by 1.5: no √ of any count of these inputs
+])
+def test_attention_fn_calls_a_constant_factor_a_factor_not_a_divisor(factor, shown):
+    def fn(Q, K, V):
+        A = softmax(Q @ K.T * factor, axis=-1)
+        return A @ V, A
+    fb = check_attention_fn(fn)
+    assert not fb.ok and f"your scores are {shown} the right ones" in fb.message
+    assert "you divided them by" not in fb.message
+
+
+def test_window_weights_names_windowed_scores_passed_for_weights():
+    scores = np.where(_window_mask(6), S, -np.inf)
+    for given in (scores, scores.tolist(), torch.tensor(scores)):
+        fb = check_window_weights(given)
+        assert not fb.ok and "windowed scores" in fb.message and "softmax" in fb.message
+        assert "NaN" not in fb.message

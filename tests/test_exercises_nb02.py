@@ -296,3 +296,20 @@ def test_split_heads_library_message_does_not_prescribe_one_method():
         return np.stack(np.split(X, h, axis=-1), axis=-3)
 
     assert check_split_heads(stack_split).ok and check_split_heads(stack_split, batched=True).ok
+
+
+def test_cost_guess_names_the_ratio_upside_down():
+    from bertlib.exercises.nb02 import check_cost_guess
+
+    for upside_down in (1 / 12, 0.083, 0.08):
+        fb = check_cost_guess(upside_down)
+        assert not fb.ok and "upside down" in fb.message and "12" not in fb.message, fb.message
+    assert "upside down" not in check_cost_guess(0.5).message
+
+
+def test_w_o_swap_names_rows_of_different_lengths():
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    fb = check_w_o_swap([[0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0], [0, 1, 0, 0]])
+    assert not fb.ok and "different lengths" in fb.message and "row 2 has 3" in fb.message
+    assert "got list" not in fb.message

@@ -193,7 +193,8 @@ def test_heads_name_the_wrong_pairs_and_count_the_missing_never_naming_them():
         for pair in missing:  # a right head the learner did not give is never printed
             assert str(pair) not in fb.message, (name, fb.message)
         if missing:  # that some are missing, never how many (that would say how many to find)
-            assert "some right heads are missing" in fb.message, (name, fb.message)
+            said = "some right heads are missing" if answer else "your list is empty"
+            assert said in fb.message, (name, fb.message)
             assert f"{len(missing)} right head" not in fb.message
         else:
             assert "missing" not in fb.message
@@ -277,7 +278,7 @@ def test_bank_sentence_too_long_gets_no_advice_it_cannot_follow():
 def test_heads_refuse_a_pair_named_twice():
     right = heads_where_top()
     fb = check_heads(right + right[:1])
-    assert not fb.ok and f"{right[0]} appears 2 times" in fb.message
+    assert not fb.ok and f"{right[0]} is listed 2 times" in fb.message
 
 
 def test_bank_sentence_words_are_whole_words_and_one_bank_is_measured():
@@ -367,3 +368,26 @@ def test_embeddings_name_a_layer_norm_with_the_wrong_variance_or_axis(parts, axi
     fb = check_embeddings(S, w.emb_gamma * (S - mu) / np.sqrt(var + w.eps) + w.emb_beta)
     assert not fb.ok and named in fb.message and "`summed` is right" in fb.message
     assert "γ, β" not in fb.message  # the learner did use them: the slip is elsewhere
+
+
+def test_heads_given_as_head_layer_are_recognised_as_swapped():
+    right = heads_where_top()
+    fb = check_heads([(head, layer) for layer, head in right])
+    assert not fb.ok and "swapped" in fb.message and "(layer, head)" in fb.message
+    assert f"{len(right)} of your pairs are right with" in fb.message
+    partly = right[:1] + [(right[1][1], right[1][0])]  # one right, one swapped: no swap claim
+    assert "swapped" not in check_heads(partly).message
+
+
+def test_token_type_messages_say_where_the_types_are_and_the_lesson_does_not():
+    assert "token_type_ids" in nb03._EMBED_HINTS["all segment A"]
+    assert "token_type_ids" in nb03._EMBED_HINTS["no token type"]
+    cells = json.loads(LESSON.read_text())["cells"]
+    task = next("".join(c["source"]) for c in cells if "Embeddings of a pair" in "".join(c["source"]))
+    assert "token_type_ids" not in task  # exercise 1 leaves the key for the checker to teach
+
+
+def test_an_empty_list_of_heads_is_called_empty_without_a_count():
+    fb = check_heads([])
+    assert not fb.ok and "your list is empty" in fb.message
+    assert f"{len(heads_where_top())}" not in fb.message

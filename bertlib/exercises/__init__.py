@@ -80,8 +80,8 @@ def as_answer_array(answer, what: str, shape: tuple[int, ...] | None = None, *, 
         return Feedback(False, f"wrong shape: {what} should have shape {want}{why}; yours has "
                                f"{a.shape}")
     if np.issubdtype(a.dtype, np.inexact) and not np.isfinite(a).all():
-        return Feedback(False, f"{what} contains NaN or inf (a division by 0, or exp of a huge "
-                               "number?)")
+        return Feedback(False, f"{what} contains NaN or inf: every entry must be a finite "
+                               "number (typed in, or a division by 0 or exp of a huge number?)")
     return a
 
 

@@ -34,9 +34,8 @@ from bertlib.paper.attention import causal_mask, softmax
 __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
            "ATOL", "PENCIL_ATOL"]
 
-#: Absolute tolerance for a match: loose enough for float32 (torch) answers (about 1e-7 relative
-#: rounding on weights of order 1), tight enough to tell every mistake below apart (the closest
-#: two differ by more than 0.01).
+#: Absolute tolerance for a match: loose enough for float32 (torch) answers (~1e-7 relative on
+#: weights of order 1), tight enough to tell every mistake below apart (they differ by > 0.01).
 ATOL = 1e-5
 
 _N = len(toy.TOKENS)
@@ -125,10 +124,7 @@ def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
         return Feedback(False, f"your divisor √d_k is right, but you raised {base} to the scores: "
                                "softmax uses e (np.exp), not another base")
     if c is not None:
-        return Feedback(False, f"your scores q_i · k_j are right, but the divisor is not: you "
-                               f"divided them by {c:.3f} (= √{c * c:.2f}). It must be √d_k of "
-                               f"these inputs, the length of a query or key vector: here d_k = 3, "
-                               f"so √3 ≈ {math.sqrt(3):.3f} (d_v = 2 and the 5 keys do not count)")
+        return Feedback(False, _divisor_message(c))
     off = float(np.abs(A - softmax(S / math.sqrt(3), axis=-1)).max())
     if off < 1e-2:
         return Feedback(False, f"A is off by up to {off:.1e}, more than the {ATOL:g} "
@@ -137,6 +133,18 @@ def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
         return Feedback(False, f"the rows of A must sum to 1 (within {ATOL:g}), yours sum "
                                f"to {np.round(A.sum(axis=1), 6).tolist()}")
     return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
+
+
+def _divisor_message(c: float) -> str:
+    """A fitted divisor c ≠ √3: √(a whole number) is a wrong divisor, anything else a factor."""
+    if abs(c * c - round(c * c)) > 1e-6 or c < 1:  # the scores were multiplied somewhere
+        return (f"your scores are {math.sqrt(3) / c:.2f} × the right ones (q_i · k_j / √d_k): "
+                "check what you multiplied and what you divided by")
+    named = {4: "; 4 is the number of queries", 5: "; 5 is the number of keys", 2: "; 2 is d_v"}
+    return (f"your scores q_i · k_j are right, but the divisor is not: you divided them by "
+            f"{c:.3f} (= √{c * c:.2f}{named.get(round(c * c), '')}). It must be √d_k of these "
+            f"inputs, the length of a query or key vector: here d_k = 3, so √3 ≈ "
+            f"{math.sqrt(3):.3f} (d_v = 2, the 4 queries and the 5 keys do not count)")
 
 
 def check_attention_fn(fn: Callable) -> Feedback:
@@ -321,8 +329,7 @@ def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False)
 
 def _window_mask(n: int, radius: int = 1) -> np.ndarray:
     """(n, n) bool mask, True where |i − j| ≤ radius: each word sees itself and its neighbours."""
-    whole(n, "n", low=1)
-    whole(radius, "radius", low=0)
+    whole(n, "n", low=1), whole(radius, "radius", low=0)
     i = np.arange(n)
     return np.abs(i[:, None] - i[None, :]) <= radius
 
@@ -369,6 +376,10 @@ def check_window_weights(weights) -> Feedback:
     if _is_complex(weights):
         return Feedback(False, "your weight matrix has complex numbers; attention weights are "
                                "real numbers between 0 and 1")
+    given = weights.detach().numpy() if hasattr(weights, "detach") else np.asarray(weights)
+    if given.dtype.kind == "f" and given.shape == (_N, _N) and np.isneginf(given).any():
+        return Feedback(False, "these look like the windowed scores (-inf outside the window), "
+                               "not the weights: apply the softmax to each row")
     a = as_answer_array(weights, "your weight matrix", (_N, _N), why=", one row per query")
     if isinstance(a, Feedback):
         return a

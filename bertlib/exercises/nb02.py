@@ -22,6 +22,7 @@ from bertlib.exercises import (
     call_answer,
     not_answered,
 )
+from bertlib.exercises.nb01 import _ragged_message
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import check_layer_head, run_bert
 from bertlib.paper import toy
@@ -213,6 +214,10 @@ def check_cost_guess(guess, h: int = 12) -> Feedback:
     if guess > 1000:  # an absolute count of weights, not how many times
         return Feedback(False, f"{guess} looks like a number of parameters: a ratio is wanted, "
                                "how many times more parameters the full-width heads hold")
+    if abs(guess - 1 / h) < 0.01:
+        return Feedback(False, f"{guess:.3g} is the ratio upside down: the heads of width d / h "
+                               "over the full-width ones; the question asks how many times MORE "
+                               "the full-width heads hold")
     if guess == h * h:
         return Feedback(False, "too many: each count is linear in h·d_k, not in its square")
     return Feedback(False, f"not {guess}: write each count in terms of h·d_k, then work out "
@@ -225,6 +230,9 @@ def check_w_o_swap(W_O) -> Feedback:
     With the concatenation C = [head 0 | head 1] (6, 4), the output C W_O must hold head 1's two
     columns first, then head 0's. Says which output columns are already right.
     """
+    ragged = "" if W_O is None else _ragged_message(W_O, "W_O")
+    if ragged:
+        return Feedback(False, ragged)
     W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
                         "output (n, 4))")
     if isinstance(W, Feedback):

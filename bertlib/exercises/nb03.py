@@ -10,12 +10,11 @@ Every checker works for any BERT (the expected answer is computed on the model i
 2. :func:`check_position_guess` (predict, then check): the cosine, at the input, between the
    vectors of the same word *bank* at two different positions.
 3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
-   [CLS] and [SEP] left out, goes to another word. Names 1-based numbering, special tokens left
-   in, the words read the wrong way round, and wrong pairs (with what the word weights most
-   there); says if heads are missing, never which or how many.
-4. :func:`check_bank_sentence` (design): a sentence whose *bank*, after the last layer, is
-   closer to the river *bank* than to the money *bank*, without the river words. A *bank* with
-   no context leans to the money side in the bundled model, so only a designed context passes.
+   [CLS] and [SEP] left out, goes to another word. Names 1-based numbering, (head, layer) order,
+   special tokens left in, the words read the wrong way round, and wrong pairs (with what the
+   word weights most there); says if heads are missing, never which or how many.
+4. :func:`check_bank_sentence` (design): a sentence whose *bank*, after the last layer, is closer
+   to the river *bank* than to the money *bank* (and than a context-free *bank*), no river words.
 """
 
 from __future__ import annotations
@@ -50,12 +49,10 @@ BANK_MONEY = "She went to the bank to ask for a loan."
 BANK_FIRST = "Bank holidays are long."
 #: A guess up to this far *below* the measured cosine counts as right: wide enough for a guess
 #: reasoned from section 3's printed row lengths (the worked solution's 0.93, 0.026 below the
-#: bundled model's 0.956). That reasoning bounds the two vectors' difference from above, so a
-#: reasoned guess errs low; the band is lopsided.
+#: bundled model's 0.956), a reasoning that bounds the vectors' difference from above: lopsided.
 GUESS_TOLERANCE = 0.04
-#: A guess up to this far *above* the measured cosine counts as right. Narrower than below, so
-#: that "nearly the same word, say 0.99" (0.034 above on the bundled model) does not pass
-#: without the reasoning about the position row.
+#: A guess up to this far *above* the measured cosine counts as right. Narrower than below, so that
+#: "nearly the same word, say 0.99" (0.034 above on the bundled model) needs the position row.
 GUESS_ABOVE = 0.02
 #: A too-high guess this close to 1 reads as "the same vector": it gets the "why below 1?" nudge.
 NEAR_ONE = 0.98
@@ -63,9 +60,8 @@ NEAR_ONE = 0.98
 NARROW_MARGIN = 0.02
 #: Exercise 4's baseline: *bank* with no context. A design must lean further to the river side.
 BANK_NEUTRAL = "There is a bank."
-#: Exercise 4 must not use a word that contains one of these words of the lesson's river sentences
-#: (copying them is no design). Any containing word counts: the model reads "riverbank" as the
-#: pieces river + ##bank, so the river word is there whatever the spelling.
+#: Exercise 4 must not use a word containing one of these words of the lesson's river sentences
+#: (copying is no design): the model reads "riverbank" as river + ##bank, whatever the spelling.
 FORBIDDEN = ("river", "water", "stream")
 
 
@@ -108,14 +104,15 @@ def _embedding_variants(pair: tuple[str, str], model=None) -> tuple[dict, tuple]
 _EMBED_HINTS = {
     "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
                      "first [SEP] belong to sentence B and add the token-type row of segment 1 "
-                     "(the tokenizer's token_type_ids say which piece is which)",
+                     "(the tokenizer knows which piece is which: what `encode` returns holds "
+                     "token_type_ids beside the input_ids)",
     "positions restart": "the positions of sentence B start again at 0: positions run on "
                          "across the whole pair, [CLS] to the last [SEP]",
     "positions from 1": "the positions are off by one: the first piece, [CLS], is position 0",
     "no position": "the position embeddings are missing: without them BERT could not tell "
                    "'dog bites man' from 'man bites dog'",
     "no token type": "the token-type (segment) embedding is missing: each piece also adds the "
-                     "row of its segment",
+                     "row of its segment (what `encode` returns holds them as token_type_ids)",
     "word only": "you used only the word embeddings: the position and token-type embeddings "
                  "are missing",
     "variance d - 1": "your LayerNorm's variance divides by d − 1 (the sample estimator, "
@@ -281,9 +278,13 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
 
 
 def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> str | None:
-    """A message for a pair that names no head, or for the two words read the wrong way round."""
+    """A message for pairs read (head, layer), a pair naming no head, or words read backwards."""
     config = _model(model).model.config
     L, H = config.num_hidden_layers, config.num_attention_heads
+    swapped = len({(b, a) for a, b in answer} & expected)  # right once read as (head, layer)
+    if 2 * swapped > len(answer) and swapped > len(answer & expected):
+        return (f"{swapped} of your pairs are right with their two numbers swapped: they read as "
+                f"(head, layer), but the order is (layer, head) ({L} layers of {H} heads)")
     outside = sorted((a, b) for a, b in answer if not (0 <= a < L and 0 <= b < H))
     if outside:
         return (f"{outside[0]} names no head: layers run 0..{L - 1} and heads 0..{H - 1} "
@@ -318,8 +319,7 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
     answer = set(pairs)
     if len(answer) < len(pairs):
         twice = next(p for p in pairs if pairs.count(p) > 1)
-        return Feedback(False, f"{twice} appears {pairs.count(twice)} times in your list: name "
-                               "each head once")
+        return Feedback(False, f"{twice} is listed {pairs.count(twice)} times: name each head once")
     if answer == expected:
         return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
                               f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
@@ -333,7 +333,7 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
     if slip is not None:
         return Feedback(False, slip)
     with_special = set(heads_where_top(query, target, skip_special=False, model=model))
-    if answer == with_special and not answer <= expected:  # a subset is a partial answer
+    if answer == with_special and not answer <= expected:  # (a subset is a partial answer)
         return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "
                                "whose largest weight, [CLS] and [SEP] included, goes to "
                                f"{target!r}; the exercise leaves those two keys out")
@@ -350,7 +350,8 @@ def _heads_wrong(answer: set, expected: set, query: str, maybe_special: bool, mo
         where = [f"{pair}, where {query!r} weights {tokens[top[pair]]!r} most" for pair in extra]
         parts.append(f"not right: {'; '.join(where)}")
     if missing:  # never how many: that would tell how many heads to look for
-        parts.append("some right heads are missing from your list")
+        parts.append("some right heads are missing from your list" if answer else "your list is "
+                     "empty, yet at least one head fits: look at the query's row in every head")
     maybe = ("; if you kept [CLS] and [SEP] in the comparison, leave them out"
              if maybe_special else "")  # the same list from both, so only a maybe
     return "; ".join(parts) + maybe
@@ -360,8 +361,7 @@ def bank_margin(text: str, model=None) -> tuple[float, float]:
     """(cos to the money bank, cos to the river bank) of *bank* in ``text`` after the last layer."""
     last = (bert := _model(model)).model.config.num_hidden_layers
     mine = _bank_vector(text, last, bert)
-    return (_cosine(mine, _bank_vector(BANK_MONEY, last, bert)),
-            _cosine(mine, _bank_vector(BANK_RIVER, last, bert)))
+    return tuple(_cosine(mine, _bank_vector(t, last, bert)) for t in (BANK_MONEY, BANK_RIVER))
 
 
 def river_lean(text: str, model=None) -> float:

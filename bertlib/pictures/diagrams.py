@@ -283,6 +283,10 @@ def tiled_softmax_picture(n_blocks: int = 3):
 
 
 # --- notebook 03 ---
+#: Every label of the layer picture: readable when a page scales the 13.6-unit-wide figure down.
+LAYER_FONT = 10
+
+
 def encoder_layer_picture(n: int, d: int, h: int, d_ff: int):
     """One BERT encoder layer (post-LN) as boxes and arrows, every arrow labelled with its shape.
 
@@ -301,23 +305,25 @@ def encoder_layer_picture(n: int, d: int, h: int, d_ff: int):
         (0.7, f"X\n({n}, {d})", "input", 1.1),
         (3.3, f"multi-head\nattention\n{h} heads,\nd_k = {d // h}", "weights", 1.9),
         (5.5, "+", "op", 0.5),
-        (6.8, "LayerNorm", "op", 1.3),
-        (9.5, f"feed-forward\nGELU(X₁W₁+b₁)W₂+b₂\ninside ({n}, {d_ff})", "value", 2.5),
+        (6.6, "LayerNorm", "op", 1.3),
+        (9.6, f"feed-forward\nGELU(X₁W₁+b₁)W₂+b₂\ninside ({n}, {d_ff})", "value", 2.5),
         (11.6, "+", "op", 0.5),
         (12.8, "LayerNorm", "op", 1.3),
     ]
     for x, text, colour, width in steps:
-        box(ax, (x, y), text, colour=colour, width=width, height=1.2 if width > 1 else 0.6)
+        box(ax, (x, y), text, colour=colour, width=width, height=1.3 if width > 1 else 0.6,
+            fontsize=LAYER_FONT)
     edges = [(0.7 + 0.55, 3.3 - 0.95, f"({n}, {d})"), (3.3 + 0.95, 5.5 - 0.25, f"({n}, {d})"),
-             (5.5 + 0.25, 6.8 - 0.65, None), (6.8 + 0.65, 9.5 - 1.25, f"X₁\n({n}, {d})"),
-             (9.5 + 1.25, 11.6 - 0.25, None), (11.6 + 0.25, 12.8 - 0.65, None)]
+             (5.5 + 0.25, 6.6 - 0.65, None), (6.6 + 0.65, 9.6 - 1.25, f"X₁\n({n}, {d})"),
+             (9.6 + 1.25, 11.6 - 0.25, None), (11.6 + 0.25, 12.8 - 0.65, None)]
     for x0, x1, text in edges:
-        arrow(ax, (x0, y), (x1, y), text, fontsize=7)
-    for x_from, x_to, text in ((0.7, 5.5, "residual: X"), (6.8, 11.6, "residual: X₁")):
+        arrow(ax, (x0, y), (x1, y), text, fontsize=LAYER_FONT)
+    for x_from, x_to, text in ((0.7, 5.5, "residual: X"), (6.6, 11.6, "residual: X₁")):
         ax.plot([x_from, x_from, x_to], [y + 0.6, yr, yr], color="#333333", linewidth=1)
         arrow(ax, (x_to, yr), (x_to, y + 0.3), None)
-        ax.text((x_from + x_to) / 2, yr + 0.1, text, ha="center", va="bottom", fontsize=8)
-    ax.text(12.8, y - 0.7, f"X₂ ({n}, {d})\nto the next layer", ha="center", va="top", fontsize=8)
+        ax.text((x_from + x_to) / 2, yr + 0.1, text, ha="center", va="bottom", fontsize=LAYER_FONT)
+    ax.text(12.8, y - 0.7, f"X₂ ({n}, {d})\nto the next layer", ha="center", va="top",
+            fontsize=LAYER_FONT)
     return fig
 
 

@@ -132,9 +132,9 @@ def test_design_refuses_an_answer_that_breaks_cat_to_sat():
 def test_window_checker_does_not_print_the_right_row():
     keep = np.tri(6, 6, 0, dtype=bool) & ~np.tri(6, 6, -2, dtype=bool)  # i-1 and i only
     fb = check_window_weights(softmax(S, axis=-1, where=keep))
-    assert not fb.ok and "its window is positions [0, 1, 2]" in fb.message
+    assert not fb.ok and "row 0 " in fb.message and "its window is positions [0, 1]" in fb.message
     right = softmax(S, axis=-1, where=keep | keep.T)
-    assert f"{right[1, 2]:.3f}" not in fb.message  # the missing weight is not handed over
+    assert f"{right[0, 1]:.3f}" not in fb.message  # the missing weight is not handed over
 
 
 def test_design_with_only_w_k_is_checked_not_unanswered():
@@ -356,3 +356,26 @@ def test_window_weights_names_windowed_scores_passed_for_weights():
         fb = check_window_weights(given)
         assert not fb.ok and "windowed scores" in fb.message and "softmax" in fb.message
         assert "NaN" not in fb.message
+
+
+def test_attention_fn_catches_sizes_typed_in_and_names_them():
+    def typed(Q, K, V):  # right for the first try only: its sizes are typed in
+        A = softmax(np.array([[Q[i] @ K[j] for j in range(5)] for i in range(4)]) / math.sqrt(3),
+                    axis=-1)
+        return A @ V[:5], A
+
+    fb = check_attention_fn(typed)
+    assert not fb.ok and "4 queries, 5 keys, d_k = 3" in fb.message and "typed in" in fb.message
+    fb = check_attention_fn(lambda Q, K, V: loops(Q, K, V) if len(Q) == 4 else 1 / 0)
+    assert not fb.ok and "raised ZeroDivisionError" in fb.message and "6 queries" in fb.message
+    assert "6 queries, 7 keys" in check_attention_fn(loops).message
+
+
+def test_window_weights_zeros_are_told_rows_sum_to_0_and_first_wrong_row_is_named():
+    fb = check_window_weights(np.zeros((6, 6)))
+    assert not fb.ok and "every row" in fb.message and "sums to 0" in fb.message
+    assert "itself" not in fb.message
+    fb = check_window_weights(np.eye(6))
+    assert not fb.ok and fb.message.startswith("row 0 ")
+    fb = check_window_weights(np.full((6, 6), None))
+    assert "None, not numbers" in fb.message and "NaN" not in fb.message

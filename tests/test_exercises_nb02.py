@@ -313,3 +313,17 @@ def test_w_o_swap_names_rows_of_different_lengths():
     fb = check_w_o_swap([[0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0], [0, 1, 0, 0]])
     assert not fb.ok and "different lengths" in fb.message and "row 2 has 3" in fb.message
     assert "got list" not in fb.message
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_split_heads_with_sizes_typed_in_is_caught_on_a_second_shape(batched):
+    def typed(X, h):  # right only for X of the first shape: n = 3, d = 8 typed in
+        return np.moveaxis(X.reshape(*X.shape[:-2], 3, h, 8 // h), -2, -3)
+
+    fb = check_split_heads(typed, batched=batched)
+    first = "(5, 3, 8)" if batched else "(3, 8)"
+    assert not fb.ok and f"right for X of shape {first}" in fb.message
+    assert "typed in" in fb.message and "raised ValueError" in fb.message
+    fb = check_split_heads(lambda X, h: np.moveaxis(X.reshape(*X.shape[:-1], h, -1), -2, -3),
+                           batched=batched)
+    assert fb.ok and "4, 12)" in fb.message

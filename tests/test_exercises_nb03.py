@@ -71,7 +71,7 @@ def test_embeddings_cannot_be_read_off_the_model(parts):
     E = run_bert(*EMBED_PAIR).hidden_states[0]
     fb = check_embeddings(None, E)
     assert "not answered yet" in fb.message and "`summed`" in fb.message and "still None" in fb.message
-    assert "`E`" in check_embeddings(word + pos + typ, None).message
+    assert "`E_pair`" in check_embeddings(word + pos + typ, None).message
     assert "already normalised" in check_embeddings(E, E).message
     assert "LayerNorm is missing" in check_embeddings(word + pos + typ, word + pos + typ).message
     assert "E differs" in check_embeddings(word + pos + typ, E + 0.01).message
@@ -391,3 +391,14 @@ def test_an_empty_list_of_heads_is_called_empty_without_a_count():
     fb = check_heads([])
     assert not fb.ok and "your list is empty" in fb.message
     assert f"{len(heads_where_top())}" not in fb.message
+
+
+def test_half_answered_embeddings_name_the_learners_variable_and_empty_text_reads_plainly(parts):
+    _, word, pos, typ, _ = parts
+    fb = check_embeddings(word + pos + typ, None)
+    assert "not answered yet" in fb.message and "`E_pair`" in fb.message
+    for text in ("", "   "):
+        fb = check_bank_sentence(text)
+        assert not fb.ok and "empty" in fb.message and "plenty" not in fb.message
+        assert fb.message.count(":") == 1  # one colon, not "...: type a sentence: ..."
+    assert "plenty" in check_bank_sentence("bank " * 600).message  # too long: told how long

@@ -80,6 +80,8 @@ def as_answer_array(answer, what: str, shape: tuple[int, ...] | None = None, *, 
         return Feedback(False, f"wrong shape: {what} should have shape {want}{why}; yours has "
                                f"{a.shape}")
     if np.issubdtype(a.dtype, np.inexact) and not np.isfinite(a).all():
+        if not hasattr(answer, "detach") and None in np.asarray(answer, object).ravel().tolist():
+            return Feedback(False, f"{what} holds None, not numbers: fill in every entry")
         return Feedback(False, f"{what} contains NaN or inf: every entry must be a finite "
                                "number (typed in, or a division by 0 or exp of a huge number?)")
     return a
@@ -174,3 +176,30 @@ def call_answer(fn: Callable, *args, when: str = "", todo: str = TODO):
         return None, not_answered("your function returns None: fill it in so that it returns "
                                   "its result")
     return result, None
+
+
+def _ragged_message(value, name: str) -> str:
+    """"" when ``value`` is array-like of one shape; else which row has a different length."""
+    try:
+        np.shape(value)
+        return ""
+    except ValueError:
+        pass
+    try:
+        lengths = [len(row) for row in value]
+    except TypeError:
+        return f"{name} mixes rows and single numbers: every row needs one entry per column"
+    first = lengths[0]
+    i = next((k for k, n in enumerate(lengths) if n != first), 1)
+    return (f"the rows of {name} have different lengths: row 0 has {first} entries, row {i} has "
+            f"{lengths[i]} (a list built in a loop that is not emptied for each new row?)")
+
+
+def _is_complex(value) -> bool:
+    """True if ``value`` (array-like or tensor) holds complex numbers; False if unreadable."""
+    if hasattr(value, "is_complex"):  # a torch tensor
+        return bool(value.is_complex())
+    try:
+        return bool(np.iscomplexobj(np.array(value)))
+    except (TypeError, ValueError):
+        return False

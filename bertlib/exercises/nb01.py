@@ -5,11 +5,9 @@ names the mistake it recognises (a forgotten 1/√d_k, a softmax over the wrong 
 where values belong, a mask applied after the softmax, ...). An unanswered stub (``None``) gets a
 "not answered yet" message, never an exception.
 
-- :func:`check_causal_guess`: predict, then check: which word "cat" attends to most under a
-  causal mask.
-- :func:`check_attention_fn`: a learner's attention written with loops, tried on random inputs.
-- :func:`check_design`: edit W_Q (and W_K if needed) so that "mat" attends most to "cat", while
-  "cat" still attends most to "sat".
+- :func:`check_causal_guess`: under a causal mask, which word "cat" attends to most (predict).
+- :func:`check_attention_fn`: a learner's attention written with loops, on random inputs.
+- :func:`check_design`: edit W_Q (and W_K) so that "mat" attends most to "cat", "cat" to "sat".
 - :func:`check_window_weights`: the toy's weights when each word sees only its neighbours.
 """
 
@@ -23,6 +21,8 @@ import numpy as np
 from bertlib.checks import whole
 from bertlib.exercises import (
     Feedback,
+    _is_complex,
+    _ragged_message,
     as_answer_array,
     as_answer_word,
     call_answer,
@@ -77,23 +77,6 @@ def check_causal_guess(word) -> Feedback:
                                "words after its own")
     return Feedback(False, f"{word!r} is visible, but compare the scores: the query of 'cat' "
                            f"{Q[i].tolist()} against the keys 'cat' can see")
-
-
-def _ragged_message(value, name: str) -> str:
-    """"" when ``value`` is array-like of one shape; else which row has a different length."""
-    try:
-        np.shape(value)
-        return ""
-    except ValueError:
-        pass
-    try:
-        lengths = [len(row) for row in value]
-    except TypeError:
-        return f"{name} mixes rows and single numbers: every row needs one entry per column"
-    first = lengths[0]
-    i = next((k for k, n in enumerate(lengths) if n != first), 1)
-    return (f"the rows of {name} have different lengths: row 0 has {first} entries, row {i} has "
-            f"{lengths[i]} (a list built in a loop that is not emptied for each new row?)")
 
 
 def _fitted_divisor(A: np.ndarray, S: np.ndarray) -> float | None:
@@ -200,7 +183,27 @@ def check_attention_fn(fn: Callable) -> Feedback:
         return Feedback(False, f"A is right; Z should be (n_q, d_v) = (4, 2), yours is {Z.shape}")
     if not _close(Z, A @ V):
         return Feedback(False, "A is right, but Z is not Σ_j A[i, j] · V[j] for every query i")
-    return Feedback(True, "correct on random inputs with 4 queries, 5 keys, d_k = 3, d_v = 2")
+    return _other_shape(fn)
+
+
+def _other_shape(fn: Callable) -> Feedback:
+    """The verdict once (4, 5, 3, 2) passed: is fn also right with 6 queries, 7 keys, d_k = 2,
+    d_v = 4? A size typed in (range(4), math.sqrt(3)) shows here."""
+    rng = np.random.default_rng(2)
+    Q, K, V = rng.normal(size=(6, 2)), rng.normal(size=(7, 2)), rng.normal(size=(7, 4))
+    A = softmax(Q @ K.T / math.sqrt(2), axis=-1)
+    result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())
+    pair = error is None and isinstance(result, tuple) and len(result) == 2
+    got = [as_answer_array(r, "r") for r in result] if pair else []
+    if pair and all(not isinstance(g, Feedback) and _close(g, w)
+                    for g, w in zip(got, (A @ V, A), strict=True)):
+        return Feedback(True, "correct on random inputs with 4 queries, 5 keys, d_k = 3, d_v = 2 "
+                              "and with 6 queries, 7 keys, d_k = 2, d_v = 4")
+    why = f" (yours raised {error.message.split('raised ')[-1]})" if error is not None else ""
+    return Feedback(False, f"right with 4 queries, 5 keys, d_k = 3, d_v = 2, but wrong with 6 "
+                           f"queries, 7 keys, d_k = 2, d_v = 4{why}: a size typed in (4, 5, 3 or "
+                           "2, as in range(4) or math.sqrt(3))? Read n_q, n_k and d_k from the "
+                           "shapes of Q and K")
 
 
 def check_design(W_Q, W_K=None) -> Feedback:
@@ -298,16 +301,6 @@ def _moved_keys_hint(K, words, q_cat) -> str:
             f"{q_cat}: which rows of W_K did you change, and which of these keys did that move?")
 
 
-def _is_complex(value) -> bool:
-    """True if ``value`` (array-like or tensor) holds complex numbers; False if unreadable."""
-    if hasattr(value, "is_complex"):  # a torch tensor
-        return bool(value.is_complex())
-    try:
-        return bool(np.iscomplexobj(np.array(value)))
-    except (TypeError, ValueError):
-        return False
-
-
 def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False) -> str:
     """Why no query can single out "cat": another key equals it, or "mat"'s key is a multiple."""
     k_cat = K[i_cat]
@@ -345,7 +338,11 @@ def _near(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _window_row_message(a: np.ndarray, right: np.ndarray, mask: np.ndarray) -> str:
-    i = int(np.argmax(np.abs(a - right).max(axis=1)))
+    zero = np.abs(a.sum(axis=1)) <= PENCIL_ATOL
+    if zero.any():
+        return (f"{'every row' if zero.all() else f'row {int(zero.argmax())}'} of your weights "
+                "sums to 0 (still zeros?): each row is one query's softmax weights, which sum to 1")
+    i = int(np.argmax(np.abs(a - right).max(axis=1) > PENCIL_ATOL))  # the first wrong row
     window = [j for j in range(_N) if mask[i, j]]
     given = [j for j in range(_N) if abs(a[i, j]) > PENCIL_ATOL]
     where = f"row {i} (query {toy.TOKENS[i]!r})"

@@ -17,12 +17,12 @@ import numpy as np
 
 from bertlib.exercises import (
     Feedback,
+    _ragged_message,
     as_answer_array,
     as_answer_number,
     call_answer,
     not_answered,
 )
-from bertlib.exercises.nb01 import _ragged_message
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import check_layer_head, run_bert
 from bertlib.paper import toy
@@ -56,8 +56,7 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     if batched and _calls_library_split_heads(fn):
         return Feedback(False, "your function calls bertlib's split_heads, which already handles "
                                "batches; write the split into heads yourself")
-    lead = (5,) if batched else ()
-    n, d = 3, 8
+    lead, n, d = ((5,) if batched else ()), 3, 8
     X = np.arange(int(np.prod(lead + (n, d))), dtype=float).reshape(*lead, n, d)
     for h in (2, 4):
         d_k = d // h
@@ -92,9 +91,21 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
                                    "memory order, so its rows mix pieces of several tokens")
         return Feedback(False, f"with h = {h}, head 0 should hold columns 0..{d_k - 1} of every "
                                f"token, i.e. {first.tolist()}; yours holds {mine.tolist()}")
-    return Feedback(True, "correct: your function's head i holds "
-                          "columns i·d_k … (i+1)·d_k − 1 of every token, for h = 2 and h = 4"
-                          + (", on a batch of five sentences" if batched else ""))
+    X2 = np.arange(96 if batched else 48, dtype=float).reshape(*((2,) if batched else ()), 4, 12)
+    return _typed_sizes(*call_answer(fn, X2.copy(), 3), X2, 3, X.shape)
+
+
+def _typed_sizes(got, error: Feedback | None, X: np.ndarray, h: int, first: tuple) -> Feedback:
+    """The verdict on a second shape of X, once ``first`` passed: a size typed in shows here."""
+    mine = error if error is not None else as_answer_array(got, "the result", dtype=None)
+    if not isinstance(mine, Feedback) and np.array_equal(mine, split_heads(X, h)):
+        return Feedback(True, "correct: your function's head i holds columns i·d_k … (i+1)·d_k − 1"
+                              f" of every token, for X of shape {first} (h = 2, 4) and "
+                              f"{X.shape} (h = {h})")
+    why = f" (yours raised {error.message.split('raised ')[-1]})" if error is not None else ""
+    return Feedback(False, f"right for X of shape {first} with h = 2 and 4, but not for X of "
+                           f"shape {X.shape} with h = {h}{why}: a size typed in "
+                           f"({' or '.join(map(str, first))})? Read the sizes from X.shape")
 
 
 def _calls_library_split_heads(fn: Callable, depth: int = 3) -> bool:

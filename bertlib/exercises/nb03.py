@@ -1,14 +1,13 @@
 """Checkers for notebook 03's "Try it" exercises, on the BERT that ``load_bert()`` returns.
 
-Every checker works for any BERT (the expected answer is computed on the model in use), returns a
-:class:`~bertlib.exercises.Feedback`, and says "not answered yet" (without raising) for ``None``.
+Every checker works for any BERT (the answer is computed on the model in use), returns a
+:class:`~bertlib.exercises.Feedback`, and says "not answered yet" (never raises) for ``None``.
 
 1. :func:`check_embeddings` (reproduce): the sum S = W_word[t] + W_pos[0…n−1] + W_type[s] of a
    sentence *pair*, (n, d), and E = LayerNorm(S); asking for S too means ``hidden_states[0]``
    alone does not pass. Names a missing LayerNorm (or its d − 1 variance or wrong axis), position
    or token-type embedding, segment A used for every piece, and a wrong shape.
-2. :func:`check_position_guess` (predict, then check): the cosine, at the input, between the
-   vectors of the same word *bank* at two different positions.
+2. :func:`check_position_guess` (predict, then check): the input cosine of *bank* at 2 positions.
 3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
    [CLS] and [SEP] left out, goes to another word. Names 1-based numbering, (head, layer) order,
    special tokens left in, the words read the wrong way round, and wrong pairs (with what the
@@ -176,7 +175,7 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
         return _not_answered("compute `summed` (the three embeddings added) and `E_pair` (its "
                              "LayerNorm), one row per word piece of the pair")
     if summed is None or E is None:
-        which = "`summed` (the three embeddings added)" if summed is None else "`E` (its LayerNorm)"
+        which = "`E_pair` (its LayerNorm)" if E is None else "`summed` (the three embeddings added)"
         return _not_answered(f"{which} is still None: compute it too")
     variants, pieces = _embedding_variants(pair, model)
     shape = variants["right"][0].shape
@@ -376,9 +375,9 @@ def _sentence_problem(text, model) -> Feedback | None:
                                f"{type(text).__name__}")
     try:
         pieces = encode(text, model=_model(model))["input_ids"][0].tolist()
-    except ValueError as error:  # too long: the advice to truncate is not for this checker
-        return Feedback(False, str(error).split(", or pass truncate")[0]
-                        + ": a sentence of a line or two is plenty")
+    except ValueError as error:  # empty or too long (its advice to truncate is not for here)
+        said = str(error).split(", or pass truncate")[0]
+        return Feedback(False, said if "empty" in said else f"{said}; a line or two is plenty")
     tokens = _model(model).tokenizer.convert_ids_to_tokens(pieces)
     if "bank" not in tokens:
         return Feedback(False, f"your sentence needs the word piece 'bank'; its pieces are "

@@ -327,3 +327,8 @@ def test_split_heads_with_sizes_typed_in_is_caught_on_a_second_shape(batched):
     fb = check_split_heads(lambda X, h: np.moveaxis(X.reshape(*X.shape[:-1], h, -1), -2, -3),
                            batched=batched)
     assert fb.ok and "4, 12)" in fb.message
+
+
+def test_split_heads_returning_none_on_the_second_shape_says_so():
+    fb = check_split_heads(lambda X, h: None if X.shape[-1] == 12 else split_heads(X, h))
+    assert not fb.ok and "(yours returned None)" in fb.message and "raised" not in fb.message

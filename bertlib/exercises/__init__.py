@@ -203,3 +203,12 @@ def _is_complex(value) -> bool:
         return bool(np.iscomplexobj(np.array(value)))
     except (TypeError, ValueError):
         return False
+
+
+def _attempt_note(error: Feedback | None) -> str:
+    """" (yours raised X: ...)" or " (yours returned None)" for call_answer's error; "" if none."""
+    if error is None:
+        return ""
+    if error.message.startswith(NOT_ANSWERED):
+        return " (yours returned None)"
+    return f" (yours raised {error.message.split('raised ', 1)[-1]})"

@@ -21,6 +21,7 @@ import numpy as np
 from bertlib.checks import whole
 from bertlib.exercises import (
     Feedback,
+    _attempt_note,
     _is_complex,
     _ragged_message,
     as_answer_array,
@@ -199,7 +200,7 @@ def _other_shape(fn: Callable) -> Feedback:
                     for g, w in zip(got, (A @ V, A), strict=True)):
         return Feedback(True, "correct on random inputs with 4 queries, 5 keys, d_k = 3, d_v = 2 "
                               "and with 6 queries, 7 keys, d_k = 2, d_v = 4")
-    why = f" (yours raised {error.message.split('raised ')[-1]})" if error is not None else ""
+    why = _attempt_note(error)
     return Feedback(False, f"right with 4 queries, 5 keys, d_k = 3, d_v = 2, but wrong with 6 "
                            f"queries, 7 keys, d_k = 2, d_v = 4{why}: a size typed in (4, 5, 3 or "
                            "2, as in range(4) or math.sqrt(3))? Read n_q, n_k and d_k from the "

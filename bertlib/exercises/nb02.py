@@ -17,6 +17,7 @@ import numpy as np
 
 from bertlib.exercises import (
     Feedback,
+    _attempt_note,
     _ragged_message,
     as_answer_array,
     as_answer_number,
@@ -102,7 +103,7 @@ def _typed_sizes(got, error: Feedback | None, X: np.ndarray, h: int, first: tupl
         return Feedback(True, "correct: your function's head i holds columns i·d_k … (i+1)·d_k − 1"
                               f" of every token, for X of shape {first} (h = 2, 4) and "
                               f"{X.shape} (h = {h})")
-    why = f" (yours raised {error.message.split('raised ')[-1]})" if error is not None else ""
+    why = _attempt_note(error)
     return Feedback(False, f"right for X of shape {first} with h = 2 and 4, but not for X of "
                            f"shape {X.shape} with h = {h}{why}: a size typed in "
                            f"({' or '.join(map(str, first))})? Read the sizes from X.shape")

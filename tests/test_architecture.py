@@ -359,28 +359,31 @@ def test_no_test_module_imports_another():
 # ---------------------------------------------------------------- equation first
 
 EQUATIONS = {  # (module, function): a piece of each equation line the reader must reach
-    ("attention", "softmax"): "np.exp(",
+    ("attention", "softmax"): ("np.exp(", "np.divide(e, total"),  # the whole formula
     ("attention", "attention_scale"): "math.sqrt(",
     ("attention", "scaled_dot_product_attention"): (  # s computed in the body, not in a check
-        "s = attention_scale(Q.shape[-1], scale)", "Q @ np.swapaxes(K, -1, -2)", "softmax(scores"),
+        "s = attention_scale(Q.shape[-1], scale)", "Q @ np.swapaxes(K, -1, -2)", "softmax(scores",
+        "return weights @ V"),
     ("attention", "split_heads"): ".reshape(",
     ("attention", "merge_heads"): ".reshape(",
     ("attention", "multi_head_attention"): "split_heads(X @ W_Q + b_Q, h)",
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
     ("bert", "encoder_layer"): ("Q = split_heads(X @ p.W_Q + p.b_Q, h)",
                                 "scaled_dot_product_attention(Q, K, V, mask)",
-                                "X1 = layer_norm(X + M"),
+                                "Y = layer_norm(X + M", "gelu(Y @ p.W_1"),
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",
     ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",
-    ("mlm", "mlm_loss"): "torch.log_softmax(logits[chosen]",
-    ("mlm", "mask_tokens"): "chosen = _choose(special",
-    ("mlm", "mask_batch"): "chosen = _choose(special",
-    ("mlm", "_choose"): ("k = np.maximum(1", "rng.choice(", "argsort(-1)"),
+    ("mlm", "mlm_loss"): ("torch.log_softmax(logits[chosen]", "log_p.gather("),
+    # one input is a batch of one row, and mask_batch (the rule) sits directly below it
+    ("mlm", "mask_tokens"): ("mask_batch(ids[None]", "def mask_batch("),
+    ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "fate < f_mask"),  # 80/10/10
     ("mlm", "mask_sentence"): "mask_tokens(ids",
     ("pretrain", "mlm_step"): ("logits = model(input_ids=input_ids", "mlm_loss(logits, labels)"),
-    ("pretrain", "train"): "loss = mlm_step(model",
-    ("pretrain", "tiny_fill_mask"): "p = softmax(logits[0, where]",
+    ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "loss = mlm_step(model"),
+    ("pretrain", "_schedule"): "min((s + 1)",
+    ("pretrain", "tiny_fill_mask"): ("p = softmax(logits[0, where]", "top = np.argsort(-p"),
+    ("params", "bert_params"): "(in, out) so the equations read x W",
 }
 LANDING = 10  # lines from the `def` a reader lands on to each equation line
 

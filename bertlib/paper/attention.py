@@ -41,11 +41,8 @@ __all__ = [
 
 def softmax(x, axis: int = -1, where=None) -> np.ndarray:
     """softmax(x)_i = e^(x_i − m) / Σ_j e^(x_j − m), m = max_j x_j (the same, and never overflows).
-
-    x: any shape. where: optional bool array broadcastable to x; entries where it is False get
-    weight 0. A slice whose entries are all excluded (or all -inf) gives zeros, never NaN.
-    Returns an array of x's shape whose slices along ``axis`` sum to 1 (or 0 if fully excluded).
-    """
+    x: any shape; where: bool broadcastable to x, False = weight 0 (a slice all excluded or all
+    -inf gives zeros, never NaN). Returns x's shape, slices along ``axis`` summing to 1 (or 0)."""
     x, where = _check_softmax(x, where)  # -inf is a valid score: "never attend here"
     x = x if where is None else np.where(where, x, -np.inf)  # excluded: e^(−∞) = 0
     m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
@@ -68,11 +65,9 @@ def attention_scale(d_k: int, scale: float | None = None) -> float:
 
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
     """Attention(Q, K, V) = softmax(Q Kᵀ · s) V, s = 1/√d_k unless given; leading axes broadcast.
-
-    Q: (..., n_q, d_k), K: (..., n_k, d_k), V: (..., n_k, d_v); mask: (..., n_q, n_k) bool, True =
-    may attend, None = all. Returns output (..., n_q, d_v), weights (..., n_q, n_k) (masked-out rows
-    0). The default s is float64, so float32 Q, K give float64 scores and weights (notebook 05
-    measures them so); a given scale keeps Q's float type."""
+    Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); mask (..., n_q, n_k) bool, True = may
+    attend, None = all. Returns output (..., n_q, d_v), weights (..., n_q, n_k), masked rows 0;
+    float64 with the default s (notebook 05 measures so), Q's float type with a given scale."""
     Q, K, V, mask = _check_attention(Q, K, V, mask)
     s = attention_scale(Q.shape[-1], scale)  # 1/√d_k, a Python float, unless scale is given
     scores = Q @ np.swapaxes(K, -1, -2) * (np.float64(s) if scale is None else s)

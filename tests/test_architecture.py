@@ -500,7 +500,6 @@ PRIVATE_CHECKS = {
     "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
     "mlm": {"_check_masking": "the corruption's ids, rate and special tokens"},
     "pretrain": {"_check_fill_mask": "a text of the tiny language's words with one [MASK]"},
-    "heads": {"_check_maps": "one layer's or every layer's maps for the explorer"},
 }
 
 

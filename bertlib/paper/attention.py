@@ -21,6 +21,7 @@ from bertlib.checks import (
     number,
     padding_flags,
     whole,
+    window,
 )
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "key_mask",
+    "band",
+    "window_half",
     "sliding_window_blocks",
     "check_qkv_shapes",
     "check_one_head",
@@ -151,6 +154,18 @@ def key_mask(flags, name: str = "attention_mask", real_in_each_row: bool = False
     return padding_flags(flags, name, real_in_each_row)[..., None, :]
 
 
+def band(queries, keys, half: int) -> np.ndarray:
+    """The sliding window, |i − j| ≤ half: the one place it is written. queries: (n_q,) and keys:
+    (n_k,) positions. Returns (n_q, n_k) bool, True where key j lies within half of query i."""
+    return np.abs(np.asarray(queries)[:, None] - np.asarray(keys)[None, :]) <= half
+
+
+def window_half(w, n: int) -> int:
+    """w/2, the keys a window w (a positive even number, checks.window) reaches on each side,
+    capped at n − 1 (no key of n tokens lies farther): the one place the half is derived."""
+    return min(window(w) // 2, whole(n, "n", 1) - 1)
+
+
 def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np.ndarray]:
     """The blocked sliding window: which keys each block of queries reads, and which it may attend.
 
@@ -163,7 +178,7 @@ def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np
     """
     n, half, B = whole(n, "n", 1), whole(half, "half", 0), whole(block, "block", 1)
     keys = np.arange(-(-n // B))[:, None] * B - half + np.arange(B + 2 * half)  # (n_blocks, S)
-    in_band = np.abs(np.arange(B)[:, None] - np.arange(B + 2 * half) + half) <= half  # (B, S)
+    in_band = band(np.arange(B), np.arange(B + 2 * half) - half, half)  # (B, S)
     return keys, in_band & ((keys >= 0) & (keys < n))[:, None, :]
 
 

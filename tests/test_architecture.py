@@ -528,3 +528,41 @@ def test_the_private_check_scanner_sees_module_level_checks(tmp_path):
     tree = ast.parse("def _check_x(a):\n    pass\ndef f():\n    def _check_inner():\n"
                      "        pass\n")
     assert private_checks([(tmp_path / "m.py", tree)]) == {("m", "_check_x")}
+
+
+def notebook_users() -> dict[str, set[str]]:
+    """Module -> the numbers ("01".."09") of the lessons and solutions that import it."""
+    users = {}
+    for path in sorted((ROOT / "notebooks").glob("**/[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join(line for c in cells if c["cell_type"] == "code"
+                         for line in "".join(c["source"]).splitlines()
+                         if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for unit in _bertlib_imports_of(node):
+                    users.setdefault(unit, set()).add(path.name[:2])
+    return users
+
+
+def listed_users(cell: str) -> set[str]:
+    """The notebook numbers a "used by" cell names: "01–04, 06" -> {01, 02, 03, 04, 06};
+    "every lesson" names all nine; module names and folders are not notebooks."""
+    if "every lesson" in cell:
+        return {f"{i:02d}" for i in range(1, 10)}
+    found = set()
+    for first, last in re.findall(r"(?<![\w/.])(0[1-9])(?:–(0[1-9]))?(?![\w/.])", cell):
+        found |= {f"{i:02d}" for i in range(int(first), int(last or first) + 1)}
+    return found
+
+
+def test_used_by_names_the_notebooks_that_import_each_module():
+    users = notebook_users()
+    rows = re.findall(r"^\| `([a-z_0-9/]+)` \| \d+ \|.*\| ([^|]*) \|$",
+                      MAP.read_text(encoding="utf-8"), re.M)
+    wrong = [f"{name}: the table says {sorted(listed_users(cell))}, the notebooks' imports "
+             f"say {sorted(users.get(name, set()))}" for name, cell in rows
+             if listed_users(cell) != users.get(name, set())]
+    assert len(rows) == len(_levels()) and not wrong, "\n".join(wrong)
+    assert listed_users("01–03, 05, `benchmarks/`, tools/pretrain_tiny_bert.py") == {
+        "01", "02", "03", "05"}

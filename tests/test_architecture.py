@@ -359,28 +359,31 @@ def test_no_test_module_imports_another():
 # ---------------------------------------------------------------- equation first
 
 EQUATIONS = {  # (module, function): a piece of each equation line the reader must reach
-    ("attention", "softmax"): "np.exp(",
+    ("attention", "softmax"): ("np.exp(", "np.divide(e, total"),  # the whole formula
     ("attention", "attention_scale"): "math.sqrt(",
     ("attention", "scaled_dot_product_attention"): (  # s computed in the body, not in a check
-        "s = attention_scale(Q.shape[-1], scale)", "Q @ np.swapaxes(K, -1, -2)", "softmax(scores"),
+        "s = attention_scale(Q.shape[-1], scale)", "Q @ np.swapaxes(K, -1, -2)", "softmax(scores",
+        "return weights @ V"),
     ("attention", "split_heads"): ".reshape(",
     ("attention", "merge_heads"): ".reshape(",
     ("attention", "multi_head_attention"): "split_heads(X @ W_Q + b_Q, h)",
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
     ("bert", "encoder_layer"): ("Q = split_heads(X @ p.W_Q + p.b_Q, h)",
                                 "scaled_dot_product_attention(Q, K, V, mask)",
-                                "X1 = layer_norm(X + M"),
+                                "Y = layer_norm(X + M", "gelu(Y @ p.W_1"),
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",
     ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",
-    ("mlm", "mlm_loss"): "torch.log_softmax(logits[chosen]",
-    ("mlm", "mask_tokens"): "chosen = _choose(special",
-    ("mlm", "mask_batch"): "chosen = _choose(special",
-    ("mlm", "_choose"): ("k = np.maximum(1", "rng.choice(", "argsort(-1)"),
+    ("mlm", "mlm_loss"): ("torch.log_softmax(logits[chosen]", "log_p.gather("),
+    # one input is a batch of one row, and mask_batch (the rule) sits directly below it
+    ("mlm", "mask_tokens"): ("mask_batch(ids[None]", "def mask_batch("),
+    ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "fate < f_mask"),  # 80/10/10
     ("mlm", "mask_sentence"): "mask_tokens(ids",
     ("pretrain", "mlm_step"): ("logits = model(input_ids=input_ids", "mlm_loss(logits, labels)"),
-    ("pretrain", "train"): "loss = mlm_step(model",
-    ("pretrain", "tiny_fill_mask"): "p = softmax(logits[0, where]",
+    ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "loss = mlm_step(model"),
+    ("pretrain", "_schedule"): "min((s + 1)",
+    ("pretrain", "tiny_fill_mask"): ("p = softmax(logits[0, where]", "top = np.argsort(-p"),
+    ("params", "bert_params"): "(in, out) so the equations read x W",
 }
 LANDING = 10  # lines from the `def` a reader lands on to each equation line
 
@@ -438,12 +441,18 @@ def scale_writers(trees) -> list[str]:
     return found
 
 
+SCALE_WRITTEN_ON_PURPOSE = {  # exercise checkers that write √d_k out, and why
+    "bertlib/exercises/nb01.py": "its checkers compute what a learner writes by hand, √d_k too",
+    "bertlib/exercises/nb07.py": "wrong scales (√d_k, √(3·d)) that name a learner's mistake; "
+                                 "its right one is attention_scale(3 * d_k)",
+}
+
+
 def test_one_scale_in_all_of_bertlib():
-    # exercises write wrong scales on purpose (to name a learner's mistake); family's DeBERTa
-    # scale 1/√(3·d_k) is attention_scale(3 * d_k), so family.py is read too
+    # family's DeBERTa scale 1/√(3·d_k) is attention_scale(3 * d_k), so family.py is read too
     trees = [(str(path.relative_to(ROOT)), ast.parse(path.read_text(encoding="utf-8")))
              for path in sorted((ROOT / "bertlib").rglob("*.py"))
-             if "exercises" not in path.parts]
+             if str(path.relative_to(ROOT)) not in SCALE_WRITTEN_ON_PURPOSE]
     found = scale_writers(trees)
     assert found == ["bertlib/paper/attention.py: math.sqrt(max(d_k, 1))"], (
         "write 1/√d_k once, in bertlib.paper.attention.attention_scale, and call it: "
@@ -497,7 +506,6 @@ PRIVATE_CHECKS = {
     "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
     "mlm": {"_check_masking": "the corruption's ids, rate and special tokens"},
     "pretrain": {"_check_fill_mask": "a text of the tiny language's words with one [MASK]"},
-    "heads": {"_check_maps": "one layer's or every layer's maps for the explorer"},
 }
 
 
@@ -520,3 +528,41 @@ def test_the_private_check_scanner_sees_module_level_checks(tmp_path):
     tree = ast.parse("def _check_x(a):\n    pass\ndef f():\n    def _check_inner():\n"
                      "        pass\n")
     assert private_checks([(tmp_path / "m.py", tree)]) == {("m", "_check_x")}
+
+
+def notebook_users() -> dict[str, set[str]]:
+    """Module -> the numbers ("01".."09") of the lessons and solutions that import it."""
+    users = {}
+    for path in sorted((ROOT / "notebooks").glob("**/[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join(line for c in cells if c["cell_type"] == "code"
+                         for line in "".join(c["source"]).splitlines()
+                         if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for unit in _bertlib_imports_of(node):
+                    users.setdefault(unit, set()).add(path.name[:2])
+    return users
+
+
+def listed_users(cell: str) -> set[str]:
+    """The notebook numbers a "used by" cell names: "01–04, 06" -> {01, 02, 03, 04, 06};
+    "every lesson" names all nine; module names and folders are not notebooks."""
+    if "every lesson" in cell:
+        return {f"{i:02d}" for i in range(1, 10)}
+    found = set()
+    for first, last in re.findall(r"(?<![\w/.])(0[1-9])(?:–(0[1-9]))?(?![\w/.])", cell):
+        found |= {f"{i:02d}" for i in range(int(first), int(last or first) + 1)}
+    return found
+
+
+def test_used_by_names_the_notebooks_that_import_each_module():
+    users = notebook_users()
+    rows = re.findall(r"^\| `([a-z_0-9/]+)` \| \d+ \|.*\| ([^|]*) \|$",
+                      MAP.read_text(encoding="utf-8"), re.M)
+    wrong = [f"{name}: the table says {sorted(listed_users(cell))}, the notebooks' imports "
+             f"say {sorted(users.get(name, set()))}" for name, cell in rows
+             if listed_users(cell) != users.get(name, set())]
+    assert len(rows) == len(_levels()) and not wrong, "\n".join(wrong)
+    assert listed_users("01–03, 05, `benchmarks/`, tools/pretrain_tiny_bert.py") == {
+        "01", "02", "03", "05"}

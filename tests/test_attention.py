@@ -279,3 +279,14 @@ def test_sliding_window_blocks_rejects_bad_sizes():
         sliding_window_blocks(4, 1, 0)
     with pytest.raises(ValueError, match="half"):
         sliding_window_blocks(4, -1, 1)
+
+
+def test_band_and_window_half_are_the_sliding_window():
+    from bertlib.paper.attention import band, window_half
+    i = np.arange(5)
+    assert np.array_equal(band(i, i, 1), np.abs(i[:, None] - i[None, :]) <= 1)
+    assert band(np.arange(2), np.arange(4) - 1, 1).tolist() == [
+        [True, True, True, False], [False, True, True, True]]  # a slab's keys start at −half
+    assert window_half(4, 10) == 2 and window_half(40, 10) == 9  # capped at n − 1
+    with pytest.raises(ValueError, match="must be even"):
+        window_half(3, 10)

@@ -49,12 +49,12 @@ def test_pairs_groups_share_their_first_sentence_and_split():
 def test_pair_batch_shapes_and_padding(bert):
     batch = F.pair_batch(PAIRS, model=bert)
     b, n = batch.inputs["input_ids"].shape
-    assert batch.prior.shape == (b, n, n) and batch.mask_a.shape == batch.mask_b.shape == (b, n)
+    assert batch.prior.shape == (b, n, n) and batch.in_a.shape == batch.in_b.shape == (b, n)
     k = int(batch.inputs["attention_mask"][0].sum())
     assert (batch.prior[0, k:] == 0).all() and (batch.prior[0, :, k:] == 0).all()
     np.testing.assert_array_equal(batch.prior[0, :k, :k].numpy(), C.similarity_prior(A, B))
-    assert batch.mask_a[0].tolist() == [0] + [1] * 6 + [0] * (n - 7)
-    assert batch.mask_b[0, 8:15].tolist() == [1] * 7 and batch.mask_b[0, 15:].sum() == 0
+    assert batch.in_a[0].tolist() == [0] + [1] * 6 + [0] * (n - 7)
+    assert batch.in_b[0, 8:15].tolist() == [1] * 7 and batch.in_b[0, 15:].sum() == 0
 
 
 @pytest.mark.slow

@@ -93,17 +93,17 @@ def test_line_view_labels_every_kth_token_when_long():
 
 
 def test_attention_weights_is_the_one_check_of_an_n_by_n_map():
-    W = viz.attention_weights(np.eye(5), TOKENS)
+    W = viz.check_attention_weights(np.eye(5), TOKENS)
     assert W.dtype == np.float64 and W.shape == (5, 5)
     for bad, match in [(np.eye(4), r"must have shape \(n, n\) = \(5, 5\) for 5 tokens"),
                        (np.full((5, 5), 1.5), r"in \[0, 1\].*from 1.5 to 1.5"),
                        (np.full((5, 5), np.inf), "finite")]:
         with pytest.raises(ValueError, match=match):
-            viz.attention_weights(bad, TOKENS)
+            viz.check_attention_weights(bad, TOKENS)
     with pytest.raises(ValueError, match="the number of tokens n must be a whole number >= 1, got 0"):
-        viz.attention_weights(np.zeros((0, 0)), [])
+        viz.check_attention_weights(np.zeros((0, 0)), [])
     with pytest.raises(TypeError, match="array of numbers"):
-        viz.attention_weights("weights", TOKENS)
+        viz.check_attention_weights("weights", TOKENS)
 
 
 def test_route_arcs_draws_one_labelled_arc_per_link_and_names_bad_positions():

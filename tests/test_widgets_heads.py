@@ -83,7 +83,7 @@ def test_bad_query_and_bad_shapes(toy_maps):
         draw_heads(w, tokens, head=0, query=1.0)
     with pytest.raises(ValueError, match="'dog' is not among the tokens"):
         draw_heads(w, tokens, head=0, query="dog")
-    with pytest.raises(ValueError, match=r"\(h, n, n\) with n = 5 tokens"):
+    with pytest.raises(ValueError, match=r"\(h, n, n\) = \(h, 5, 5\) \(n = the number of tokens\)"):
         draw_heads(w, tokens[:5], head=0, query=0)
 
 
@@ -110,7 +110,7 @@ def test_explorer_with_layers_checks_the_layer_too():
 
 
 def test_explorer_rejects_bad_weights_and_a_bad_starting_query(toy_maps):
-    with pytest.raises(ValueError, match="weights must have shape"):
+    with pytest.raises(ValueError, match=r"weights must have 3 dimensions \(h, n, n\) or"):
         HeadExplorer(np.ones((4, 4)), ["a", "b", "c", "d"])
     w, tokens = toy_maps
     with pytest.raises(ValueError, match=r"query must be a whole number in 0..5 \(6 tokens\) or a token, got 9"):

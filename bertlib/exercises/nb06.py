@@ -18,7 +18,7 @@ from bertlib.exercises import (
     how_far,
 )
 from bertlib.paper.approximations import relative_error
-from bertlib.paper.attention import scaled_dot_product_attention
+from bertlib.paper.attention import band, scaled_dot_product_attention
 from bertlib.paper.variants import sliding_window_attention, sliding_window_pattern
 
 __all__ = ["check_window_mask", "check_band_bytes", "check_window_design"]
@@ -42,7 +42,7 @@ def check_window_mask(mask, n: int = 10, w: int = 4) -> Feedback:
     if not np.array_equal(mask, mask.T):
         return Feedback(False, "the window is symmetric: if i may see j, j may see i")
     row = int(mask[n // 2].sum())
-    if np.array_equal(mask, np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= w):
+    if np.array_equal(mask, band(np.arange(n), np.arange(n), w)):
         return Feedback(False, f"your band reaches w = {w} on each side; Longformer's window w "
                                f"is split, w/2 = {w // 2} on each side")
     return Feedback(False, f"a middle row keeps {row} keys; it should keep w + 1 = {w + 1} "

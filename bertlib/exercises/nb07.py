@@ -15,7 +15,7 @@ from bertlib.exercises import (
     how_far,
 )
 from bertlib.paper import family
-from bertlib.paper.attention import softmax
+from bertlib.paper.attention import attention_scale, softmax
 
 __all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores",
            "check_score_memory", "check_albert_design"]
@@ -121,7 +121,8 @@ def _score_mistakes(X, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]
         (np.stack([r.scores for r in _per_head(X, P_rel, Ws, k, h, "ij")]),
          "p2c read at δ(i, j) is what transformers computes; the paper (and this exercise) reads "
          "Q_r at δ(j, i)"),
-        (c2p_ji / np.sqrt(3 * d_k), "c2p reads K_r at δ(i, j) (query i, key j), not δ(j, i)"),
+        (c2p_ji * attention_scale(3 * d_k),
+         "c2p reads K_r at δ(i, j) (query i, key j), not δ(j, i)"),
         (p2c_t, "your p2c is transposed: entry (i, j) must be the KEY j's content K^c_j against "
                 "the position vector Q^r at δ(j, i), not query i's content"),
         (weights,
@@ -133,7 +134,7 @@ def _score_mistakes(X, P_rel, Ws, k: int, h: int) -> list[tuple[np.ndarray, str]
         (np.stack([(r.c2p + r.p2c) * r.scale for r in heads]),
          "the content→content term c2c is missing"),
     ]
-    for scale in (whole.scale, 1 / np.sqrt(3 * d_k)):  # all d columns in one head, either scale
+    for scale in (whole.scale, attention_scale(3 * d_k)):  # all d columns in one head, either scale
         mistakes.append((np.broadcast_to(whole.scores / whole.scale * scale, (h, n, n)),
                          "every head got the same scores, from all d columns: head a uses only "
                          "the columns a·d_k to (a+1)·d_k of each W"))

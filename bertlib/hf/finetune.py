@@ -44,13 +44,14 @@ class PairBatch(NamedTuple):
 
     inputs: dict of (batch, n) int tensors input_ids, token_type_ids, attention_mask.
     prior: (batch, n, n) float32 tensor, 0 on padding.
-    mask_a, mask_b: (batch, n) float32, 1 on the word pieces of sentence a (resp. b), no specials.
+    in_a, in_b: (batch, n) float32 flags, 1 on the word pieces of sentence a (resp. b), no
+    specials (which sentence a piece is in; not an attention mask).
     """
 
     inputs: dict
     prior: object
-    mask_a: object
-    mask_b: object
+    in_a: object
+    in_b: object
 
 
 def load_pairs(split: str | None = None) -> list[StsPair]:
@@ -77,7 +78,7 @@ def pair_batch(pairs: Sequence[tuple[str, str]] | Sequence[StsPair], source: str
     ``first_sep``, ``lexicon``); with punctuation="remove" (the default) BERT reads the pairs
     without punctuation too, as in the authors' code.
     Shapes: inputs (batch, n) with n the longest pair; prior (batch, n, n), 0 on padding rows
-    and columns; mask_a / mask_b (batch, n). Errors as in :func:`similarity_prior`.
+    and columns; in_a / in_b (batch, n). Errors as in :func:`similarity_prior`.
     """
     pairs = items(pairs, "pairs", "(sentence_a, sentence_b)")
     model = model or load_bert()
@@ -107,10 +108,10 @@ def pair_cosines(model, batch: PairBatch):
     extra = {"prior": batch.prior} if bert.config._attn_implementation == PRIOR_ATTENTION else {}
     H = bert(**batch.inputs, **extra).last_hidden_state  # (batch, n, d)
 
-    def pool(mask):
-        return (H * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    def pool(flags):  # mean of H over the pieces flagged 1
+        return (H * flags[..., None]).sum(1) / flags.sum(1, keepdim=True)
 
-    return torch.nn.functional.cosine_similarity(pool(batch.mask_a), pool(batch.mask_b), dim=-1)
+    return torch.nn.functional.cosine_similarity(pool(batch.in_a), pool(batch.in_b), dim=-1)
 
 
 def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int = 16,
@@ -244,7 +245,7 @@ def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
         negatives += int((scores[:, S == 0] < 0).sum())
         total += int((S == 0).sum()) * h
         pieces = model.tokenizer.convert_ids_to_tokens(batch.inputs["input_ids"][0])
-        found = _links_of(scores, S, words, batch.mask_b[0].bool(), pieces)
+        found = _links_of(scores, S, words, batch.in_b[0].bool(), pieces)
         rows, pair_of = rows + found, pair_of + [index] * len(found)
     return LinkEffects([r[0] for r in rows], *(np.array([r[k] for r in rows]) for k in range(1, 6)),
                        np.array(pair_of, dtype=int), negatives / total)

@@ -24,6 +24,7 @@ from bertlib.hf.ablation import ABLATION_MODES, ablated_head
 from bertlib.hf.corpus import Text, mean_pool, tokenize_batch
 from bertlib.hf.loading import bert_module, load_bert
 from bertlib.hf.params import bert_params
+from bertlib.paper.attention import key_mask
 
 __all__ = ["value_norms", "norm_weighted_maps", "head_importance", "occlusion"]
 
@@ -110,8 +111,10 @@ def head_importance(texts: Sequence[Text], mode: str = "uniform", model=None,
         out = bert(**enc, output_hidden_states=True)
     base = mean_pool(out.last_hidden_state, enc["attention_mask"])
     dtype = out.last_hidden_state.dtype
-    # the additive key mask eager attention expects: 0 for real tokens, very negative for padding
-    key_mask = (1.0 - enc["attention_mask"][:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+    # attention.key_mask (True = may attend) as the additive mask eager attention adds to the
+    # scores: 0 where a key may be attended, very negative at padding; (B, 1, 1, n)
+    additive_mask = torch.as_tensor(np.where(key_mask(enc["attention_mask"].numpy())[:, None],
+                                             0.0, torch.finfo(dtype).min)).to(dtype)
     layers = bert.encoder.layer
     cosines = np.zeros((len(texts), len(layers), bert.config.num_attention_heads))
     threads = torch.get_num_threads()
@@ -121,7 +124,7 @@ def head_importance(texts: Sequence[Text], mode: str = "uniform", model=None,
             with ablated_head(layer, head, mode, model), torch.no_grad():
                 hidden = out.hidden_states[layer]
                 for block in layers[layer:]:
-                    hidden = block(hidden, key_mask)
+                    hidden = block(hidden, additive_mask)
             changed = mean_pool(hidden, enc["attention_mask"])
             cosines[:, layer, head] = _cosine(base, changed)
     finally:

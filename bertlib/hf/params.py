@@ -111,11 +111,11 @@ def _read_params(model) -> BertParams:
 
 
 def bert_params(model=None) -> BertParams:
-    """Read a transformers ``BertModel``'s parameters into numpy (cached per model).
+    """A ``BertModel``'s parameters in numpy, every W as (in, out) so the equations read x W.
 
-    model: a BertModel, a LoadedBert, or None for the bundled model (:func:`load_bert`).
-    torch's Linear stores W as (out, in) and computes x Wᵀ; here every W is stored transposed,
-    (in, out), so the equations read x W as in the papers. The cache is read again once any
+    torch's Linear stores W as (out, in) and computes x Wᵀ; here each is transposed once, when
+    read. model: a BertModel, a LoadedBert, or None for the bundled model (:func:`load_bert`),
+    cached per model. The cache is read again once any
     parameter changed (see :func:`bertlib.hf.models.parameters_state`), so training or an edited
     parameter is always seen.
     """

@@ -127,7 +127,8 @@ def to_token_shares(attentions, tokens: Sequence[str]) -> dict[str, np.ndarray]:
     so a perfect previous-token head scores 1; Clark et al.'s code divides by n instead, which
     gives such a head (n−1)/n). "punctuation" is any piece made only of punctuation characters;
     Clark et al. counted "." and "," only.
-    Returns a dict of (layers, heads) arrays. Needs n >= 2.
+    Returns a dict of (layers, heads) arrays. Needs n >= 2. By token text, not by position as
+    tiny.probes.position_share: a real sentence pair has two [SEP]s, wherever the pieces fall.
     """
     A = check_maps(attentions)
     n = A.shape[-1]

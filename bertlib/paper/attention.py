@@ -21,6 +21,7 @@ from bertlib.checks import (
     number,
     padding_flags,
     whole,
+    window,
 )
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "key_mask",
+    "band",
+    "window_half",
     "sliding_window_blocks",
     "check_qkv_shapes",
     "check_one_head",
@@ -41,11 +44,8 @@ __all__ = [
 
 def softmax(x, axis: int = -1, where=None) -> np.ndarray:
     """softmax(x)_i = e^(x_i − m) / Σ_j e^(x_j − m), m = max_j x_j (the same, and never overflows).
-
-    x: any shape. where: optional bool array broadcastable to x; entries where it is False get
-    weight 0. A slice whose entries are all excluded (or all -inf) gives zeros, never NaN.
-    Returns an array of x's shape whose slices along ``axis`` sum to 1 (or 0 if fully excluded).
-    """
+    x: any shape; where: bool broadcastable to x, False = weight 0 (a slice all excluded or all
+    -inf gives zeros, never NaN). Returns x's shape, slices along ``axis`` summing to 1 (or 0)."""
     x, where = _check_softmax(x, where)  # -inf is a valid score: "never attend here"
     x = x if where is None else np.where(where, x, -np.inf)  # excluded: e^(−∞) = 0
     m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
@@ -68,11 +68,9 @@ def attention_scale(d_k: int, scale: float | None = None) -> float:
 
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
     """Attention(Q, K, V) = softmax(Q Kᵀ · s) V, s = 1/√d_k unless given; leading axes broadcast.
-
-    Q: (..., n_q, d_k), K: (..., n_k, d_k), V: (..., n_k, d_v); mask: (..., n_q, n_k) bool, True =
-    may attend, None = all. Returns output (..., n_q, d_v), weights (..., n_q, n_k) (masked-out rows
-    0). The default s is float64, so float32 Q, K give float64 scores and weights (notebook 05
-    measures them so); a given scale keeps Q's float type."""
+    Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); mask (..., n_q, n_k) bool, True = may
+    attend, None = all. Returns output (..., n_q, d_v), weights (..., n_q, n_k), masked rows 0;
+    float64 with the default s (notebook 05 measures so), Q's float type with a given scale."""
     Q, K, V, mask = _check_attention(Q, K, V, mask)
     s = attention_scale(Q.shape[-1], scale)  # 1/√d_k, a Python float, unless scale is given
     scores = Q @ np.swapaxes(K, -1, -2) * (np.float64(s) if scale is None else s)
@@ -156,6 +154,18 @@ def key_mask(flags, name: str = "attention_mask", real_in_each_row: bool = False
     return padding_flags(flags, name, real_in_each_row)[..., None, :]
 
 
+def band(queries, keys, half: int) -> np.ndarray:
+    """The sliding window, |i − j| ≤ half: the one place it is written. queries: (n_q,) and keys:
+    (n_k,) positions. Returns (n_q, n_k) bool, True where key j lies within half of query i."""
+    return np.abs(np.asarray(queries)[:, None] - np.asarray(keys)[None, :]) <= half
+
+
+def window_half(w, n: int) -> int:
+    """w/2, the keys a window w (a positive even number, checks.window) reaches on each side,
+    capped at n − 1 (no key of n tokens lies farther): the one place the half is derived."""
+    return min(window(w) // 2, whole(n, "n", 1) - 1)
+
+
 def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np.ndarray]:
     """The blocked sliding window: which keys each block of queries reads, and which it may attend.
 
@@ -168,7 +178,7 @@ def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np
     """
     n, half, B = whole(n, "n", 1), whole(half, "half", 0), whole(block, "block", 1)
     keys = np.arange(-(-n // B))[:, None] * B - half + np.arange(B + 2 * half)  # (n_blocks, S)
-    in_band = np.abs(np.arange(B)[:, None] - np.arange(B + 2 * half) + half) <= half  # (B, S)
+    in_band = band(np.arange(B), np.arange(B + 2 * half) - half, half)  # (B, S)
     return keys, in_band & ((keys >= 0) & (keys < n))[:, None, :]
 
 

@@ -76,18 +76,16 @@ def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None
 
 
 def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12, attend=None):
-    """X' = LayerNorm(X + M), M = MultiHead(X); out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2).
-    X (..., n, d), h heads, mask: bool to (..., h, n, n), True = may attend, or None; attend: None
-    or attend(Q, K, V) on one head's (n, d_k), no mask. Returns (out (..., n, d), A or None)."""
+    """Y = LayerNorm(X + M), M = MultiHead(X); out = LayerNorm(Y + GELU(Y W_1 + b_1) W_2 + b_2).
+    X (..., n, d); mask: bool to (..., h, n, n) or None; attend(Q, K, V) on a head, or None."""
     X, p, mask = _check_layer(X, params, h, mask, attend)
     Q = split_heads(X @ p.W_Q + p.b_Q, h)  # (..., h, n, d_k): head i's queries Q_i
     K = split_heads(X @ p.W_K + p.b_K, h)
     V = split_heads(X @ p.W_V + p.b_V, h)
     heads, A = _per_head(attend, Q, K, V) if attend else scaled_dot_product_attention(Q, K, V, mask)
     M = merge_heads(heads) @ p.W_O + p.b_O  # Concat(head_0, ..., head_{h-1}) W_O + b_O
-    X1 = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)
-    F = gelu(X1 @ p.W_1 + p.b_1) @ p.W_2 + p.b_2
-    return layer_norm(X1 + F, p.ln2_gamma, p.ln2_beta, eps), A
+    Y = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)  # Add & Norm; then the feed-forward's:
+    return layer_norm(Y + gelu(Y @ p.W_1 + p.b_1) @ p.W_2 + p.b_2, p.ln2_gamma, p.ln2_beta, eps), A
 
 
 def embed(params: BertParams, input_ids, token_type_ids=None) -> np.ndarray:

@@ -17,8 +17,13 @@ import math
 import numpy as np
 import torch
 
-from bertlib.checks import bool_mask, check_finite, kind, whole, window
-from bertlib.paper.attention import attention_scale, check_qkv_shapes, sliding_window_blocks
+from bertlib.checks import bool_mask, check_finite, kind, whole
+from bertlib.paper.attention import (
+    attention_scale,
+    check_qkv_shapes,
+    sliding_window_blocks,
+    window_half,
+)
 
 __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "banded_attention"]
 
@@ -184,14 +189,14 @@ def banded_attention(Q, K, V, w: int):
     ``bertlib.paper.variants.sliding_window_attention_plain``.
     """
     _check_qkv(Q, K, V)
-    w = window(w)
     n, d_k = Q.shape[-2], Q.shape[-1]
-    B = min(w // 2, n)
-    keys, keep = sliding_window_blocks(n, w // 2, B)  # the slabs and the band, as numpy
-    (n_blocks, S), keep = keys.shape, torch.from_numpy(keep).to(Q.device)  # S = B + w
+    half = window_half(w, n)  # w/2 (capped at n − 1)
+    B = max(half, 1)  # queries per block
+    keys, keep = sliding_window_blocks(n, half, B)  # the slabs and the band, as numpy
+    (n_blocks, S), keep = keys.shape, torch.from_numpy(keep).to(Q.device)  # S = B + 2·half
     pad_end = n_blocks * B - n
-    K_slab = torch.nn.functional.pad(K, (0, 0, w // 2, pad_end + w // 2)).unfold(-2, S, B)
-    V_slab = torch.nn.functional.pad(V, (0, 0, w // 2, pad_end + w // 2)).unfold(-2, S, B)
+    K_slab = torch.nn.functional.pad(K, (0, 0, half, pad_end + half)).unfold(-2, S, B)
+    V_slab = torch.nn.functional.pad(V, (0, 0, half, pad_end + half)).unfold(-2, S, B)
     Q_blocks = torch.nn.functional.pad(Q, (0, 0, 0, pad_end)).unflatten(-2, (n_blocks, B))
     scores = (Q_blocks @ K_slab) * attention_scale(d_k)  # (..., n_blocks, B, S)
     weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)

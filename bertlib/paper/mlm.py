@@ -41,37 +41,36 @@ class MaskedInput(NamedTuple):
 
 def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
                 mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
-    """[MASK] corruption (masked-LM) of one input: k = max(1, round(mask_prob · m)) of its m
-    non-special tokens chosen, each then [MASK] (mask_frac), random (random_frac) or kept.
-
-    input_ids: (n,) ints; mask_id: [MASK]'s id; vocab_size: ids are 0..vocab_size−1; special_ids:
-    never chosen nor drawn ([CLS], [SEP], [PAD]); seed: the draw's seed. Returns (n,) arrays.
-    """
-    ids, special, rng, (p, mask_frac, random_frac) = _check_masking(
-        input_ids, 1, vocab_size, special_ids, seed, (mask_prob, mask_frac, random_frac))
-    chosen = _choose(special, p, rng)  # k = max(1, round(p · m)) of the m ordinary tokens
-    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
+    """BERT's corruption of one input, (n,) ints: :func:`mask_batch` (just below) on one row.
+    seed: the draw's seed; the rest as mask_batch. Returns (n,) arrays."""
+    ids = vocab_ids(input_ids, "input_ids", vocab_size, 1, "a 1-D array")
+    row = mask_batch(ids[None], mask_id, vocab_size, special_ids, np.random.default_rng(seed),
+                     mask_prob, mask_frac, random_frac)
+    return MaskedInput(*(a[0] for a in row))
 
 
 def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=None,
                mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
-    """[MASK] corruption (masked-LM) of each row of a padded (B, n) batch: k = max(1, round(p · m))
-    of the row's m non-special tokens chosen (p = mask_prob), then [MASK] / random / kept with
-    probabilities mask_frac / random_frac / the rest, as :func:`mask_tokens`.
-    rng: numpy Generator (default seed 0); padding counts as special. Returns (B, n) arrays."""
-    ids, special, rng, (p, mask_frac, random_frac) = _check_masking(
-        input_ids, 2, vocab_size, special_ids, rng, (mask_prob, mask_frac, random_frac))
-    chosen = _choose(special, p, rng)  # k = max(1, round(p · m)) of each row's m ordinary tokens
-    return _corrupt(ids, chosen, rng, mask_id, vocab_size, special_ids, mask_frac, random_frac)
+    """BERT's corruption of each row of a (B, n) batch; rng: a Generator or seed (default 0).
+    input_ids: (B, n) ints; special_ids ([CLS], [SEP], [PAD]) are never chosen. Returns (B, n)."""
+    ids, special, rng, (p, f_mask, f_random) = _check_masking(
+        input_ids, vocab_size, special_ids, rng, (mask_prob, mask_frac, random_frac))
+    k = np.maximum(1, np.rint(p * (~special).sum(-1))) * (p > 0)  # max(1, round(p · m)) a row
+    keys = np.where(special, np.inf, rng.random(ids.shape))  # uniform keys, special ones last
+    chosen = keys.argsort(-1).argsort(-1) < k[:, None]  # the k smallest keys: a uniform draw
+    fate = rng.random(ids.shape)  # each chosen token: [MASK] / random / kept, 80 / 10 / 10
+    action = np.select([~chosen, fate < f_mask, fate < f_mask + f_random],
+                       ["", "mask", "random"], "keep")
+    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
+    out = np.where(action == "mask", mask_id, ids)
+    out[action == "random"] = rng.choice(ordinary, size=int((action == "random").sum()))
+    return MaskedInput(out, np.where(chosen, ids, IGNORE_INDEX), chosen, action)
 
 
 def mlm_loss(logits, labels) -> torch.Tensor:
     """L = −(1/|M|) Σ_{(b,t) ∈ M} log softmax(logits[b, t])[labels[b, t]], M = the chosen positions.
-
-    logits: (B, N, V) float tensor (the model's scores over the vocabulary); labels: (B, N) int64,
-    the original id at the chosen positions and IGNORE_INDEX elsewhere (:func:`mask_batch`).
-    Returns the mean cross-entropy over the chosen positions only, a 0-d tensor that backpropagates.
-    """
+    logits: (B, N, V) float tensor; labels: (B, N) int64, the original id on M, IGNORE_INDEX
+    elsewhere (:func:`mask_batch`). Returns L, a 0-d tensor that backpropagates."""
     kind(logits, "logits", torch.Tensor, "a (B, N, V) torch tensor")
     has_shape(labels, "labels", tuple(logits.shape[:-1]), "(B, N)", "(logits' first two axes)")
     chosen = labels != IGNORE_INDEX  # M, (B, N)
@@ -91,21 +90,19 @@ def mask_sentence(text: str, text_pair: str | None = None, model=None,
             tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
 
 
-# ---------------------------------------------------------------- below the public functions: the
-# checks once at the edge, and the 80/10/10 both corruptions share
+# ---------------------------------------------------------------- the checks, once at the edge
 
-def _check_masking(input_ids, ndim: int, vocab_size: int, special_ids, rng, fractions
+def _check_masking(input_ids, vocab_size: int, special_ids, rng, fractions
                    ) -> tuple[np.ndarray, np.ndarray, np.random.Generator, list[float]]:
-    """The checks mask_tokens and mask_batch share: ids of ``ndim`` dims in the vocabulary, an
-    ordinary token in every row, and three fractions (mask_prob, mask_frac, random_frac) in
-    [0, 1] with mask_frac + random_frac ≤ 1. rng: a seed, a Generator, or None (seed 0).
+    """mask_batch's checks: (B, n) ids in the vocabulary, an ordinary token in every row, and
+    three fractions (mask_prob, mask_frac, random_frac) in [0, 1] with mask_frac + random_frac
+    <= 1. rng: a seed, a Generator, or None (seed 0).
     Returns (ids, special: bool of ids' shape, the Generator, the three fractions)."""
-    what = "a 1-D array" if ndim == 1 else "a 2-D (batch, n) array"
-    ids = vocab_ids(input_ids, "input_ids", vocab_size, ndim, what)
+    ids = vocab_ids(input_ids, "input_ids", vocab_size, 2, "a 2-D (batch, n) array")
     special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
-    empty = np.flatnonzero(~np.atleast_2d(~special).any(axis=-1))  # rows of special tokens only
+    empty = np.flatnonzero(~(~special).any(axis=-1))  # rows of special tokens only
     if empty.size:
-        where = "the input has" if ndim == 1 else f"row(s) {empty.tolist()} have"
+        where = "the input has" if len(ids) == 1 else f"row(s) {empty.tolist()} have"
         raise ValueError(f"{where} no ordinary tokens to mask (only special tokens)")
     fractions = [number(v, name, 0, 1) for v, name in
                  zip(fractions, ("mask_prob", "mask_frac", "random_frac"), strict=True)]
@@ -113,34 +110,3 @@ def _check_masking(input_ids, ndim: int, vocab_size: int, special_ids, rng, frac
         raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
                          f"{fractions[1]} + {fractions[2]}")
     return ids, special, np.random.default_rng(0 if rng is None else rng), fractions
-
-
-def _choose(special: np.ndarray, mask_prob: float, rng: np.random.Generator) -> np.ndarray:
-    """Per row, k = max(1, round(mask_prob · m)) of its m non-special positions, uniformly (bool of
-    special's shape; none if mask_prob = 0). A batch ranks uniform keys, one input uses rng.choice:
-    their seeded draws differ, and notebooks 03 and 09 print what each draws, so both stay."""
-    m = (~special).sum(-1)  # ordinary tokens per row
-    k = np.maximum(1, np.rint(mask_prob * m).astype(int)) if mask_prob > 0 else np.zeros_like(m)
-    if special.ndim == 2:  # a batch: rank uniform keys in each row, special tokens last
-        rank = np.where(special, np.inf, rng.random(special.shape)).argsort(-1).argsort(-1)
-        return rank < k[:, None]
-    chosen = np.zeros(special.shape, dtype=bool)  # one input
-    chosen[rng.choice(np.flatnonzero(~special), size=int(k), replace=False)] = True
-    return chosen
-
-
-def _corrupt(ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator, mask_id: int,
-             vocab_size: int, special_ids, mask_frac: float, random_frac: float) -> MaskedInput:
-    """BERT's 80/10/10 on the chosen positions (any shape): each becomes [MASK] with probability
-    mask_frac, a random ordinary id with probability random_frac, and stays itself otherwise."""
-    fate = rng.random(ids.shape)
-    action = np.full(ids.shape, "", dtype=object)
-    action[chosen & (fate < mask_frac)] = "mask"
-    action[chosen & (fate >= mask_frac) & (fate < mask_frac + random_frac)] = "random"
-    action[chosen & (fate >= mask_frac + random_frac)] = "keep"
-    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
-    out = ids.copy()
-    out[action == "mask"] = mask_id
-    out[action == "random"] = rng.choice(ordinary, size=int((action == "random").sum()))
-    labels = np.where(chosen, ids, IGNORE_INDEX)
-    return MaskedInput(out, labels, chosen, action.astype(str))

@@ -20,17 +20,19 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from bertlib.checks import as_array, whole, window
+from bertlib.checks import as_array, whole
 from bertlib.hf.loading import bert_module
 from bertlib.hf.models import check_layer_head
 from bertlib.hf.params import BertParams, LayerParams, bert_params
 from bertlib.paper.attention import (
     attention_scale,
+    band,
     check_one_head,
     scaled_dot_product_attention,
     sliding_window_blocks,
     softmax,
     split_heads,
+    window_half,
 )
 from bertlib.paper.bert import encoder_layer
 
@@ -48,11 +50,6 @@ __all__ = [
 # ---------------------------------------------------------------- Longformer: sliding window
 
 
-def _window_half(w, n: int) -> int:
-    """w/2 for a valid window w (checks.window), capped at n − 1: no key lies farther away."""
-    return min(window(w) // 2, n - 1)
-
-
 def _global_positions(global_idx, n: int) -> np.ndarray:
     """Sorted unique global positions, each a whole number in 0..n−1."""
     why = f"(token positions run 0..{n - 1}, n={n})"
@@ -68,10 +65,10 @@ def sliding_window_pattern(n: int, w: int, global_idx=()) -> np.ndarray:
     Returns (n, n) bool, True = may attend (for plots; the attention itself never builds it).
     """
     n = whole(n, "n", 1)
-    half = _window_half(w, n)
+    half = window_half(w, n)
     g = _global_positions(global_idx, n)
     i = np.arange(n)
-    mask = np.abs(i[:, None] - i[None, :]) <= half
+    mask = band(i, i, half)
     mask[g, :] = True
     mask[:, g] = True
     return mask
@@ -97,7 +94,7 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     """
     Q, K, V = check_one_head(Q, K, V)
     n, d_k = Q.shape
-    half = _window_half(w, n)
+    half = window_half(w, n)
     g = _global_positions(global_idx, n)
     is_global = np.zeros(n, dtype=bool)
     is_global[g] = True
@@ -146,7 +143,7 @@ def sliding_window_attention_plain(Q, K, V, w: int, global_idx=()) -> np.ndarray
     """
     Q, K, V = check_one_head(Q, K, V)
     n, d_k = Q.shape
-    half = _window_half(w, n)
+    half = window_half(w, n)
     G = _global_positions(global_idx, n)
     out = np.zeros((n, V.shape[1]), dtype=np.result_type(Q, V))
     for i in range(n):

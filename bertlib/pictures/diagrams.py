@@ -407,7 +407,6 @@ def pretraining_step_picture(batch: int = 128, n: int = 16, vocab: int = 102):
     return fig
 
 
-# The old names, kept importable until notebooks 03 and 09 use the new ones (pictures are named
-# as pictures: pretraining_step would read like tiny.pretrain's mlm_step and train).
+# The old name, kept importable until notebook 03 uses the new one (pictures are named as
+# pictures: embeddings_and_stack would read like the numpy BERT's embed and its layers).
 embeddings_and_stack = embeddings_and_stack_picture
-pretraining_step = pretraining_step_picture

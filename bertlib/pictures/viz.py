@@ -17,7 +17,7 @@ from PIL import Image
 from bertlib.checks import as_array, attention_stack, number, whole
 
 __all__ = [
-    "attention_weights",
+    "check_attention_weights",
     "attention_heatmap",
     "weight_bars",
     "shown_decimals",
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-def attention_weights(weights, tokens) -> np.ndarray:
+def check_attention_weights(weights, tokens) -> np.ndarray:
     """``weights`` as a float (n, n) matrix of attention weights over the n ``tokens``: rows =
     queries, columns = keys, every entry finite and in [0, 1] (n >= 1).
 
@@ -144,7 +144,7 @@ def line_view(weights, tokens, ax=None, title: str = "", query: int | None = Non
     min_weight: leave out lines below this weight (they are nearly invisible; faster for long
     inputs). max_labels: above this many tokens, label only every k-th one.
     """
-    W = attention_weights(weights, tokens)
+    W = check_attention_weights(weights, tokens)
     n = len(tokens)
     if query is not None:
         whole(query, "query", 0, n - 1, why="(a token index, or None for every query)")

@@ -205,15 +205,17 @@ class _Recorder:
 
 def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
           **watch) -> History:
-    """Masked-LM pre-training with ``recipe``: every step a fresh (B, N) batch, BERT's corruption,
-    one :func:`mlm_step`. ``watch``: what :class:`_Loop` measures and shows along the way."""
-    loop = _Loop(model, tokenizer, recipe, probe, steps, **watch)  # seeds, AdamW, schedule
+    """Masked-LM pre-training (``watch``: what :class:`_Loop` measures and shows on the way)."""
+    loop = _Loop(model, tokenizer, recipe, probe, steps, **watch)  # checks, seeds, measurements
+    optimizer = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay)
+    schedule = _schedule(optimizer, recipe.warmup, recipe.steps)  # linear warm-up, linear decay
     for step in range(1, loop.steps + 1):
         ids, attention = loop.batch()  # (B, N) word ids and 1/0 padding flags
         masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
         x, y = torch.as_tensor(masked.input_ids), torch.as_tensor(masked.labels)
-        loss = mlm_step(model, loop.optimizer, x, torch.as_tensor(attention), y)  # L: cross-entropy
-        loop.after(step, loss)  # learning-rate schedule, measurements, progress bar
+        loss = mlm_step(model, optimizer, x, torch.as_tensor(attention), y)  # L: cross-entropy
+        schedule.step()
+        loop.after(step, loss)  # measurements, progress bar
     return loop.finish()
 
 
@@ -243,9 +245,6 @@ class _Loop:
         self.mask_id, self.vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
         self.rng = np.random.default_rng(recipe.seed)
         torch.manual_seed(recipe.seed)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr,
-                                           weight_decay=recipe.weight_decay)
-        self.schedule = _schedule(self.optimizer, recipe.warmup, recipe.steps)
         self.record = _Recorder(model, probe, snapshot_steps, number_probe or None)
         self.snapshot_steps, self.on_record = snapshot_steps, on_record
         self.record(0)
@@ -258,7 +257,6 @@ class _Loop:
 
     def after(self, step: int, loss: float) -> None:
         self.record.losses.append(loss)
-        self.schedule.step()
         if step % self.recipe.every == 0 or step == self.steps or step in self.snapshot_steps:
             self.record(step)
             if self.on_record is not None:
@@ -304,9 +302,7 @@ def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: 
 def tiny_fill_mask(model, tokenizer, text: str, k: int = 5) -> tuple[list[tuple[str, float]],
                                                                  list[str], np.ndarray, int]:
     """p = softmax(logits at the [MASK]) over the vocabulary, and its k most likely words.
-
-    text: words of the language with one [MASK], spaces between. Returns ([(word, p), ...] most
-    likely first, tokens with [CLS]/[SEP], attention maps (L, H, n, n), the [MASK]'s position)."""
+    text: words, one [MASK]. Returns ([(word, p)], tokens, maps (L, H, n, n), [MASK]'s position)."""
     words = _check_fill_mask(tokenizer, text, k)  # known words, one [MASK], 1 <= k <= vocabulary
     ids, attention_mask = encode_texts(tokenizer, [" ".join(words)])
     where = words.index("[MASK]") + 1  # the [MASK]'s position after [CLS]

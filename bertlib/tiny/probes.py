@@ -65,7 +65,9 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 # Measures on attention maps
 # --------------------------------------------------------------------------------------------
 def position_share(A, j: int) -> np.ndarray:
-    """Mean over queries i of A[..., i, j] (j = 0: [CLS]; j = n − 1: the last [SEP])."""
+    """Mean over queries i of A[..., i, j] (j = 0: [CLS]; j = n − 1: the last [SEP]). A: (..., n, n)
+    -> (...). By position, not by token text as lab.analysis.to_token_shares: a probe row is one
+    sentence as ids, cut to its length n, so [CLS] is at 0 and its one [SEP] at n − 1."""
     A = attention_stack(A)
     n = A.shape[-1]
     whole(j, "j", -n, n - 1)

@@ -13,7 +13,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.patches import Rectangle
 
-from bertlib.checks import as_array
+from bertlib.checks import attention_stack
 from bertlib.hf.models import check_layer_head
 from bertlib.pictures.viz import attention_heatmap
 from bertlib.pictures.widgets import Drawn, live_box, query_index, render_safely
@@ -23,16 +23,6 @@ __all__ = ["ANNOTATION_SIZE", "draw_heads", "HeadExplorer"]
 #: Font size (pt) of the weights printed in draw_heads' left map: the figure is wide (two panels),
 #: so a notebook column shrinks it by about a third; size 11 stays about 10 px tall there.
 ANNOTATION_SIZE = 11
-
-
-def _check_maps(weights, tokens, layouts: tuple[str, ...] = ("(h, n, n)",)) -> np.ndarray:
-    """weights as a float array of one of the ``layouts`` (3 or 4 axes), n = len(tokens)."""
-    W = as_array(weights, "weights")
-    n = len(tokens)
-    if W.ndim not in [layout.count(",") + 1 for layout in layouts] or W.shape[-2:] != (n, n):
-        raise ValueError(f"weights must have shape {' or '.join(layouts)} with n = {n} tokens, "
-                         f"got {W.shape}")
-    return W
 
 
 def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: str = ""):
@@ -47,7 +37,8 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     each weight is printed when n ≤ 12.
     Raises ValueError/TypeError for a bad head or query.
     """
-    W = _check_maps(weights, tokens)
+    W = attention_stack(weights, "weights", len(tokens), "(h, n, n)", "(n = the number of tokens)",
+                        ndim=3)
     h, n, _ = W.shape
     _, head = check_layer_head(W[None], 0, head, allow_mean=False)
     i = query_index(query, tokens)
@@ -102,7 +93,8 @@ class HeadExplorer:
 
     def __init__(self, weights, tokens: list[str], head: int = 0, query: int | str = 0,
                  layer: int = 0, title: str = ""):
-        W = _check_maps(weights, tokens, ("(h, n, n)", "(layers, h, n, n)"))
+        W = attention_stack(weights, "weights", len(tokens), "(h, n, n) or (layers, h, n, n)",
+                            "(n = the number of tokens)", ndim=4 if np.ndim(weights) == 4 else 3)
         W = W[None] if W.ndim == 3 else W
         self.weights, self.tokens, self.title = W, list(tokens), title
         L, h = W.shape[:2]

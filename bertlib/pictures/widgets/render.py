@@ -16,7 +16,7 @@ from matplotlib import colormaps
 from PIL import Image
 
 from bertlib.checks import as_array, number, whole
-from bertlib.pictures.viz import attention_weights
+from bertlib.pictures.viz import check_attention_weights
 
 __all__ = ["heatmap_png", "attention_svg", "lines_svg"]
 
@@ -66,7 +66,7 @@ def attention_svg(weights, tokens, title: str = "", max_labels: int = 48,
     k-th label is written (k = ⌈n / max_labels⌉). The cells are a PNG from :func:`heatmap_png`,
     scaled by the browser without smoothing.
     """
-    W = attention_weights(weights, tokens)
+    W = check_attention_weights(weights, tokens)
     n = len(tokens)
     side, step, font = _svg_layout(n, max_labels)
     cell = side / n
@@ -122,7 +122,7 @@ def lines_svg(weights, tokens, title: str = "", min_weight: float = 0.0,
     ``min_weight`` are left out; with ``top_k`` only each query's top_k largest weights are drawn
     (so a long input stays a small page). Above ``max_labels`` tokens only every k-th label.
     """
-    W = attention_weights(weights, tokens)
+    W = check_attention_weights(weights, tokens)
     n = len(tokens)
     if top_k is not None:
         whole(top_k, "top_k", low=1, why="(or None)")

@@ -21,8 +21,9 @@ def test_pretraining_step_names_a_bad_size():
         pretraining_step_picture(batch=0)
 
 
-def test_the_old_picture_name_is_the_same_function_until_notebook_03_moves():
+def test_the_old_picture_names_are_gone():
     from bertlib.pictures import diagrams
 
-    assert not hasattr(diagrams, "pretraining_step")  # notebook 09 uses the new name
-    assert diagrams.embeddings_and_stack is diagrams.embeddings_and_stack_picture
+    # notebooks 03 and 09 use the picture names; the old ones read like the computations
+    assert not hasattr(diagrams, "pretraining_step")
+    assert not hasattr(diagrams, "embeddings_and_stack")

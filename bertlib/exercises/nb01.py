@@ -30,7 +30,7 @@ from bertlib.exercises import (
     not_answered,
 )
 from bertlib.paper import toy
-from bertlib.paper.attention import causal_mask, softmax
+from bertlib.paper.attention import band, causal_mask, softmax
 
 __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
            "ATOL", "PENCIL_ATOL"]
@@ -324,8 +324,7 @@ def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False)
 def _window_mask(n: int, radius: int = 1) -> np.ndarray:
     """(n, n) bool mask, True where |i − j| ≤ radius: each word sees itself and its neighbours."""
     whole(n, "n", low=1), whole(radius, "radius", low=0)
-    i = np.arange(n)
-    return np.abs(i[:, None] - i[None, :]) <= radius
+    return band(np.arange(n), np.arange(n), radius)
 
 
 #: Tolerance for the window weights, which the notebook invites you to work out by pencil: a

@@ -406,7 +406,3 @@ def pretraining_step_picture(batch: int = 128, n: int = 16, vocab: int = 102):
     arrow(ax, (7.0, low + 0.4), (9.6, top - 0.4), "new weights", offset=(-0.6, 0.0))
     return fig
 
-
-# The old name, kept importable until notebook 03 uses the new one (pictures are named as
-# pictures: embeddings_and_stack would read like the numpy BERT's embed and its layers).
-embeddings_and_stack = embeddings_and_stack_picture

@@ -8,6 +8,7 @@ from bertlib.hf.loading import BUNDLED_NAME, LoadedBert, bundled_model_path
 from bertlib.lab.claims import (
     Subject,
     bootstrap_interval,
+    chance_interval,
     claim,
     claim_over,
     is_bundled,
@@ -147,3 +148,15 @@ def test_sweep_names_what_it_sweeps(capsys):
     assert capsys.readouterr().out == "  fraction f 0.25: 0.5\n"
     with pytest.raises(ValueError, match="name"):
         sweep([0.25], lambda f: f, name=" ")
+
+
+def test_chance_interval_holds_a_coins_accuracy_at_its_level():
+    lo, hi = chance_interval(93)
+    assert 0.39 < lo < 0.41 and 0.59 < hi < 0.61  # 0.5 ± about 1.96 · sqrt(0.25 / 93)
+    coins = np.random.default_rng(0).random((4000, 93)) < 0.5
+    acc = coins.mean(1)
+    inside = ((acc >= lo) & (acc <= hi)).mean()
+    assert 0.95 <= inside < 0.99
+    assert chance_interval(20, 0.9)[1] == 1.0 and chance_interval(5, 1.0) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="n"):
+        chance_interval(0)

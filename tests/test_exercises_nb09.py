@@ -60,6 +60,9 @@ def test_design():
     assert "vocab_size" in nb09.check_design(tiny_config(50, 3, 4, 64)).message
     assert "3 layers" in nb09.check_design(tiny_config(V, 2, 4, 64)).message
     assert "= 8 dimensions" in nb09.check_design(tiny_config(V, 3, 8, 64)).message
+    narrow = tiny_config(V, 3, 4, 64)
+    narrow.intermediate_size = 10  # fits the budget with 4 heads, but is not tiny_config's model
+    assert "feed-forward width 10" in nb09.check_design(narrow).message
     over = nb09.check_design(tiny_config(V, 3, 4, 64))
     assert not over and "over the budget" in over.message
     assert nb09.check_design(tiny_config(V, 3, 3, 48))  # the most heads of 16 that fit

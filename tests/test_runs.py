@@ -85,3 +85,15 @@ def test_seeds_tried_adds_a_readers_own_seed_of_the_same_recipe_once(tok, tmp_pa
     assert [name for name, _, _ in runs.seeds_tried([other], kept)] == ["other"]  # its recipe
     with pytest.raises(ValueError, match="number of runs"):
         runs.seeds_tried([], kept)
+
+
+def test_the_conflict_rows_counted_are_those_the_number_probe_scores(tok):
+    probe = runs.number_probe_set(tok)
+    plural, nearest, _ = probes.plural_of(probe)
+    n = runs.conflict_rows(probe)
+    assert 0 < n < len(plural) / 2
+    # a feature that is the nearest noun's number: the conflict-rows column scores it 0 on n rows
+    near = np.c_[nearest.astype(float), np.zeros(len(nearest))]
+    scores = mech.number_probe_controls(near, plural, nearest, np.zeros(len(plural), bool))
+    assert scores[mech.PROBE_COLUMNS.index("subject, conflict rows")] == 0
+    assert n == int((plural != nearest)[int(round(len(plural) / 2)):].sum())

@@ -30,8 +30,6 @@ sys.path.insert(0, str(ROOT))
 COMMITTED_SEEDS = (0, 1, 2, 3, 4)
 #: Seeds whose histories only are committed (two readers trained them; both learn late).
 HISTORY_SEEDS = (31, 44)
-#: The number probe's held-out sentences (recorded while training): how many, grammar seed.
-NUMBER_PROBE_SENTENCES, NUMBER_PROBE_SEED = 600, 3
 #: Steps at which the attention maps of the probe's first sentence are saved.
 SNAPSHOT_STEPS = (0, 100, 300, 600, 1000)
 
@@ -52,8 +50,7 @@ def build(out: Path, seed: int, progress: bool = False, with_model: bool = True)
     probe = probes.make_probe(tok, grammar.generate(recipe.probe_sentences,
                                                     grammar.CONSTRUCTIONS,
                                                     seed=recipe.probe_seed, split="test"))
-    number = probes.make_probe(tok, grammar.generate(NUMBER_PROBE_SENTENCES, grammar.CONSTRUCTIONS,
-                                                     seed=NUMBER_PROBE_SEED, split="test"))
+    number = runs.number_probe_set(tok)  # the held-out sentences of the history's number probe
     control = mech.control_labels(tok, number)
     history = pt.train(model, tok, recipe, probe, progress=progress,
                        snapshot_steps=[s for s in SNAPSHOT_STEPS if s <= recipe.steps],

@@ -155,8 +155,8 @@ def design_parameters(vocab_size: int, heads: int) -> int:
 def check_design(config) -> Feedback:
     """Check a BertConfig for the design task: DESIGN_LAYERS layers, heads of width
     DESIGN_HEAD_WIDTH, as many heads as fit in DESIGN_BUDGET parameters of BertForMaskedLM, the
-    grammar's vocabulary (tokenizer of bertlib.tiny.probes). The most heads that fit is computed
-    here by building the models."""
+    grammar's vocabulary (tokenizer of bertlib.tiny.probes), tiny_config's feed-forward width
+    (4 · hidden). The most heads that fit is computed here by building the models."""
     if config is None:
         return not_answered("build a config with bertlib.tiny.pretrain.tiny_config and assign it")
     if isinstance(config, BertForMaskedLM):
@@ -176,6 +176,10 @@ def check_design(config) -> Feedback:
         return Feedback(False, f"each head has hidden / heads = {config.hidden_size} / "
                                f"{config.num_attention_heads} = {width:g} dimensions; the task "
                                f"asks for {DESIGN_HEAD_WIDTH}")
+    if config.intermediate_size != 4 * config.hidden_size:  # tiny_config's feed-forward width
+        return Feedback(False, f"feed-forward width {config.intermediate_size}: the task's models "
+                               f"are tiny_config's, 4 · hidden = {4 * config.hidden_size} (a "
+                               f"narrower block would buy heads the recipe does not train)")
     n = sum(p.numel() for p in BertForMaskedLM(config).parameters())
     if n > DESIGN_BUDGET:
         return Feedback(False, f"{n:,} parameters: {n - DESIGN_BUDGET:,} over the budget of "

@@ -25,6 +25,7 @@ The claims of notebook 09 are about its committed training runs, not about a pre
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from bertlib.checks import as_array, check_finite, has_shape, items, kind, numbe
 from bertlib.hf.loading import BUNDLED_NAME, LoadedBert, bundled_model_path
 
 __all__ = ["is_bundled", "claim", "Subject", "Spread", "spread", "bootstrap_interval",
-           "claim_over", "sweep"]
+           "claim_over", "sweep", "chance_interval"]
 
 
 @dataclass(frozen=True)
@@ -218,3 +219,20 @@ def sweep(thresholds, measure: Callable, name: str = "threshold") -> list[tuple[
     for t, result in rows:
         print(f"  {name} {t:g}: {result}")
     return rows
+
+
+def chance_interval(n: int, p: float = 0.5, level: float = 0.95) -> tuple[float, float]:
+    """Where the accuracy of a guesser that is right with probability ``p`` on each of ``n``
+    independent rows falls with probability at least ``level`` (exact binomial quantiles; the
+    default p = 0.5 is a coin). An accuracy outside (lo, hi) on n rows is beyond that noise.
+    Returns (lo, hi) as accuracies in [0, 1]."""
+    whole(n, "n (the number of rows)", low=1)
+    p = min(number(p, "p", 0, 1, open_low=True), 1 - 1e-12)  # p = 1: every row right
+    level = number(level, "level", 0, 1, open_low=True)
+    k = np.arange(n + 1)
+    log_pmf = (np.vectorize(math.lgamma)(n + 1) - np.vectorize(math.lgamma)(k + 1)
+               - np.vectorize(math.lgamma)(n - k + 1) + k * np.log(p) + (n - k) * np.log1p(-p))
+    cdf = np.cumsum(np.exp(log_pmf))
+    tail = (1 - level) / 2
+    lo, hi = (min(int(np.searchsorted(cdf, q)), n) for q in (tail, 1 - tail))
+    return lo / n, hi / n

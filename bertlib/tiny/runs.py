@@ -26,7 +26,8 @@ from bertlib.tiny import grammar, probes
 from bertlib.tiny.pretrain import History, Recipe
 
 __all__ = ["ENV", "COMMITTED", "HISTORY_ONLY", "Run", "run_folders", "save_run", "load_run",
-           "load_runs", "final_table", "load_histories", "worst_trained_row", "seeds_tried"]
+           "load_runs", "final_table", "load_histories", "worst_trained_row", "seeds_tried",
+           "NUMBER_PROBE_SENTENCES", "NUMBER_PROBE_SEED", "number_probe_set", "conflict_rows"]
 
 #: The environment variable that points notebook 09 at other runs.
 ENV = "BERTLIB_TINY_BERT"
@@ -36,6 +37,8 @@ COMMITTED = Path(__file__).resolve().parents[1] / "data" / "tiny_bert"
 HISTORY_ONLY = COMMITTED / "history_only"
 #: Notebook 09's test sentences: this many per construction, drawn with this grammar seed.
 TEST_PER_CONSTRUCTION, TEST_SEED = 60, 2
+#: The number probe's held-out sentences, recorded while training: how many, grammar seed.
+NUMBER_PROBE_SENTENCES, NUMBER_PROBE_SEED = 600, 3
 
 
 class Run(NamedTuple):
@@ -176,3 +179,18 @@ def seeds_tried(runs, kept=(COMMITTED, HISTORY_ONLY)) -> list[tuple[str, Recipe,
     seeds = {recipe.seed for _, recipe, _ in same}
     return same + [(run.name, run.recipe, run.history) for run in runs
                    if run.recipe.seed not in seeds and {**run.recipe.to_json(), "seed": 0} == base]
+
+
+def number_probe_set(tokenizer) -> probes.Probe:
+    """The held-out sentences (R verb rows) on which a run's history "number_probe" is measured
+    while training (tools/pretrain_tiny_bert.py)."""
+    return probes.make_probe(tokenizer, grammar.generate(
+        NUMBER_PROBE_SENTENCES, grammar.CONSTRUCTIONS, seed=NUMBER_PROBE_SEED, split="test"))
+
+
+def conflict_rows(probe: probes.Probe, train_share: float = 0.5) -> int:
+    """How many rows the number probe's "subject, conflict rows" column scores on ``probe``: its
+    test rows (after the first round(train_share · R)) whose nearest noun before the verb has
+    the other number than the subject (as bertlib.tiny.mechanism.number_probe_controls)."""
+    plural, nearest, _ = probes.plural_of(probe)
+    return int((plural != nearest)[int(round(train_share * len(plural))):].sum())

@@ -245,9 +245,8 @@ def check_position_guess(guess, model=None) -> Feedback:
         hint = ("a negative cosine means vectors pointing apart, yet both share the same word "
                 "and token-type rows.")
     else:
-        hint = ("the position embeddings differ more than you assumed." if off > 0 else
-                "the shared word embedding outweighs the position embedding more than you "
-                "assumed.")
+        hint = ("the position rows differ more than you assumed." if off > 0 else
+                "the shared word row outweighs the position row more than you assumed.")
     return Feedback(False, f"{size} (you said {guess:.3f}); {hint} {why}")  # no value, no edges
 
 

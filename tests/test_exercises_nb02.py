@@ -1,8 +1,11 @@
 """Checkers of notebook 02: right answers pass, typical mistakes get feedback that names them."""
 
+import re
+
 import numpy as np
 import pytest
 
+from bertlib.exercises import nb02
 from bertlib.exercises.nb02 import DET_NOUN_SENTENCES, check_det_noun_head, check_split_heads
 from bertlib.hf.models import run_bert
 from bertlib.paper.attention import split_heads
@@ -136,14 +139,41 @@ def test_numpy_integers_are_accepted(det_noun_scores):
     assert check_det_noun_head(layer, head).ok
 
 
-def test_other_heads_fail_with_their_score_and_rank(det_noun_scores):
+def test_other_heads_fail_with_their_own_share_and_no_rank(det_noun_scores):
     order = np.argsort(det_noun_scores.ravel())[::-1]
     layer, head = divmod(int(order[1]), det_noun_scores.shape[1])
     fb = check_det_noun_head(layer, head)
-    assert not fb.ok
-    assert f"only {det_noun_scores[layer, head]:.3f}" in fb.message and "rank 2 of 72" in fb.message
+    assert not fb.ok and f"its noun {det_noun_scores[layer, head]:.3f}" in fb.message
+    assert "rank" not in fb.message and "Other heads give the noun more" in fb.message
+    assert f"{det_noun_scores.max():.2f}" not in fb.message  # the best head's value stays hidden
     layer, head = divmod(int(order[-1]), det_noun_scores.shape[1])
-    assert "rank 72 of 72" in check_det_noun_head(layer, head).message
+    assert "'the' looks most at: " in check_det_noun_head(layer, head).message  # what it does
+
+
+def test_a_loop_over_all_heads_reveals_only_each_heads_own_share(det_noun_scores, monkeypatch):
+    # every wrong head's message must stay the same when every OTHER head's shares change (here:
+    # the heads mirrored), so no message carries a rank, a best value or a pointer to another head
+    real_scores, per_pair, pairs = nb02._det_noun_scores()
+    L, H = real_scores.shape
+    best = np.unravel_index(int(real_scores.argmax()), real_scores.shape)
+    messages = {(l, h): check_det_noun_head(l, h).message for l in range(L) for h in range(H)}
+    compared = 0
+    for (l, h), message in messages.items():
+        if (l, h) == best or (l - 1, h - 1) == best:  # the answer, and its 1-based spelling
+            continue
+        mirrored = per_pair[:, ::-1, ::-1].copy()
+        mirrored[:, l, h] = per_pair[:, l, h]
+        fake = mirrored.mean(axis=0)
+        if (l, h) == np.unravel_index(int(fake.argmax()), fake.shape) or (
+                (l - 1, h - 1) == np.unravel_index(int(fake.argmax()), fake.shape)):
+            continue
+        monkeypatch.setattr(nb02, "_det_noun_scores", lambda m=mirrored: (m.mean(0), m, pairs))
+        assert check_det_noun_head(l, h).message == message, (l, h)
+        decimals = re.findall(r"\d\.\d+", message)
+        assert decimals == [f"{real_scores[l, h]:.3f}"], (l, h, message)  # its own share only
+        monkeypatch.undo()
+        compared += 1
+    assert compared >= L * H - 4  # all heads but the answer, its 1-based spelling, the mirror's
 
 
 def test_whole_floats_count_as_whole_numbers(det_noun_scores):

@@ -108,8 +108,8 @@ def test_position_guess_right_wrong_and_one():
     assert measured < 0.999  # the positions differ, so the input vectors do
     assert check_position_guess(measured - GUESS_TOLERANCE / 2).ok
     fb = check_position_guess(measured - 0.3)
-    assert "far too low" in fb.message and f"{measured:.3f}" not in fb.message
-    assert "a little too low" in check_position_guess(measured - 0.1).message
+    assert "well too low" in fb.message and f"{measured:.3f}" not in fb.message
+    assert "well too low" in check_position_guess(measured - 0.1).message
     for wrong in (measured - 0.1, measured - 0.3):  # a coarse band, no distance in numbers
         assert "0.2" not in check_position_guess(wrong).message
     for wrong in (measured - 0.3, measured + 0.15, measured - 0.15, -1.0):  # no miss reveals it
@@ -120,7 +120,7 @@ def test_position_guess_right_wrong_and_one():
 def test_position_guess_band_lets_a_reasoned_guess_pass():
     # the worked solution's guess, reasoned from section 3's printed row lengths, passes
     assert check_position_guess(0.93).ok
-    assert "a little too low" in check_position_guess(bank_cosine(0) - 0.15).message
+    assert "well too low" in check_position_guess(bank_cosine(0) - 0.15).message
     assert "between -1 and 1" in check_position_guess(3).message
     assert "a number" in check_position_guess("high").message
 
@@ -262,6 +262,18 @@ def test_embeddings_name_position_slips():
     assert "off by one" in check_embeddings(shifted, shifted).message
 
 
+def test_heads_spot_one_based_counting_of_the_layer_or_the_head_alone():
+    right = heads_where_top()
+    layer_only = [(layer + 1, head) for layer, head in right]  # learner 18's answer
+    fb = check_heads(layer_only)
+    assert not fb.ok and "taken off the layer" in fb.message and "1-based" in fb.message
+    assert "names no head" not in fb.message
+    head_only = [(layer, head + 1) for layer, head in right]
+    if all(head + 1 < 12 for _, head in right):  # else a pair names no head, told so first
+        assert "taken off the head" in check_heads(head_only).message
+    assert "taken off both numbers" in check_heads([(a + 1, b + 1) for a, b in right]).message
+
+
 def test_heads_name_a_missing_layer_and_the_reversed_direction():
     fb = check_heads([(6, 0)])
     assert not fb.ok and "names no head" in fb.message and "0..5" in fb.message
@@ -341,14 +353,46 @@ def test_position_guess_nearly_one_needs_the_reasoning():
     for guess in (0.99, NEAR_ONE):
         fb = check_position_guess(guess)
         assert not fb.ok and "a little too high" in fb.message, fb.message
-        assert "Why below 1" in fb.message and "position row" in fb.message
+        assert "why below 1" in fb.message and "position row" in fb.message
         assert f"{measured:.2f}" not in fb.message
     assert "identical vectors would give 1" in check_position_guess(1).message
     fb = check_position_guess(0.93)  # the worked solution's reasoned guess
     assert fb.ok and f"{measured:.3f}" in fb.message and "below" in fb.message
     assert check_position_guess(measured + GUESS_ABOVE / 2).ok  # a little above still passes
-    assert "a little too low" in check_position_guess(measured - 0.1).message
+    assert "well too low" in check_position_guess(measured - 0.1).message
     assert "pointing apart" in check_position_guess(-0.5).message
+
+
+def test_position_guess_size_word_matches_the_miss(monkeypatch):
+    # "a little" only within twice the band on that side, "well" beyond: 0.80 and 0.915 below
+    # a measured 0.956 no longer share a word (learner 18)
+    monkeypatch.setattr(nb03, "bank_cosine", lambda layer, model=None: 0.6)
+    for off in np.arange(-0.5, 0.35, 0.0025):
+        fb = check_position_guess(0.6 + off)
+        if fb.ok or 0.6 + off > 0.999:
+            continue
+        band = GUESS_ABOVE if off > 0 else GUESS_TOLERANCE
+        if abs(abs(off) - 2 * band) < 1e-6:
+            continue  # on the edge itself, float rounding decides
+        word = "a little" if abs(off) < 2 * band else "well"
+        assert fb.message.startswith(f"{word} too {'high' if off > 0 else 'low'}"), (off, fb)
+
+
+def test_position_guess_misses_ask_for_reasoning_and_leak_no_number():
+    # every failure: which way, never the value nor a band edge, and a question about the position
+    # row instead of "guess again"; past the learner's own number, a miss's text is one of a few
+    measured, texts = bank_cosine(0), set()
+    for guess in np.round(np.arange(-1.0, 1.0001, 0.005), 3):
+        fb = check_position_guess(float(guess))
+        if fb.ok:
+            continue
+        own = f"(you said {guess:.3f})"
+        text = fb.message.replace(own, "")
+        assert not re.search(r"\d\.\d", text), fb.message  # no value, no edge, no distance
+        assert "position row add" in text and "again" not in text.lower(), fb.message
+        texts.add(text)
+    assert len(texts) <= 9  # sizes x sides x hints: nothing that varies with the distance
+    assert f"{measured:.2f}" not in "".join(texts)
 
 
 @pytest.mark.parametrize("lean, narrow", [(0.002, True), (0.05, False)])

@@ -163,8 +163,8 @@ def check_det_noun_head(layer, head) -> Feedback:
 
     The measure: attentions[layer, head, i_the, j_noun] averaged over every "the" in
     DET_NOUN_SENTENCES (the noun it introduces, not simply the next word). The right answer is the
-    (layer, head) with the largest average, computed here; a wrong answer is told its average, its
-    rank and where its "the" rows look instead.
+    (layer, head) with the largest average, computed here; a wrong answer is told its own average
+    and where its "the" rows look instead, never its rank nor the best head's value.
     """
     for name, value in (("layer", layer), ("head", head)):
         if isinstance(value, tuple | list | np.ndarray):
@@ -196,16 +196,25 @@ def check_det_noun_head(layer, head) -> Feedback:
         return Feedback(False, f"layer {layer}, head {head} may be counted from 1: bertlib and "
                                "numpy count layers and heads from 0 (the first layer is layer "
                                "0); recount from 0 and check again")
-    rank = int((scores > mine).sum()) + 1
-    worst = int(per_pair[:, layer, head].argmin())  # the pair this head gets most wrong
-    text, i, j = pairs[worst]
-    run = run_bert(text)
-    top = run.tokens[int(run.attentions[layer, head, i].argmax())]
-    return Feedback(False, f"in layer {layer}, head {head}, 'the' gives its noun only {mine:.3f} "
-                           f"on average (rank {rank} of {L * H}); its weakest case: in {text!r} "
-                           f"the 'the' at piece {i} gives {run.tokens[j]!r} "
-                           f"{float(per_pair[worst, layer, head]):.3f} and looks most at "
-                           f"{top!r}. One head reaches {float(scores.max()):.2f}: keep looking")
+    return Feedback(False, _det_noun_miss(layer, head, per_pair[:, layer, head], pairs))
+
+
+def _det_noun_miss(layer: int, head: int, shares: np.ndarray, pairs) -> str:
+    """What a wrong head does, from its own data only (shares: (pairs,), its weight "the" to noun):
+    its mean share and where "the" looks most in it; never its rank nor another head's value, so
+    that a loop over the heads' messages cannot steer a search."""
+    kinds = []
+    for text, i, j in pairs:
+        run = run_bert(text)
+        k = int(run.attentions[layer, head, i].argmax())
+        kinds.append("its noun" if k == j else "itself" if k == i else "the next piece"
+                     if k == i + 1 else "the piece before" if k == i - 1 else repr(run.tokens[k])
+                     if run.tokens[k] in ("[CLS]", "[SEP]") else "another word")
+    counts = sorted({kind: kinds.count(kind) for kind in kinds}.items(), key=lambda kv: -kv[1])
+    looks = ", ".join(f"{kind} {n} times" for kind, n in counts)
+    return (f"in layer {layer}, head {head}, 'the' gives its noun {float(shares.mean()):.3f} of "
+            f"its attention on average; over the {len(pairs)} cases, 'the' looks most at: "
+            f"{looks}. Other heads give the noun more on average")
 
 
 def check_cost_guess(guess, h: int = 12) -> Feedback:

@@ -232,23 +232,22 @@ def check_position_guess(guess, model=None) -> Feedback:
                               f"above): the cosine is {measured:.3f} (you said {guess:.3f}, "
                               f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
                               "piece, but a different position embedding: similar, not the same")
+    why = ("Before another number, reason it out: what does the position row add, is it the same "
+           "at piece 1 and piece 5, and how long is it next to the word row (section 3 printed "
+           "both)?")  # asks for the reasoning, not a next guess
     if guess > 0.999:  # "identical": the idea to unlearn, named on its own
-        return Feedback(False, "identical vectors would give 1; what else does E add to the word "
-                               "embedding, and is it the same at piece 1 and piece 5? Guess again")
-    far = "far too" if abs(off) > 0.2 else "a little too"
+        return Feedback(False, f"identical vectors would give 1; what else does E add? {why}")
+    band = GUESS_ABOVE if off > 0 else GUESS_TOLERANCE  # "a little": within twice the band
+    size = f"{'a little' if abs(off) <= 2 * band else 'well'} too {'high' if off > 0 else 'low'}"
     if off > 0 and guess >= NEAR_ONE:  # "nearly the same word": right idea, reasoning skipped
-        return Feedback(False, f"{far} high (you said {guess:.3f}): close to 1, as if the "
-                               "position row barely counted. Why below 1, and how far? What "
-                               "does the position row add, and how long is it next to the word "
-                               "row (section 3 printed both)? Guess again")
-    side, hint = (("high", "the position embeddings differ more than you assumed") if off > 0
-                  else ("low", "the shared word embedding outweighs the position embedding "
-                               "more than you assumed"))
-    if guess < 0:
+        hint = "close to 1, as if the position row barely counted: why below 1, and how far?"
+    elif guess < 0:
         hint = ("a negative cosine means vectors pointing apart, yet both share the same word "
-                "and token-type rows")
-    return Feedback(False, f"{far} {side} (you said {guess:.3f}); {hint}. Guess again "
-                           "(the worked solution shows the value and why)")  # value withheld
+                "and token-type rows.")
+    else:
+        hint = ("the position rows differ more than you assumed." if off > 0 else
+                "the shared word row outweighs the position row more than you assumed.")
+    return Feedback(False, f"{size} (you said {guess:.3f}); {hint} {why}")  # no value, no edges
 
 
 def _top_keys(query: str, text: str, skip_special: bool, model,
@@ -297,9 +296,9 @@ def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> s
 
 
 def _looks_one_based(answer: set, shifted: set, expected: set) -> bool:
-    """True when nearly every pair of ``answer``, minus 1, is a right head and none holds a 0."""
-    if not answer or any(0 in pair for pair in answer):
-        return False  # a 0 cannot be 1-based counting
+    """True when nearly every ``shifted`` pair is a right head and none was shifted from a 0."""
+    if not answer or any(-1 in pair for pair in shifted):
+        return False
     hits = len(shifted & expected)
     nearly_all_right = len(shifted - expected) <= len(answer) // 5
     return nearly_all_right and hits >= min(2, len(expected)) and hits > len(answer & expected)
@@ -323,11 +322,12 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
         return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
                               f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
                               f"{target!r}")
-    shifted = {(layer - 1, head - 1) for layer, head in answer}
-    if _looks_one_based(answer, shifted, expected):
-        return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
-                               "taken off both numbers: they look 1-based, but bertlib and numpy "
-                               "count layers and heads from 0 (the first layer is layer 0)")
+    for dl, dh, which in ((1, 1, "both numbers"), (1, 0, "the layer"), (0, 1, "the head")):
+        shifted = {(layer - dl, head - dh) for layer, head in answer}
+        if _looks_one_based(answer, shifted, expected):
+            return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
+                                   f"taken off {which}: they look 1-based, but bertlib and numpy "
+                                   "count layers and heads from 0 (the first layer is layer 0)")
     slip = _heads_slip(answer, expected, query, target, model)
     if slip is not None:
         return Feedback(False, slip)

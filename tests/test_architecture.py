@@ -377,10 +377,13 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("mlm", "mlm_loss"): ("torch.log_softmax(logits[chosen]", "log_p.gather("),
     # one input is a batch of one row, and mask_batch (the rule) sits directly below it
     ("mlm", "mask_tokens"): ("mask_batch(ids[None]", "def mask_batch("),
-    ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "fate < f_mask"),  # 80/10/10
+    ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "np.where(chosen, ids, IGNORE_INDEX",
+                            "fate < f_m + f_r", "rng.choice(ordinary"),  # chosen, labels, 80/10/10
     ("mlm", "mask_sentence"): "mask_tokens(ids",
-    ("pretrain", "mlm_step"): ("logits = model(input_ids=input_ids", "mlm_loss(logits, labels)"),
-    ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "loss = mlm_step(model"),
+    ("pretrain", "mlm_step"): ("L = −mean_{i ∈ M} log p(x_i", "logits = model(input_ids=x",
+                               "mlm_loss(logits, y)", "loss.backward()", "optimizer.step()"),
+    ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "mask_batch(ids",
+                            "loss = mlm_step(model", "schedule.step()"),  # one whole step
     ("pretrain", "_schedule"): "min((s + 1)",
     ("pretrain", "tiny_fill_mask"): ("p = softmax(logits[0, where]", "top = np.argsort(-p"),
     ("params", "bert_params"): "(in, out) so the equations read x W",

@@ -54,6 +54,22 @@ def test_mlm_step_loss_is_transformers_own_and_it_updates_the_weights(tok):
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
 
 
+def test_mlm_step_takes_numpy_arrays_as_the_same_tensors(tok):
+    ids, attention = probes.encode_texts(tok, [s.text for s in g.generate(4, seed=2)])
+    special = [tok.token_to_id(s) for s in probes.SPECIALS]
+    masked = mask_batch(ids, tok.token_to_id("[MASK]"), tok.get_vocab_size(), special, 0)
+    batches = [(masked.input_ids, attention, masked.labels)]
+    batches.append(tuple(torch.as_tensor(v) for v in batches[0]))
+    steps = []
+    for batch in batches:
+        model = pt.new_model(pt.Recipe(**SMALL).config(tok.get_vocab_size()), 0)
+        torch.manual_seed(5)  # the same dropout draw in both
+        loss = pt.mlm_step(model, torch.optim.SGD(model.parameters(), lr=0.1), *batch)
+        steps.append((loss, [p.detach().clone() for p in model.parameters()]))
+    assert steps[0][0] == steps[1][0]
+    assert all(torch.equal(a, b) for a, b in zip(steps[0][1], steps[1][1], strict=True))
+
+
 def test_mlm_step_names_a_bad_batch_before_it_steps(tok, tiny):
     x = torch.tensor([[2, 5, 6, 3]])
     a, y = torch.ones_like(x), torch.full_like(x, -100)

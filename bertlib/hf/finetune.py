@@ -20,8 +20,10 @@ import numpy as np
 import torch
 
 from bertlib.checks import as_array, items, kind, one_of, same_shape, whole
+from bertlib.hf.attention_interface import softmax_weights
 from bertlib.hf.custom import PRIOR_ATTENTION, similarity_prior, strip_punctuation
 from bertlib.hf.loading import LoadedBert, bert_module, load_bert
+from bertlib.paper.attention import attention_scale
 
 __all__ = ["StsPair", "PairBatch", "load_pairs", "pair_batch", "pair_cosines", "fine_tune",
            "spearman", "LinkEffects", "link_effects", "batch_word_ids"]
@@ -239,8 +241,10 @@ def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
         with torch.no_grad():
             X = bert.embeddings(input_ids=batch.inputs["input_ids"],
                                 token_type_ids=batch.inputs["token_type_ids"])[0]
+            # attention.split_heads' cut (head i: columns i·d_k …), kept in torch float32 as BERT's
+            # layer computes it (split_heads is numpy and gives float64, so other scores)
             Q, K = (f(X).view(len(X), h, -1).transpose(0, 1) for f in (layer.query, layer.key))
-            scores = Q @ K.transpose(-1, -2) * layer.scaling  # (h, n, n)
+            scores = Q @ K.transpose(-1, -2) * attention_scale(Q.shape[-1])  # (h, n, n)
         S = batch.prior[0]
         negatives += int((scores[:, S == 0] < 0).sum())
         total += int((S == 0).sum()) * h
@@ -269,8 +273,8 @@ def _links_of(scores, S, words, in_b, pieces) -> list:
             keys = [k for k in range(len(words)) if words[k] == wb]
             control = S[q].clone()
             control[keys] = 0
-            weights = [torch.softmax(scores[:, q] * row, -1)[:, keys].sum(-1).mean().item()
-                       for row in (torch.ones_like(S[q]), S[q], control)]
+            weights = [softmax_weights(None, scores[:, q] * row, None)[:, keys].sum(-1).mean()
+                       .item() for row in (torch.ones_like(S[q]), S[q], control)]  # custom's
             zeroed = in_b & (S[q] == 0)
             text = ["".join(pieces[k].removeprefix("##") for k in range(len(words))
                             if words[k] == w) for w in (wa, wb)]

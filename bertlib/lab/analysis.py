@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bertlib.checks import as_array, attention_stack, items, number, same_shape, whole
+from bertlib.paper.attention import band
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -318,7 +319,7 @@ def pattern_features(attentions, tokens: Sequence[str],
     classes = token_classes(tokens)
     special = classes["[CLS]"] | classes["[SEP]"]
     idx = np.arange(n)
-    near = np.abs(idx[:, None] - idx[None, :]) <= 1
+    near = band(idx, idx, 1)  # |i − j| ≤ 1
     features = {
         "vertical": A[..., special].sum(-1).mean(-1),
         "diagonal": (A * (near & ~special[None, :])).sum(-1).mean(-1),

@@ -44,8 +44,7 @@ __all__ = [
 
 def softmax(x, axis: int = -1, where=None) -> np.ndarray:
     """softmax(x)_i = e^(x_i − m) / Σ_j e^(x_j − m), m = max_j x_j (the same, and never overflows).
-    x: any shape; where: bool broadcastable to x, False = weight 0 (a slice all excluded or all
-    -inf gives zeros, never NaN). Returns x's shape, slices along ``axis`` summing to 1 (or 0)."""
+    x: any shape; where: bool to x, False = weight 0. Returns x's shape (an all-False slice: 0s)."""
     x, where = _check_softmax(x, where)  # -inf is a valid score: "never attend here"
     x = x if where is None else np.where(where, x, -np.inf)  # excluded: e^(−∞) = 0
     m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
@@ -56,11 +55,9 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
 
 def attention_scale(d_k: int, scale: float | None = None) -> float:
     """s = 1/√d_k, the factor on Q Kᵀ (Vaswani et al. 2017, section 3.2.1), unless a scale is given.
-
-    d_k: one head's query/key width, a whole number >= 0 (d_k = 0: every score is 0, s = 1 will
-    do). scale: a number >= 0 that replaces 1/√d_k, or None. Returns s as a Python float, so x * s
-    keeps x's float type. Every attention in bertlib takes its scale here (DeBERTa's 1/√(3 d_k) as
-    attention_scale(3 * d_k)); only notebook 01's exercise checkers write √d_k out, as learners do.
+    d_k: a head's query/key width, whole >= 0 (0: scores all 0, s = 1); scale: >= 0, or None.
+    Returns a Python float (x * s keeps x's type). Every bertlib attention takes its scale here
+    (DeBERTa's as attention_scale(3 * d_k)); only exercise checkers write √d_k out, as learners do.
     """
     d_k = whole(d_k, "d_k", 0)
     return 1 / math.sqrt(max(d_k, 1)) if scale is None else number(scale, "scale", 0)
@@ -68,9 +65,8 @@ def attention_scale(d_k: int, scale: float | None = None) -> float:
 
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
     """Attention(Q, K, V) = softmax(Q Kᵀ · s) V, s = 1/√d_k unless given; leading axes broadcast.
-    Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); mask (..., n_q, n_k) bool, True = may
-    attend, None = all. Returns output (..., n_q, d_v), weights (..., n_q, n_k), masked rows 0;
-    float64 with the default s (notebook 05 measures so), Q's float type with a given scale."""
+    Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); mask (..., n_q, n_k), True = attend.
+    Returns (..., n_q, d_v), weights (..., n_q, n_k); float64 unless scale is given (Q's type)."""
     Q, K, V, mask = _check_attention(Q, K, V, mask)
     s = attention_scale(Q.shape[-1], scale)  # 1/√d_k, a Python float, unless scale is given
     scores = Q @ np.swapaxes(K, -1, -2) * (np.float64(s) if scale is None else s)
@@ -80,11 +76,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None)
 
 def split_heads(X, h: int) -> np.ndarray:
     """Cut the feature axis into h heads of d_k = d / h features and put the head axis first.
-
-    X: (..., n, d) -> (..., h, n, d_k), with out[..., i, t, :] = X[..., t, i·d_k : (i+1)·d_k]:
-    head i gets feature columns i·d_k … (i+1)·d_k − 1 of every token.
-    Raises ValueError if h does not divide d (the message lists the valid h).
-    """
+    X (..., n, d) -> (..., h, n, d_k): out[..., i, t, :] = X[..., t, i·d_k : (i+1)·d_k].
+    ValueError if h does not divide d (the message lists the valid h)."""
     X, h = _check_split(X, h)
     *lead, n, d = X.shape
     return np.swapaxes(X.reshape(*lead, n, h, d // h), -3, -2)

@@ -61,7 +61,6 @@ __all__ = [
 
 def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None) -> BertOutput:
     """X_0 = LayerNorm(W_word[t] + W_pos + W_type[s]), X_l = EncoderLayer_l(X_{l−1}) for l = 1..L.
-
     input_ids, token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding,
     None = all real; model: BertModel / LoadedBert / BertParams / None. Returns BertOutput(hidden
     states (L+1, ..., n, d), attentions A (L, ..., h, n, n)), float64."""
@@ -140,11 +139,12 @@ def _float64(x, name: str) -> np.ndarray:
 def _check_forward(input_ids, attention_mask, model) -> tuple[BertParams, np.ndarray | None]:
     """bert_forward's parameters (read once per model) and its key mask (..., 1, 1, n) or None."""
     params = model if isinstance(model, BertParams) else bert_params(model)
-    return params, _key_mask(attention_mask, np.shape(input_ids))
+    return params, _key_mask_per_head(attention_mask, np.shape(input_ids))
 
 
-def _key_mask(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
-    """The (..., 1 head, 1 query, n keys) bool mask of (..., n) 0/1 flags; None stays None."""
+def _key_mask_per_head(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
+    """key_mask with a head axis: (..., 1 head, 1 query, n keys) bool of (..., n) 0/1 flags, for
+    every head of every layer alike; None stays None."""
     if attention_mask is None:
         return None
     same_shape(np.shape(attention_mask), shape, ("attention_mask", "input_ids"))

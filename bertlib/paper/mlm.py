@@ -51,20 +51,16 @@ def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: 
 
 def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=None,
                mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
-    """BERT's corruption of each row of a (B, n) batch; rng: a Generator or seed (default 0).
-    input_ids: (B, n) ints; special_ids ([CLS], [SEP], [PAD]) are never chosen. Returns (B, n)."""
-    ids, special, rng, (p, f_mask, f_random) = _check_masking(
+    """BERT's corruption of (B, n) ids, row by row; special ids are never chosen. Returns (B, n)."""
+    ids, special, ordinary, rng, (p, f_m, f_r) = _check_masking(  # rng: Generator or seed
         input_ids, vocab_size, special_ids, rng, (mask_prob, mask_frac, random_frac))
     k = np.maximum(1, np.rint(p * (~special).sum(-1))) * (p > 0)  # max(1, round(p · m)) a row
-    keys = np.where(special, np.inf, rng.random(ids.shape))  # uniform keys, special ones last
-    chosen = keys.argsort(-1).argsort(-1) < k[:, None]  # the k smallest keys: a uniform draw
-    fate = rng.random(ids.shape)  # each chosen token: [MASK] / random / kept, 80 / 10 / 10
-    action = np.select([~chosen, fate < f_mask, fate < f_mask + f_random],
-                       ["", "mask", "random"], "keep")
-    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
-    out = np.where(action == "mask", mask_id, ids)
+    key, fate = rng.random((2, *ids.shape))  # per token: a key to choose by, a fate for 80/10/10
+    chosen = np.where(special, np.inf, key).argsort(-1).argsort(-1) < k[:, None]  # k smallest
+    action = np.select([~chosen, fate < f_m, fate < f_m + f_r], ["", "mask", "random"], "keep")
+    out, labels = np.where(action == "mask", mask_id, ids), np.where(chosen, ids, IGNORE_INDEX)
     out[action == "random"] = rng.choice(ordinary, size=int((action == "random").sum()))
-    return MaskedInput(out, np.where(chosen, ids, IGNORE_INDEX), chosen, action)
+    return MaskedInput(out, labels, chosen, action)  # labels: the original id where chosen
 
 
 def mlm_loss(logits, labels) -> torch.Tensor:
@@ -93,11 +89,12 @@ def mask_sentence(text: str, text_pair: str | None = None, model=None,
 # ---------------------------------------------------------------- the checks, once at the edge
 
 def _check_masking(input_ids, vocab_size: int, special_ids, rng, fractions
-                   ) -> tuple[np.ndarray, np.ndarray, np.random.Generator, list[float]]:
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.random.Generator, list]:
     """mask_batch's checks: (B, n) ids in the vocabulary, an ordinary token in every row, and
     three fractions (mask_prob, mask_frac, random_frac) in [0, 1] with mask_frac + random_frac
     <= 1. rng: a seed, a Generator, or None (seed 0).
-    Returns (ids, special: bool of ids' shape, the Generator, the three fractions)."""
+    Returns (ids, special: bool of ids' shape, the ordinary ids (the vocabulary but special_ids),
+    the Generator, the three fractions)."""
     ids = vocab_ids(input_ids, "input_ids", vocab_size, 2, "a 2-D (batch, n) array")
     special = np.isin(ids, np.asarray(list(special_ids), dtype=int))
     empty = np.flatnonzero(~(~special).any(axis=-1))  # rows of special tokens only
@@ -109,4 +106,5 @@ def _check_masking(input_ids, vocab_size: int, special_ids, rng, fractions
     if fractions[1] + fractions[2] > 1:
         raise ValueError(f"mask_frac + random_frac must be at most 1 (the rest is kept), got "
                          f"{fractions[1]} + {fractions[2]}")
-    return ids, special, np.random.default_rng(0 if rng is None else rng), fractions
+    ordinary = np.setdiff1d(np.arange(vocab_size), np.asarray(list(special_ids), dtype=int))
+    return ids, special, ordinary, np.random.default_rng(0 if rng is None else rng), fractions

@@ -174,7 +174,7 @@ def _block_layout(n: int, block, n_random, global_blocks, seed) -> np.ndarray:
     n_random = whole(n_random, "n_random", 0)
     rng = np.random.default_rng(seed)
     idx = np.arange(nb)
-    layout = np.abs(idx[:, None] - idx[None, :]) <= 1  # window: the block and its neighbours
+    layout = band(idx, idx, 1)  # window: the block and its neighbours, |i − j| ≤ 1
     layout[:global_blocks, :] = True  # global blocks attend to all ...
     layout[:, :global_blocks] = True  # ... and are attended by all
     for qb in range(global_blocks, nb):

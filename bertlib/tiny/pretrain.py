@@ -160,18 +160,17 @@ def _schedule(optimizer, warmup: int, total: int):
 
 
 def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
-    """One optimizer step on L = −(1/|M|) Σ_{(b,t) ∈ M} log softmax(logits[b, t])[labels[b, t]].
-
-    M: the chosen positions. input_ids, attention_mask (1/0 padding flags), labels: (B, N) int64
-    tensors; labels holds the original id on M, IGNORE_INDEX (−100) elsewhere. Returns L."""
+    """One optimizer step on L = −mean_{i ∈ M} log p(x_i | the corrupted input), M: the chosen ids.
+    (B, N) ints, numpy or torch: input_ids, attention_mask (1/0), labels (x_i on M, else −100)."""
     token_batch(input_ids, attention_mask, model.config.vocab_size, labels, IGNORE_INDEX)
+    x, a, y = map(torch.as_tensor, (input_ids, attention_mask, labels))  # tensors stay as they are
     model.train()
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, N, V)
-    loss = mlm_loss(logits, labels)  # L: the cross-entropy of the original tokens on M
+    logits = model(input_ids=x, attention_mask=a).logits  # (B, N, V)
+    loss = mlm_loss(logits, y)  # L, written out in bertlib.paper.mlm.mlm_loss
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    return loss.item()
+    return loss.item()  # L
 
 
 class _Recorder:
@@ -203,18 +202,17 @@ class _Recorder:
                        None if self.number_probe is None else np.array(self.number))
 
 
-def train(model, tokenizer, recipe: Recipe, probe: Probe, steps: int | None = None,
-          **watch) -> History:
-    """Masked-LM pre-training (``watch``: what :class:`_Loop` measures and shows on the way)."""
+def train(model, tokenizer, recipe: Recipe, probe: Probe, steps=None, **watch) -> History:
+    """Masked-LM pre-training: the first ``steps`` (default all) of the recipe. ``watch``: keyword
+    options of :class:`_Loop`, e.g. progress=False, on_record(recorder) after each measurement."""
     loop = _Loop(model, tokenizer, recipe, probe, steps, **watch)  # checks, seeds, measurements
     optimizer = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay)
     schedule = _schedule(optimizer, recipe.warmup, recipe.steps)  # linear warm-up, linear decay
     for step in range(1, loop.steps + 1):
         ids, attention = loop.batch()  # (B, N) word ids and 1/0 padding flags
         masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
-        x, y = torch.as_tensor(masked.input_ids), torch.as_tensor(masked.labels)
-        loss = mlm_step(model, optimizer, x, torch.as_tensor(attention), y)  # L: cross-entropy
-        schedule.step()
+        loss = mlm_step(model, optimizer, masked.input_ids, attention, masked.labels)  # L
+        schedule.step()  # the learning rate of the next step
         loop.after(step, loss)  # measurements, progress bar
     return loop.finish()
 

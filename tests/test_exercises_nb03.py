@@ -215,7 +215,18 @@ def test_one_based_is_diagnosed_only_when_the_shift_nearly_gives_the_answer():
     every = [(layer, head) for layer in range(1, 6) for head in range(1, 12)]
     wrong = [p for p in every if p not in one_based and p not in right][:12] + one_based[:1]
     fb = check_heads(wrong)  # 13 pairs, one of them right after the shift
-    assert not fb.ok and "1-based" not in fb.message and "not right: " in fb.message
+    assert not fb.ok and "1-based" not in fb.message and "checked only as a whole" in fb.message
+
+
+def test_a_long_list_is_not_checked_pair_by_pair_so_elimination_reveals_nothing():
+    # one layer's 12 heads at a time would name every wrong pair, and the unnamed one is right
+    right = heads_where_top()
+    for layer in range(6):
+        fb = check_heads([(layer, head) for head in range(12)])
+        assert not fb.ok and "checked only as a whole" in fb.message
+        assert not any(str(pair) in fb.message for pair in right)
+    every = [(layer, head) for layer in range(6) for head in range(12)]
+    assert "the other way" not in check_heads(every).message  # a few reversed heads among 72
 
 
 def test_unknown_word_is_an_error():

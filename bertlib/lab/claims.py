@@ -230,8 +230,9 @@ def chance_interval(n: int, p: float = 0.5, level: float = 0.95) -> tuple[float,
     p = min(number(p, "p", 0, 1, open_low=True), 1 - 1e-12)  # p = 1: every row right
     level = number(level, "level", 0, 1, open_low=True)
     k = np.arange(n + 1)
-    log_pmf = (np.vectorize(math.lgamma)(n + 1) - np.vectorize(math.lgamma)(k + 1)
-               - np.vectorize(math.lgamma)(n - k + 1) + k * np.log(p) + (n - k) * np.log1p(-p))
+    lgamma = np.vectorize(math.lgamma)  # log of the factorials in the binomial coefficient
+    log_pmf = (math.lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)
+               + k * np.log(p) + (n - k) * np.log1p(-p))
     cdf = np.cumsum(np.exp(log_pmf))
     tail = (1 - level) / 2
     lo, hi = (min(int(np.searchsorted(cdf, q)), n) for q in (tail, 1 - tail))

@@ -386,7 +386,10 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
                             "loss = mlm_step(model", "schedule.step()"),  # one whole step
     ("pretrain", "_schedule"): "min((s + 1)",
     ("pretrain", "tiny_fill_mask"): ("p = softmax(logits[0, where]", "top = np.argsort(-p"),
-    ("params", "bert_params"): "(in, out) so the equations read x W",
+    # the landing shows one layer read (1 jump), each W read transposed by as_xW
+    ("params", "bert_params"): ("(in, out) so the equations read", "layer_params(layer)"),
+    ("params", "layer_params"): ("W_Q, b_Q = as_xW(att.self.query)", "W_2, b_2 = as_xW("),
+    ("params", "as_xW"): ".T.copy()",
 }
 LANDING = 10  # lines from the `def` a reader lands on to each equation line
 
@@ -508,6 +511,7 @@ PRIVATE_CHECKS = {
                 "_check_tiled": "the tiled kernel's block, mask and scale"},
     "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
     "mlm": {"_check_masking": "the corruption's ids, rate and special tokens"},
+    "params": {"_check_bert": "a BertModel whose GELU is the exact one the numpy BERT computes"},
     "pretrain": {"_check_fill_mask": "a text of the tiny language's words with one [MASK]"},
 }
 

@@ -2,7 +2,8 @@
 
 ``bertlib.paper.bert`` holds the equations; this module holds what they are applied to: the types
 ``LayerParams`` and ``BertParams`` (every W transposed to (in, out), so the equations read x W) and
-``bert_params(model)``, which reads them once per model and again whenever a parameter changed.
+``bert_params(model)``, which reads them once per model and again whenever a parameter changed
+(one layer by :func:`layer_params`, each matrix by :func:`as_xW`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import weakref
 from typing import NamedTuple
 
 import numpy as np
+import torch
+from transformers.models.bert.modeling_bert import BertLayer
 
+from bertlib.checks import kind
 from bertlib.hf.loading import bert_module
 from bertlib.hf.models import parameters_state
 
-__all__ = ["LayerParams", "BertParams", "bert_params"]
+__all__ = ["LayerParams", "BertParams", "bert_params", "layer_params", "as_xW"]
 
 
 class LayerParams(NamedTuple):
@@ -62,61 +66,70 @@ class BertParams(NamedTuple):
     eps: float
 
 
-def _np(param, transpose: bool = False) -> np.ndarray:
-    a = param.detach().cpu().numpy().astype(np.float64)
-    return a.T.copy() if transpose else a
+def bert_params(model=None) -> BertParams:
+    """A ``BertModel``'s parameters in numpy, every W transposed to (in, out) so the equations read
+    x W (:func:`as_xW`). model: a BertModel, a LoadedBert, or None for the bundled model. Read once
+    per model, and again once any parameter changed (parameters_state): an edit is always seen."""
+    model = _check_bert(model)  # the transformers BertModel inside, with BERT's exact GELU
+    state, cached = parameters_state(model), _PARAMS.get(model)
+    if cached is None or cached[0] != state:  # the first call, or a parameter changed since
+        layers = tuple(layer_params(layer) for layer in model.encoder.layer)  # W, b = as_xW(…)
+        cached = _PARAMS[model] = (state, _embedding_params(model, layers))
+    return cached[1]
+
+
+def layer_params(layer) -> LayerParams:
+    """One transformers ``BertLayer``'s parameters, float64, each W transposed by :func:`as_xW`:
+    W_Q, W_K, W_V, W_O (d, d), W_1 (d, d_ff), W_2 (d_ff, d), as the LayerParams fields say."""
+    kind(layer, "layer", BertLayer, "a transformers BertLayer (model.encoder.layer[i])")
+    att, out = layer.attention, layer.output
+    W_Q, b_Q = as_xW(att.self.query)  # Q = X W_Q + b_Q
+    W_K, b_K = as_xW(att.self.key)
+    W_V, b_V = as_xW(att.self.value)
+    W_O, b_O = as_xW(att.output.dense)
+    W_1, b_1 = as_xW(layer.intermediate.dense)  # the feed-forward: GELU(X W_1 + b_1) W_2 + b_2
+    W_2, b_2 = as_xW(out.dense)
+    ln1, ln2 = att.output.LayerNorm, out.LayerNorm  # γ, β after attention, after feed-forward
+    return LayerParams(W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O,
+                       _float64(ln1.weight), _float64(ln1.bias), W_1, b_1, W_2, b_2,
+                       _float64(ln2.weight), _float64(ln2.bias))
+
+
+def as_xW(linear) -> tuple[np.ndarray, np.ndarray]:
+    """torch's ``Linear`` keeps W as (out, in) and computes x Wᵀ + b; returns (Wᵀ (in, out), b
+    (out,)), float64, so that the same map reads x W + b, as the papers write it."""
+    kind(linear, "linear", torch.nn.Linear, "a torch.nn.Linear (one of a BertLayer's projections)")
+    return _float64(linear.weight).T.copy(), _float64(linear.bias)
 
 
 #: model -> (its parameters_state when read, BertParams); an entry goes with its model.
 _PARAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _params_of(model) -> BertParams:
-    """The model's parameters read once, and read again whenever one of them has changed."""
-    state = parameters_state(model)
-    cached = _PARAMS.get(model)
-    if cached is None or cached[0] != state:
-        cached = _PARAMS[model] = (state, _read_params(model))
-    return cached[1]
-
-
-def _read_layer(layer) -> LayerParams:
-    att, out = layer.attention, layer.output
-    return LayerParams(
-        W_Q=_np(att.self.query.weight, True), b_Q=_np(att.self.query.bias),
-        W_K=_np(att.self.key.weight, True), b_K=_np(att.self.key.bias),
-        W_V=_np(att.self.value.weight, True), b_V=_np(att.self.value.bias),
-        W_O=_np(att.output.dense.weight, True), b_O=_np(att.output.dense.bias),
-        ln1_gamma=_np(att.output.LayerNorm.weight), ln1_beta=_np(att.output.LayerNorm.bias),
-        W_1=_np(layer.intermediate.dense.weight, True), b_1=_np(layer.intermediate.dense.bias),
-        W_2=_np(out.dense.weight, True), b_2=_np(out.dense.bias),
-        ln2_gamma=_np(out.LayerNorm.weight), ln2_beta=_np(out.LayerNorm.bias),
-    )
-
-
-def _read_params(model) -> BertParams:
-    cfg = model.config
-    if getattr(cfg, "hidden_act", "gelu") != "gelu":
-        raise ValueError(f"this forward pass implements BERT's exact GELU; the model uses "
-                         f"{cfg.hidden_act!r}")
-    emb = model.embeddings
+def _embedding_params(model, layers: tuple[LayerParams, ...]) -> BertParams:
+    """The embeddings' tables and LayerNorm beside the layers, with h and ε from the config."""
+    emb, cfg = model.embeddings, model.config
     return BertParams(
-        word=emb.word_embeddings.weight.detach().cpu().numpy(),
-        position=_np(emb.position_embeddings.weight),
-        token_type=_np(emb.token_type_embeddings.weight),
-        emb_gamma=_np(emb.LayerNorm.weight), emb_beta=_np(emb.LayerNorm.bias),
-        layers=tuple(_read_layer(layer) for layer in model.encoder.layer),
-        h=int(cfg.num_attention_heads), eps=float(cfg.layer_norm_eps),
+        word=emb.word_embeddings.weight.detach().cpu().numpy(),  # float32: cast when looked up
+        position=_float64(emb.position_embeddings.weight),
+        token_type=_float64(emb.token_type_embeddings.weight),
+        emb_gamma=_float64(emb.LayerNorm.weight), emb_beta=_float64(emb.LayerNorm.bias),
+        layers=layers, h=int(cfg.num_attention_heads), eps=float(cfg.layer_norm_eps),
     )
 
 
-def bert_params(model=None) -> BertParams:
-    """A ``BertModel``'s parameters in numpy, every W as (in, out) so the equations read x W.
+def _float64(param) -> np.ndarray:
+    """A torch parameter as a float64 numpy array (a copy, detached from the model)."""
+    return param.detach().cpu().numpy().astype(np.float64)
 
-    torch's Linear stores W as (out, in) and computes x Wᵀ; here each is transposed once, when
-    read. model: a BertModel, a LoadedBert, or None for the bundled model (:func:`load_bert`),
-    cached per model. The cache is read again once any
-    parameter changed (see :func:`bertlib.hf.models.parameters_state`), so training or an edited
-    parameter is always seen.
-    """
-    return _params_of(bert_module(model))
+
+# ---------------------------------------------------------------- the checks, once at the edge
+
+def _check_bert(model):
+    """The BertModel inside ``model`` (:func:`bert_module`), whose feed-forward is the exact GELU
+    that the numpy BERT implements."""
+    bert = bert_module(model)
+    if getattr(bert.config, "hidden_act", "gelu") != "gelu":
+        raise ValueError(f"this forward pass implements BERT's exact GELU; the model uses "
+                         f"{bert.config.hidden_act!r}")
+    return bert

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bertlib.hf import loading
-from bertlib.hf.models import fill_mask, has_mlm_head
+from bertlib.hf.models import encode, fill_mask, has_mlm_head
 from bertlib.paper.mlm import IGNORE_INDEX, mask_sentence, mask_tokens
 
 CLS, SEP, MASK, VOCAB = 101, 102, 103, 30522
@@ -85,6 +85,19 @@ def test_mask_sentence_uses_the_real_tokenizer():
     assert out.chosen.sum() == 1  # round(0.15 * 9) = 1
     changed = [a for b, a, c in zip(before, after, out.chosen, strict=True) if c]
     assert len(changed) == 1
+
+
+@pytest.mark.model
+def test_mask_sentence_is_mask_tokens_on_the_sentences_ids():
+    """mask_sentence hands its one row to mask_batch, as mask_tokens does: the same draw."""
+    tok = loading.load_bert().tokenizer
+    text, pair = "The river bank was muddy after the storm", "We walked along it."
+    for seed in (0, 5, 23):
+        _, _, got = mask_sentence(text, pair, seed=seed)
+        ids = encode(text, pair)["input_ids"][0].numpy()
+        want = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_bundled_model_has_no_mlm_head():

@@ -76,17 +76,24 @@ def mlm_loss(logits, labels) -> torch.Tensor:
 
 def mask_sentence(text: str, text_pair: str | None = None, model=None,
                   seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
-    """:func:`mask_tokens` on a sentence (or pair) tokenised by the model's tokenizer; [CLS],
-    [SEP] and [PAD] are never chosen. Returns (tokens before, tokens after, MaskedInput)."""
-    loaded = load_bert() if model is None else model
-    tok = loaded.tokenizer
-    ids = encode(text, text_pair, loaded)["input_ids"][0].numpy()
-    masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
-    return (tok.convert_ids_to_tokens(ids.tolist()),
+    """:func:`mask_tokens` on a sentence (or pair) tokenised by the model's tokenizer: its ids are
+    one row, corrupted by :func:`mask_batch` as mask_tokens does; [CLS], [SEP], [PAD] never chosen.
+    Returns (tokens before, tokens after, MaskedInput of (n,) arrays)."""
+    tok, ids = _tokenised(text, text_pair, model)  # (1, n): one row
+    row = mask_batch(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
+    masked = MaskedInput(*(a[0] for a in row))
+    return (tok.convert_ids_to_tokens(ids[0].tolist()),
             tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
 
 
+def _tokenised(text: str, text_pair: str | None, model):
+    """The model's tokenizer (the bundled model's for None) and the text's ids, (1, n)."""
+    loaded = load_bert() if model is None else model
+    return loaded.tokenizer, encode(text, text_pair, loaded)["input_ids"].numpy()
+
+
 # ---------------------------------------------------------------- the checks, once at the edge
+
 
 def _check_masking(input_ids, vocab_size: int, special_ids, rng, fractions
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.random.Generator, list]:

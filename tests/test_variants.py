@@ -42,8 +42,11 @@ def test_plain_sliding_window_twin_equals_fast_one(numpy_qkv, n, w, global_idx):
     # float64 both: the same softmax over the same keys, summed in a different order, so they
     # agree to float64 rounding (TOL leaves ~1e4 ulps)
     Q, K, V = numpy_qkv(n=n, seed=n + w)
-    np.testing.assert_allclose(sliding_window_attention_plain(Q, K, V, w, global_idx),
-                               sliding_window_attention(Q, K, V, w, global_idx), **TOL)
+    plain = sliding_window_attention_plain(Q, K, V, w, global_idx)
+    np.testing.assert_allclose(plain, sliding_window_attention(Q, K, V, w, global_idx), **TOL)
+    # the twin writes its window N(i) out by hand: it is attention.band's (with the globals)
+    pattern = sliding_window_pattern(n, w, global_idx)  # band(i, i, w/2) | global rows and columns
+    np.testing.assert_allclose(plain, scaled_dot_product_attention(Q, K, V, pattern)[0], **TOL)
 
 
 def test_plain_sliding_window_twin_rejects_odd_window(numpy_qkv):

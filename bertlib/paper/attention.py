@@ -148,8 +148,9 @@ def key_mask(flags, name: str = "attention_mask", real_in_each_row: bool = False
 
 
 def band(queries, keys, half: int) -> np.ndarray:
-    """The sliding window, |i − j| ≤ half: the one place it is written. queries: (n_q,) and keys:
-    (n_k,) positions. Returns (n_q, n_k) bool, True where key j lies within half of query i."""
+    """The sliding window, |i − j| ≤ half, the one place the library computes it (the plain twin in
+    variants writes N(i) out by hand, to be read beside the formula; a test holds it to this one).
+    queries: (n_q,), keys: (n_k,) positions. Returns (n_q, n_k) bool, True where |i − j| ≤ half."""
     return np.abs(np.asarray(queries)[:, None] - np.asarray(keys)[None, :]) <= half
 
 

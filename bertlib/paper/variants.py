@@ -114,9 +114,9 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     V_slab = np.swapaxes(slabs(V), 1, 2)  # (n_blocks, S, d_v)
     Q_blocks = np.pad(Q, ((0, n_blocks * B - n), (0, 0))).reshape(n_blocks, B, d_k)
     scale = attention_scale(d_k)
-    band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, S)
+    scores_band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, S)
     to_global = ((Q_blocks @ K[g].T) * scale)  # (n_blocks, B, g)
-    weights = softmax(np.concatenate([band, to_global], axis=2),
+    weights = softmax(np.concatenate([scores_band, to_global], axis=2),
                       where=np.concatenate([keep, np.ones(to_global.shape, bool)], axis=2))
     w_band, w_global = weights[..., :S], weights[..., S:]
     out = (w_band @ V_slab + w_global @ V[g]).reshape(-1, V.shape[1])[:n]

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from bertlib.lab.analysis import offset_share
 from bertlib.tiny import grammar as g
 from bertlib.tiny import probes
 
@@ -34,17 +35,17 @@ def test_shares_on_constructed_maps():
     nxt = np.eye(n, k=1)
     nxt[-1, -1] = 1.0
     A = np.stack([prev, nxt, np.full((n, n), 1 / n)])  # (3 heads, n, n)
-    assert np.allclose(probes.offset_share(A, -1), [1, 0, 1 / n])
-    assert np.allclose(probes.offset_share(A, 1), [0, 1, 1 / n])
+    assert np.allclose(offset_share(A, -1), [1, 0, 1 / n])
+    assert np.allclose(offset_share(A, 1), [0, 1, 1 / n])
     assert np.allclose(probes.position_share(A, 0), [2 / n, 0, 1 / n])
     assert np.allclose(probes.position_share(A, -1), [0, 2 / n, 1 / n])
     assert np.allclose(probes.pair_share(A, [3, 4], [2, 3]), [1, 0, 1 / n])
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: probes.offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
-    (lambda: probes.offset_share(np.eye(3), 0), r"abs\(offset\) .* in 1..2, got 0"),
-    (lambda: probes.offset_share(np.eye(3), 3), r"offset must be a whole number in -2..2"),
+    (lambda: offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
+    (lambda: offset_share(np.eye(3), 0), r"abs\(offset\) .* in 1..2, got 0"),
+    (lambda: offset_share(np.eye(3), 3), r"offset must be a whole number in -2..2"),
     (lambda: probes.position_share(np.eye(3), 3), "j must be a whole number in -3..2"),
     (lambda: probes.pair_share(np.eye(3), [0, 1], [0]), r"queries and keys must have the same shape, got \(2,\) and \(1,\)"),
     (lambda: probes.pair_share(np.eye(3), [0], [5]), r"non-empty lists of positions in 0..2, got \[0\] and \[5\]"),

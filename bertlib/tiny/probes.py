@@ -27,7 +27,7 @@ from bertlib.lab.analysis import offset_share
 from bertlib.paper.attention import softmax
 from bertlib.tiny import grammar
 
-__all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "logits_and_attentions", "offset_share",
+__all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "logits_and_attentions",
            "position_share", "pair_share", "first_crossing", "Probe", "make_probe", "subset",
            "measure_probe", "agreement_table", "plural_of", "accuracy_by"]
 

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from bertlib.checks import bool_mask, check_finite, kind, whole
+from bertlib.checks import bool_mask, check_finite, has_shape, kind, whole
 from bertlib.paper.attention import (
     attention_scale,
     check_qkv_shapes,
@@ -43,14 +43,12 @@ def _broadcast(what: str, **shapes) -> torch.Size:
 def _check_qkv(Q, K, V) -> torch.Size:
     """Check Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); return the leading axes."""
     for name, t in (("Q", Q), ("K", K), ("V", V)):
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            hint = " (use torch.from_numpy)" if isinstance(t, np.ndarray) else ""
-            got = f"dtype {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
-            raise TypeError(f"{name} must be a torch.Tensor{hint} of floating-point numbers, "
-                            f"got {got}")
-        if t.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., n, d), got shape "
-                             f"{tuple(t.shape)}")
+        hint = " (use torch.from_numpy)" if isinstance(t, np.ndarray) else ""
+        kind(t, name, torch.Tensor, f"a torch.Tensor{hint} of floating-point numbers")
+        if not t.is_floating_point():  # the one check of its own: a torch dtype
+            raise TypeError(f"{name} must be a torch.Tensor of floating-point numbers, got dtype "
+                            f"{t.dtype}")
+        has_shape(t, name, (..., None, None), "(n, d)")  # at least 2 axes
         if t.device.type != "meta":  # a meta tensor has a shape but no values
             check_finite(t, name)
     check_qkv_shapes(Q.shape, K.shape, V.shape)

@@ -362,7 +362,8 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("attention", "softmax"): ("np.exp(", "np.divide(e, total"),  # the whole formula
     ("attention", "attention_scale"): "math.sqrt(",
     ("attention", "scaled_dot_product_attention"): (  # s computed in the body, not in a check
-        "s = attention_scale(Q.shape[-1], scale)", "Q @ np.swapaxes(K, -1, -2)", "softmax(scores",
+        "s = s_type(attention_scale(Q.shape[-1], scale))", "Q @ np.swapaxes(K, -1, -2) * s",
+        "softmax(scores",
         "return weights @ V"),
     ("attention", "split_heads"): ".reshape(",
     ("attention", "merge_heads"): ".reshape(",
@@ -370,7 +371,8 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
     ("bert", "encoder_layer"): ("Q = split_heads(X @ p.W_Q + p.b_Q, h)",
                                 "scaled_dot_product_attention(Q, K, V, mask)",
-                                "Y = layer_norm(X + M", "gelu(Y @ p.W_1"),
+                                "M = merge_heads(heads) @ p.W_O", "Y = layer_norm(X + M",
+                                "F = gelu(Y @ p.W_1", "return layer_norm(Y + F"),
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",
     ("bert", "gelu"): "_erf(x / np.sqrt(2.0))",

@@ -227,6 +227,7 @@ def test_the_scores_dtype_is_what_the_docstring_says():
     Q = np.ones((2, 3), dtype=np.float32)
     assert scaled_dot_product_attention(Q, Q, Q)[1].dtype == np.float64
     assert scaled_dot_product_attention(Q, Q, Q, scale=0.5)[1].dtype == np.float32
+    assert scaled_dot_product_attention(Q, Q, Q, scale=np.float64(0.5))[1].dtype == np.float32
 
 
 def test_key_mask_turns_padding_flags_into_a_key_mask_once():

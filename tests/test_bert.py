@@ -16,6 +16,7 @@ import torch
 
 from bertlib.hf.models import encode
 from bertlib.hf.params import BertParams, LayerParams, bert_params
+from bertlib.paper.attention import multi_head_attention
 from bertlib.paper.bert import (
     bert_forward,
     embed,
@@ -204,6 +205,20 @@ def test_encoder_layer_with_attend_is_the_same_layer_with_another_attention():
     np.testing.assert_allclose(out_attend, out, rtol=0, atol=1e-12)
     uniform = encoder_layer(X, p, 2, attend=lambda Q, K, V: np.broadcast_to(V.mean(0), V.shape))
     assert not np.allclose(uniform[0], out)  # the attention really is swapped
+
+
+def test_encoder_layer_attends_as_multi_head_attention():
+    """encoder_layer writes MultiHead's three lines out (split, attend, merge) so the layer reads
+    as the paper; attention.multi_head_attention composes the same functions: equal."""
+    p, X = _random_layer(), np.random.default_rng(2).normal(size=(2, 5, 8))
+    mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], bool)[:, None, None, :]
+    out, A = encoder_layer(X, p, 2, mask)
+    M, weights = multi_head_attention(X, p.W_Q, p.W_K, p.W_V, p.W_O, 2, mask,
+                                      biases=(p.b_Q, p.b_K, p.b_V, p.b_O))
+    np.testing.assert_array_equal(A, weights)
+    Y = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, 1e-12)
+    F = gelu(Y @ p.W_1 + p.b_1) @ p.W_2 + p.b_2
+    np.testing.assert_array_equal(out, layer_norm(Y + F, p.ln2_gamma, p.ln2_beta, 1e-12))
 
 
 def test_encoder_layer_checks_its_arguments_once():

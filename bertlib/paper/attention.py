@@ -56,7 +56,8 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
 def attention_scale(d_k: int, scale: float | None = None) -> float:
     """s = 1/√d_k, the factor on Q Kᵀ (Vaswani et al. 2017, section 3.2.1), unless a scale is given.
     d_k: a head's query/key width, whole >= 0 (0: scores all 0, s = 1); scale: >= 0, or None.
-    Returns a Python float (x * s keeps x's type). Every bertlib attention takes its scale here
+    Returns a Python float, so x · s keeps x's float type (scaled_dot_product_attention alone
+    makes its default s a float64, see there). Every bertlib attention takes its scale here
     (DeBERTa's as attention_scale(3 * d_k)); only exercise checkers write √d_k out, as learners do.
     """
     d_k = whole(d_k, "d_k", 0)
@@ -66,10 +67,11 @@ def attention_scale(d_k: int, scale: float | None = None) -> float:
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
     """Attention(Q, K, V) = softmax(Q Kᵀ · s) V, s = 1/√d_k unless given; leading axes broadcast.
     Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); mask (..., n_q, n_k), True = attend.
-    Returns (..., n_q, d_v), weights (..., n_q, n_k); float64 unless scale is given (Q's type)."""
-    Q, K, V, mask = _check_attention(Q, K, V, mask)
-    s = attention_scale(Q.shape[-1], scale)  # 1/√d_k, a Python float, unless scale is given
-    scores = Q @ np.swapaxes(K, -1, -2) * (np.float64(s) if scale is None else s)
+    Returns (..., n_q, d_v), weights (..., n_q, n_k): float64 with the default s, Q's type with a
+    given scale."""
+    Q, K, V, mask, s_type = _check_attention(Q, K, V, mask, scale)  # s_type: the dtype rule above
+    s = s_type(attention_scale(Q.shape[-1], scale))  # 1/√d_k unless a scale is given
+    scores = Q @ np.swapaxes(K, -1, -2) * s
     weights = softmax(scores, where=mask)  # a masked-out key gets weight 0
     return weights @ V, weights
 
@@ -219,15 +221,17 @@ def _check_softmax(x, where) -> tuple[np.ndarray, np.ndarray | None]:
     return x, None if where is None else np.broadcast_to(np.asarray(where, dtype=bool), x.shape)
 
 
-def _check_attention(Q, K, V, mask):
-    """Q, K, V as finite float arrays (at least 2 axes, d_k >= 1) whose shapes fit, and the mask
-    as a bool array that broadcasts to the scores' shape."""
+def _check_attention(Q, K, V, mask, scale):
+    """Q, K, V as finite float arrays (at least 2 axes, d_k >= 1) whose shapes fit, the mask as a
+    bool array that broadcasts to the scores' shape, and the type of s: np.float64 for the default
+    1/√d_k (the numpy reference computes in float64), float for a given scale (Q's type kept)."""
     Q, K, V = (as_array(x, name, min_ndim=2, layout="(..., n, d)")
                for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
     check_qkv_shapes(Q.shape, K.shape, V.shape)
     whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
     scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
-    return Q, K, V, None if mask is None else bool_mask(mask, scores)
+    s_type = np.float64 if scale is None else float
+    return Q, K, V, None if mask is None else bool_mask(mask, scores), s_type
 
 
 def _check_split(X, h) -> tuple[np.ndarray, int]:

@@ -6,9 +6,9 @@ The whole model (Devlin et al. 2019; the encoder of Vaswani et al. 2017), for to
     for each of the L layers:
         M   = MultiHead(X) = Concat(head_0, ..., head_{h-1}) W_O + b_O,
               head_i = softmax(Q_i K_iᵀ / √d_k) V_i, padding keys excluded   (n, d)
-        X'  = LayerNorm(X + M)                                              (n, d)
-        F   = GELU(X' W_1 + b_1) W_2 + b_2                                  (n, d_ff)->(n, d)
-        X   = LayerNorm(X' + F)                                             (n, d)
+        Y   = LayerNorm(X + M)                                              (n, d)
+        F   = GELU(Y W_1 + b_1) W_2 + b_2                                   (n, d_ff)->(n, d)
+        X   = LayerNorm(Y + F)                                              (n, d)
 
 with LayerNorm(x) = γ (x − mean(x)) / √(var(x) + ε) + β over the feature axis, and BERT's exact
 GELU(x) = x · Φ(x) = x/2 · (1 + erf(x/√2)). X holds the hidden states, d is the hidden size, h
@@ -75,16 +75,16 @@ def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None
 
 
 def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12, attend=None):
-    """Y = LayerNorm(X + M), M = MultiHead(X); out = LayerNorm(Y + GELU(Y W_1 + b_1) W_2 + b_2).
-    X (..., n, d); mask: bool to (..., h, n, n) or None; attend(Q, K, V) on a head, or None."""
+    """Y = LayerNorm(X + M), M = MultiHead(X); LayerNorm(Y + F), F = GELU(Y W_1 + b_1) W_2 + b_2
+    on X (..., n, d); mask: bool to (..., h, n, n) or None; attend(Q, K, V) on a head, or None."""
     X, p, mask = _check_layer(X, params, h, mask, attend)
     Q = split_heads(X @ p.W_Q + p.b_Q, h)  # (..., h, n, d_k): head i's queries Q_i
-    K = split_heads(X @ p.W_K + p.b_K, h)
-    V = split_heads(X @ p.W_V + p.b_V, h)
+    K, V = split_heads(X @ p.W_K + p.b_K, h), split_heads(X @ p.W_V + p.b_V, h)  # K_i, V_i
     heads, A = _per_head(attend, Q, K, V) if attend else scaled_dot_product_attention(Q, K, V, mask)
     M = merge_heads(heads) @ p.W_O + p.b_O  # Concat(head_0, ..., head_{h-1}) W_O + b_O
-    Y = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)  # Add & Norm; then the feed-forward's:
-    return layer_norm(Y + gelu(Y @ p.W_1 + p.b_1) @ p.W_2 + p.b_2, p.ln2_gamma, p.ln2_beta, eps), A
+    Y = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)  # Add & Norm
+    F = gelu(Y @ p.W_1 + p.b_1) @ p.W_2 + p.b_2  # the position-wise feed-forward
+    return layer_norm(Y + F, p.ln2_gamma, p.ln2_beta, eps), A  # Add & Norm
 
 
 def embed(params: BertParams, input_ids, token_type_ids=None) -> np.ndarray:

@@ -160,7 +160,7 @@ def _det_noun_scores() -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int
     return np.mean(per_pair, axis=0), np.array(per_pair), pairs
 
 
-@explained_tries("section 8 and the exercise's recipe: one average per head, then the largest")
+@explained_tries("section 8 and the exercise (average each head over all pairs, take the largest)")
 def check_det_noun_head(layer, head) -> Feedback:
     """Is (layer, head) the head of the real BERT in which "the" gives its noun the most weight?
 
@@ -215,7 +215,7 @@ def _det_noun_miss(layer: int, head: int, pairs) -> str:
             f"{len(pairs)} cases and take the largest (layers and heads count from 0)")
 
 
-@explained_tries("section 6: write each count in terms of h·d_k")
+@explained_tries("section 6 (write each count in terms of h·d_k)")
 def check_cost_guess(guess, h: int = 12) -> Feedback:
     """Predict-then-check: parameters of h heads of full width d, divided by h heads of d / h.
 
@@ -247,7 +247,7 @@ def check_cost_guess(guess, h: int = 12) -> Feedback:
                            "h·d_k for d_k = d and for d_k = d / h")
 
 
-@explained_tries("section 4: column c of W_O decides what lands in output column c")
+@explained_tries("section 4 (column c of W_O decides what lands in output column c)")
 def check_w_o_swap(W_O) -> Feedback:
     """Design task: a (4, 4) W_O for the toy's two heads that outputs [head 1 | head 0].
 

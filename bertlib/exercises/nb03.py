@@ -218,7 +218,7 @@ def bank_cosine(layer: int = 0, model=None) -> float:
     return cosine(_bank_vector(BANK_FIRST, layer, model), _bank_vector(BANK_RIVER, layer, model))
 
 
-@explained_tries("section 3's printed word and position rows, then reason out the cosine")
+@explained_tries("section 3's printed row lengths and neighbour cosines")
 def check_position_guess(guess, model=None) -> Feedback:
     """Check a guess of :func:`bank_cosine` at the input (layer 0): right from GUESS_TOLERANCE
     below the measured cosine to GUESS_ABOVE above it. Only the first wrong try is told which
@@ -304,7 +304,7 @@ def _looks_one_based(answer: set, shifted: set, expected: set) -> bool:
     return nearly_all_right and hits >= min(2, len(expected)) and hits > len(answer & expected)
 
 
-@explained_tries("section 5 and the exercise: the query's row in every head, [CLS]/[SEP] out")
+@explained_tries("section 5 and the exercise (the query's row in every head, [CLS], [SEP] out)")
 def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
     """Check a learner's list of (layer, head) pairs, 0-based, for the exercise above."""
     if heads is None:

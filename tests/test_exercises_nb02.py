@@ -198,6 +198,13 @@ def test_whole_floats_count_as_whole_numbers(det_noun_scores):
     assert check_det_noun_head(float(layer), float(head)).ok  # 2.0 is 2, as in notebook 03
 
 
+def test_cost_guess_names_a_negative_count_and_nan():  # learner 19
+    from bertlib.exercises.nb02 import check_cost_guess
+
+    assert "cannot be negative" in check_cost_guess(-12).message
+    assert "must be a finite number, got nan" in check_cost_guess(float("nan")).message
+
+
 def test_one_based_answer_gets_the_reminder_every_wrong_head_gets(det_noun_scores):
     # learner 20: a "counted from 1" message only for (3, 9) named the answer (2, 8)
     layer, head = (int(x) for x in np.unravel_index(det_noun_scores.argmax(),

@@ -4,7 +4,9 @@ three wrong tries; later wrong answers all get one message, so a loop over answe
 one-pair lists, halving a number) learns right or wrong and nothing more. Right answers always
 pass; form errors are always explained and never counted. Uses the real limit (3)."""
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +25,9 @@ from bertlib.exercises import (
     reset_tries,
     wrong_tries,
 )
+from bertlib.exercises.nb02 import DET_NOUN_SENTENCES
 from bertlib.exercises.nb03 import check_heads, heads_where_top
+from bertlib.hf.models import run_bert
 from bertlib.paper import toy
 from bertlib.paper.attention import softmax
 
@@ -58,8 +62,14 @@ S = toy.embeddings() @ toy.projections()[0] @ (toy.embeddings() @ toy.projection
 WINDOW = softmax(S / math.sqrt(2), axis=-1, where=nb01.window_mask(6))
 
 
-def _best_det_noun_head():
-    scores = nb02._det_noun_scores()[0]
+def _best_det_noun_head():  # recomputed here: the mean weight from each "the" to its noun
+    per_pair = []
+    for text, nouns in DET_NOUN_SENTENCES:
+        run = run_bert(text)
+        dets = [i for i, t in enumerate(run.tokens) if t == "the"]
+        per_pair += [run.attentions[:, :, i, run.tokens.index(noun, i)]
+                     for i, noun in zip(dets, nouns, strict=True)]
+    scores = np.mean(per_pair, axis=0)
     return tuple(int(x) for x in np.unravel_index(int(scores.argmax()), scores.shape))
 
 
@@ -121,9 +131,6 @@ def test_a_single_right_pair_is_called_right_without_a_cls_sep_doubt():
 
 
 def test_the_exercises_state_the_rule():
-    import json
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1] / "notebooks"
     limited = {"01": ("check_causal_guess", "check_window_weights"),
                "02": ("check_cost_guess", "check_w_o_swap", "check_det_noun_head"),

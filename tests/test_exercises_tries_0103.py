@@ -153,3 +153,13 @@ def test_cosine_and_the_public_helpers():
     assert exercises.is_complex([1j]) and not exercises.is_complex([1.0])
     assert "row 1 has 1" in exercises.ragged_message([[1, 2], [3]], "W")
     assert exercises.attempt_note(None) == ""
+
+
+def test_form_errors_of_the_limited_checkers_are_explained_on_every_try():
+    for _ in range(5):
+        assert "names no head" in check_heads([(7, 0)]).message
+        assert "counted from 0" in nb02.check_det_noun_head(6, 0).message
+        assert "between -1 and 1" in nb03.check_position_guess(3).message
+        assert "answer with" in nb01.check_causal_guess("dog").message
+    assert all(wrong_tries(c) == 0 for c in (check_heads, nb02.check_det_noun_head,
+                                              nb03.check_position_guess, nb01.check_causal_guess))

@@ -276,22 +276,22 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
     return [(int(layer), int(head)) for layer, head in hits]
 
 
-def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> str | None:
-    """A message for pairs read (head, layer), a pair naming no head, or words read backwards."""
+def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> Feedback | None:
+    """Feedback for (head, layer) order, a pair naming no head (a form error), words backwards."""
     config = _model(model).model.config
     L, H = config.num_hidden_layers, config.num_attention_heads
     swapped = len({(b, a) for a, b in answer} & expected)  # right once read as (head, layer)
     if 2 * swapped > len(answer) and swapped > len(answer & expected):
-        return (f"{swapped} of your pairs are right with their two numbers swapped: they read as "
-                f"(head, layer), but the order is (layer, head) ({L} layers of {H} heads)")
+        return Feedback(False, f"{swapped} of your pairs are right with their numbers swapped: "
+                        f"(head, layer); the order is (layer, head) ({L} layers of {H} heads)")
     outside = sorted((a, b) for a, b in answer if not (0 <= a < L and 0 <= b < H))
     if outside:
-        return (f"{outside[0]} names no head: layers run 0..{L - 1} and heads 0..{H - 1} "
-                f"({L} layers of {H} heads)")
+        return form_error(f"{outside[0]} names no head: layers run 0..{L - 1} and heads "
+                          f"0..{H - 1} ({L} layers of {H} heads)")
     reverse = set(heads_where_top(target, query, model=model))
     if answer and 2 * len(answer & reverse) > len(answer) > 2 * len(answer & expected):
-        return (f"most of your heads are those where {target!r} attends to {query!r}: the task "
-                f"reads the other way, {query!r} is the query (its row), {target!r} the key")
+        return Feedback(False, f"most of your heads are those where {target!r} attends to "
+                        f"{query!r}: the task reads the other way ({query!r} is the query row)")
     return None
 
 
@@ -331,7 +331,7 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
                                    "count layers and heads from 0 (the first layer is layer 0)")
     slip = _heads_slip(answer, expected, query, target, model)
     if slip is not None:
-        return Feedback(False, slip)
+        return slip
     with_special = set(heads_where_top(query, target, skip_special=False, model=model))
     if answer == with_special and not answer <= expected:  # (a subset is a partial answer)
         return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "

@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib.exercises import Feedback
+from bertlib import exercises
+from bertlib.exercises import Feedback, reset_tries
 from bertlib.exercises.nb01 import (
     ATOL,
-    _window_mask,
     check_attention_fn,
     check_causal_guess,
     check_design,
     check_window_weights,
+    toy_qkv,
+    window_mask,
 )
 from bertlib.paper import toy
 from bertlib.paper.attention import scaled_dot_product_attention, softmax
@@ -23,6 +25,12 @@ X = toy.embeddings()
 W_Q, W_K, W_V = toy.projections()
 Q, K, V = X @ W_Q, X @ W_K, X @ W_V
 S = Q @ K.T / math.sqrt(2)
+
+
+@pytest.fixture(autouse=True)
+def _every_try_explained(monkeypatch):
+    reset_tries()  # each test starts as a fresh kernel would, and all its tries are explained
+    monkeypatch.setattr(exercises, "EXPLAINED_TRIES", 10**6)
 
 
 @pytest.mark.parametrize("check", [check_causal_guess, check_attention_fn, check_design,
@@ -85,16 +93,16 @@ def test_design_accepts_a_solution():
     assert "must stay" in check_design(np.zeros((4, 3))).message
 
 
-def test_window_mask_and_its_errors():
-    np.testing.assert_array_equal(_window_mask(3), [[1, 1, 0], [1, 1, 1], [0, 1, 1]])
+def testwindow_mask_and_its_errors():
+    np.testing.assert_array_equal(window_mask(3), [[1, 1, 0], [1, 1, 1], [0, 1, 1]])
     with pytest.raises(ValueError, match="radius"):
-        _window_mask(3, radius=-1)
+        window_mask(3, radius=-1)
     with pytest.raises(ValueError, match="n must"):
-        _window_mask(0)
+        window_mask(0)
 
 
 def test_window_weights_right_and_mistakes():
-    mask = _window_mask(6)
+    mask = window_mask(6)
     _, right = scaled_dot_product_attention(Q, K, V, mask=mask)  # independent reference
     assert check_window_weights(right).ok
     assert check_window_weights(torch.tensor(right, dtype=torch.float32)).ok
@@ -106,13 +114,13 @@ def test_window_weights_right_and_mistakes():
 
 
 def test_window_weights_accept_pencil_precision_and_name_the_gap():
-    right = softmax(S, axis=-1, where=_window_mask(6))
+    right = softmax(S, axis=-1, where=window_mask(6))
     assert check_window_weights(np.round(right, 3)).ok  # 3 decimals, as worked by pencil
     off = right.copy()
     off[3, 2:5] += [0.01, -0.01, 0.0]  # right positions, sums to 1, values off
     fb = check_window_weights(off)
     assert not fb.ok and "right positions [2, 3, 4]" in fb.message and "0.0100" in fb.message
-    neighbours = softmax(S, axis=-1, where=_window_mask(6) & ~np.eye(6, dtype=bool))
+    neighbours = softmax(S, axis=-1, where=window_mask(6) & ~np.eye(6, dtype=bool))
     fb = check_window_weights(neighbours)
     assert not fb.ok and "a word also sees itself" in fb.message
 
@@ -192,7 +200,7 @@ def test_design_and_window_refuse_complex_input_without_a_numpy_warning():
 
 def test_window_weights_names_zero_instead_of_minus_inf_and_ragged_rows():
     S = Q @ K.T / np.sqrt(2)
-    fb = check_window_weights(softmax(np.where(_window_mask(6), S, 0.0), axis=-1))
+    fb = check_window_weights(softmax(np.where(window_mask(6), S, 0.0), axis=-1))
     assert not fb.ok and "to 0, not to -inf" in fb.message
     fb = check_window_weights([[1.0] * 6] * 5 + [[1.0] * 5])
     assert not fb.ok and "different lengths" in fb.message and "not an array" not in fb.message
@@ -245,7 +253,7 @@ def test_design_names_a_single_value_not_a_shape(bad):
 
 
 def test_window_success_text_is_right_for_the_end_words():
-    right = softmax(S, axis=-1, where=_window_mask(6))
+    right = softmax(S, axis=-1, where=window_mask(6))
     message = check_window_weights(right).message
     assert "two neighbours only" not in message and "first and last word" in message
 
@@ -308,13 +316,9 @@ def test_design_asks_about_w_q_only_when_the_query_of_cat_moved():
 
 
 def test_window_weights_given_scores_names_the_missing_softmax():
-    import math
-
-    from bertlib.exercises.nb01 import _toy_qkv, _window_mask, check_window_weights
-
-    Q, K, _ = _toy_qkv()
+    Q, K, _ = toy_qkv()
     S = Q @ K.T / math.sqrt(Q.shape[1])
-    for scores in (np.where(_window_mask(6), S, 0.0), S):
+    for scores in (np.where(window_mask(6), S, 0.0), S):
         fb = check_window_weights(scores)
         assert not fb.ok and "apply the softmax" in fb.message, fb.message
 
@@ -351,7 +355,7 @@ def test_attention_fn_calls_a_constant_factor_a_factor_not_a_divisor(factor, sho
 
 
 def test_window_weights_names_windowed_scores_passed_for_weights():
-    scores = np.where(_window_mask(6), S, -np.inf)
+    scores = np.where(window_mask(6), S, -np.inf)
     for given in (scores, scores.tolist(), torch.tensor(scores)):
         fb = check_window_weights(given)
         assert not fb.ok and "windowed scores" in fb.message and "softmax" in fb.message

@@ -71,7 +71,7 @@ def test_memory_mistakes_are_named(attempt, words):
 
 @pytest.mark.parametrize("attempt, words", [
     (None, "replace None"), ("512 MiB", "as a number"), (True, "as a number"),
-    (float("nan"), "as a number"), (-1, "positive"), (float("inf"), "positive"),
+    (float("nan"), "a finite number"), (-1, "positive"), (float("inf"), "positive"),
 ])
 def test_memory_bad_input_is_feedback_not_an_error(attempt, words):
     fb = check_memory_prediction(attempt)

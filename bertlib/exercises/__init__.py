@@ -15,10 +15,15 @@ with the answer's form, so a checker reads::
     ... compare a with the right answer and with each typical mistake ...
 
 ``None`` (the untouched stub) always gives :func:`not_answered`, never an exception.
+
+A checker whose answer is one of a few choices (a word, a number, a head) or whose message names
+wrong items or a direction is wrapped by :func:`explained_tries`: only its first three wrong
+tries are explained, so that a loop over answers learns nothing more than right or wrong.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +40,10 @@ class Feedback:
 
     ok: bool
     message: str
+    #: True for a message about the answer's form (None, not a number, a wrong shape): such a
+    #: message says nothing about the right answer, so it never counts as a try (see
+    #: :func:`explained_tries`).
+    form: bool = False
 
     def __str__(self) -> str:
         if self.ok:
@@ -54,7 +63,13 @@ TODO = "replace None with your answer and run the cell again"
 
 def not_answered(todo: str = TODO) -> Feedback:
     """The ✏️ Feedback for an untouched stub: "not answered yet: <what to do>"."""
-    return Feedback(False, f"{NOT_ANSWERED}: {todo}")
+    return Feedback(False, f"{NOT_ANSWERED}: {todo}", form=True)
+
+
+def form_error(message: str) -> Feedback:
+    """The ❌ Feedback for an answer of the wrong form (not a number, a wrong shape): it is
+    explained on every try, as it tells nothing about the right answer."""
+    return Feedback(False, message, form=True)
 
 
 def as_answer_array(answer, what: str, shape: tuple[int, ...] | None = None, *, layout: str = "",
@@ -73,16 +88,16 @@ def as_answer_array(answer, what: str, shape: tuple[int, ...] | None = None, *, 
     try:
         a = np.asarray(answer) if dtype is None else np.asarray(answer, dtype=dtype)
     except (TypeError, ValueError):
-        return Feedback(False, f"expected {what} as an array of numbers, got "
+        return form_error(f"expected {what} as an array of numbers, got "
                                f"{type(answer).__name__}")
     if shape is not None and a.shape != tuple(shape):
         want = f"{layout} = {tuple(shape)}" if layout else f"{tuple(shape)}"
-        return Feedback(False, f"wrong shape: {what} should have shape {want}{why}; yours has "
+        return form_error(f"wrong shape: {what} should have shape {want}{why}; yours has "
                                f"{a.shape}")
     if np.issubdtype(a.dtype, np.inexact) and not np.isfinite(a).all():
         if not hasattr(answer, "detach") and None in np.asarray(answer, object).ravel().tolist():
-            return Feedback(False, f"{what} holds None, not numbers: fill in every entry")
-        return Feedback(False, f"{what} contains NaN or inf: every entry must be a finite "
+            return form_error(f"{what} holds None, not numbers: fill in every entry")
+        return form_error(f"{what} contains NaN or inf: every entry must be a finite "
                                "number (typed in, or a division by 0 or exp of a huge number?)")
     return a
 
@@ -99,7 +114,8 @@ def as_answer_number(answer, what: str, low: float | None = None, high: float | 
     except (TypeError, ValueError):
         value = math.nan
     if math.isnan(value):
-        return Feedback(False, f"{what} must be given as a number, got {answer!r}")
+        kind = "a finite number" if isinstance(answer, float | np.floating) else "given as a number"
+        return form_error(f"{what} must be {kind}, got {answer!r}")
     if low is not None and high is not None:
         span = f"a number between {low:g} and {high:g}"
     elif low == 0 and open_low:
@@ -110,7 +126,7 @@ def as_answer_number(answer, what: str, low: float | None = None, high: float | 
         span = "a finite number" if high is None else f"a finite number <= {high:g}"
     too_low = low is not None and (value <= low if open_low else value < low)
     if too_low or (high is not None and value > high) or math.isinf(value):
-        return Feedback(False, f"{what} must be {span}, got {answer!r}")
+        return form_error(f"{what} must be {span}, got {answer!r}")
     return value
 
 
@@ -126,9 +142,9 @@ def as_answer_whole(answer, what: str, low: int | None = None, high: int | None 
     span = (f" in {low}..{high}" if low is not None and high is not None else
             f" >= {low}" if low is not None else f" <= {high}" if high is not None else "")
     if isinstance(answer, bool) or not isinstance(answer, int | np.integer):
-        return Feedback(False, f"{what} must be a whole number{span}, got {answer!r}")
+        return form_error(f"{what} must be a whole number{span}, got {answer!r}")
     if (low is not None and answer < low) or (high is not None and answer > high):
-        return Feedback(False, f"{what} must be a whole number{span}, got {answer!r}")
+        return form_error(f"{what} must be a whole number{span}, got {answer!r}")
     return int(answer)
 
 
@@ -155,7 +171,7 @@ def as_answer_word(answer, what: str, choices: Sequence[str], *, todo: str = TOD
     if word not in choices:
         quoted = [f'"{c}"' for c in choices]
         listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
-        return Feedback(False, f"{what}: answer with {listed}, got {answer!r}")
+        return form_error(f"{what}: answer with {listed}, got {answer!r}")
     return word
 
 
@@ -178,7 +194,13 @@ def call_answer(fn: Callable, *args, when: str = "", todo: str = TODO):
     return result, None
 
 
-def _ragged_message(value, name: str) -> str:
+def cosine(u: np.ndarray, v: np.ndarray) -> float:
+    """cos(u, v) = u·v / (‖u‖ ‖v‖) of two vectors of one length (d,); nan if one is all 0."""
+    norms = float(np.linalg.norm(u) * np.linalg.norm(v))
+    return float(u @ v) / norms if norms > 0 else math.nan
+
+
+def ragged_message(value, name: str) -> str:
     """"" when ``value`` is array-like of one shape; else which row has a different length."""
     try:
         np.shape(value)
@@ -195,7 +217,7 @@ def _ragged_message(value, name: str) -> str:
             f"{lengths[i]} (a list built in a loop that is not emptied for each new row?)")
 
 
-def _is_complex(value) -> bool:
+def is_complex(value) -> bool:
     """True if ``value`` (array-like or tensor) holds complex numbers; False if unreadable."""
     if hasattr(value, "is_complex"):  # a torch tensor
         return bool(value.is_complex())
@@ -205,10 +227,58 @@ def _is_complex(value) -> bool:
         return False
 
 
-def _attempt_note(error: Feedback | None) -> str:
+def attempt_note(error: Feedback | None) -> str:
     """" (yours raised X: ...)" or " (yours returned None)" for call_answer's error; "" if none."""
     if error is None:
         return ""
     if error.message.startswith(NOT_ANSWERED):
         return " (yours returned None)"
     return f" (yours raised {error.message.split('raised ', 1)[-1]})"
+
+
+#: How many wrong tries of one exercise get their diagnosis; later ones are told only "not right"
+#: and where to reread. Beyond a few tries a diagnosis that names wrong items or says which way to
+#: move would let a loop over answers find the right one without the work (a search).
+EXPLAINED_TRIES = 3
+#: The rule in the words each limited exercise states it.
+TRIES_RULE = "the checker explains your first three tries; after that it says right or wrong"
+_wrong_tries: dict[str, int] = {}  # checker name -> wrong, judged answers so far in this kernel
+
+
+def wrong_tries(checker: Callable) -> int:
+    """How many wrong answers ``checker`` (a function wrapped by :func:`explained_tries`) has
+    judged in this kernel: form errors and right answers do not count."""
+    return _wrong_tries.get(_key(checker), 0)
+
+
+def _key(checker: Callable) -> str:
+    return f"{getattr(checker, '__module__', '')}.{getattr(checker, '__qualname__', checker)}"
+
+
+def reset_tries() -> None:
+    """Forget every checker's count of wrong tries, as a restarted kernel does (for tests)."""
+    _wrong_tries.clear()
+
+
+def explained_tries(reread: str) -> Callable[[Callable[..., Feedback]], Callable[..., Feedback]]:
+    """Decorator for a checker whose diagnosis could steer a search: its first EXPLAINED_TRIES
+    wrong answers get the checker's own message (marked "explained try k of 3"); every later
+    wrong answer gets one and the same message, "not right" and ``reread`` (e.g. "section 5"),
+    whatever the answer. A right answer always passes; a form error (:func:`form_error`) is
+    always explained and never counted. Counted per checker, in this kernel."""
+    def wrap(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
+        @functools.wraps(check)
+        def checked(*args, **kwargs) -> Feedback:
+            verdict = check(*args, **kwargs)
+            if verdict.ok or verdict.form:
+                return verdict
+            name = _key(checked)
+            tries = _wrong_tries[name] = _wrong_tries.get(name, 0) + 1
+            if tries <= EXPLAINED_TRIES:
+                return Feedback(False, f"{verdict.message} (explained try {tries} of "
+                                       f"{EXPLAINED_TRIES})")
+            return Feedback(False, f"not right. Only the first {EXPLAINED_TRIES} tries are "
+                                   f"explained; from now on: right or wrong. Reread {reread}, "
+                                   "work the answer out, then check it")
+        return checked
+    return wrap

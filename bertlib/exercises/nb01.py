@@ -21,19 +21,21 @@ import numpy as np
 from bertlib.checks import whole
 from bertlib.exercises import (
     Feedback,
-    _attempt_note,
-    _is_complex,
-    _ragged_message,
     as_answer_array,
     as_answer_word,
+    attempt_note,
     call_answer,
+    explained_tries,
+    form_error,
+    is_complex,
     not_answered,
+    ragged_message,
 )
 from bertlib.paper import toy
 from bertlib.paper.attention import band, causal_mask, softmax
 
 __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
-           "ATOL", "PENCIL_ATOL"]
+           "ATOL", "PENCIL_ATOL", "toy_qkv", "window_mask"]
 
 #: Absolute tolerance for a match: loose enough for float32 (torch) answers (~1e-7 relative on
 #: weights of order 1), tight enough to tell every mistake below apart (they differ by > 0.01).
@@ -42,18 +44,17 @@ ATOL = 1e-5
 _N = len(toy.TOKENS)
 
 
-def _toy_qkv(W_Q: np.ndarray | None = None, W_K: np.ndarray | None = None):
-    X = toy.embeddings()
-    W_Q0, W_K0, W_V0 = toy.projections()
-    W_Q = W_Q0 if W_Q is None else W_Q
-    W_K = W_K0 if W_K is None else W_K
-    return X @ W_Q, X @ W_K, X @ W_V0
+def toy_qkv(W_Q: np.ndarray | None = None, W_K: np.ndarray | None = None):
+    """(Q, K, V), each (6, 2): the toy X (6, 4) times W_Q, W_K (4, 2; None = the toy's), W_V."""
+    X, (W_Q0, W_K0, W_V0) = toy.embeddings(), toy.projections()
+    return X @ (W_Q0 if W_Q is None else W_Q), X @ (W_K0 if W_K is None else W_K), X @ W_V0
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=ATOL))
 
 
+@explained_tries("section 11 and the scores of 'cat' in section 5")
 def check_causal_guess(word) -> Feedback:
     """Predict-then-check: under a causal mask, which word does "cat" attend to most?
 
@@ -64,7 +65,7 @@ def check_causal_guess(word) -> Feedback:
                           todo="replace None with a word in quotes, e.g. 'the'")
     if isinstance(word, Feedback):
         return word
-    Q, K, _ = _toy_qkv()
+    Q, K, _ = toy_qkv()
     i = toy.TOKENS.index("cat")
     w = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1, where=causal_mask(_N))[i]
     best = toy.TOKENS[int(w.argmax())]
@@ -145,7 +146,7 @@ def check_attention_fn(fn: Callable) -> Feedback:
         return error
     if not isinstance(result, tuple) or len(result) != 2:
         return Feedback(False, "return two things: (Z, A), the outputs and the weights")
-    ragged = [_ragged_message(r, name) for r, name in zip(result, "ZA", strict=True)]
+    ragged = [ragged_message(r, name) for r, name in zip(result, "ZA", strict=True)]
     ragged = [m for m in ragged if m]
     if ragged:
         return Feedback(False, ragged[-1])  # A's problem first: Z is built from A
@@ -200,7 +201,7 @@ def _other_shape(fn: Callable) -> Feedback:
                     for g, w in zip(got, (A @ V, A), strict=True)):
         return Feedback(True, "correct on random inputs with 4 queries, 5 keys, d_k = 3, d_v = 2 "
                               "and with 6 queries, 7 keys, d_k = 2, d_v = 4")
-    why = _attempt_note(error)
+    why = attempt_note(error)
     return Feedback(False, f"right with 4 queries, 5 keys, d_k = 3, d_v = 2, but wrong with 6 "
                            f"queries, 7 keys, d_k = 2, d_v = 4{why}: a size typed in (4, 5, 3 or "
                            "2, as in range(4) or math.sqrt(3))? Read n_q, n_k and d_k from the "
@@ -223,7 +224,7 @@ def check_design(W_Q, W_K=None) -> Feedback:
     if all(np.allclose(a, b) for a, b in zip(arrays, toy.projections()[:2], strict=True)):
         return Feedback(False, "nothing changed yet: these are the toy's own W_Q and W_K; edit "
                                "some of their entries, then check again")
-    Q, K, _ = _toy_qkv(*arrays)
+    Q, K, _ = toy_qkv(*arrays)
     i_mat, i_cat, i_sat = (toy.TOKENS.index(w) for w in ("mat", "cat", "sat"))
     A = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)
     w = A[i_mat]
@@ -259,7 +260,7 @@ def _design_matrices(W_Q, W_K):
         if isinstance(W, (bool, np.bool_, str)) or np.isscalar(W):
             return Feedback(False, f"{name} is a single {type(W).__name__} ({W!r}); it should be "
                                    "a (4, 2) matrix of numbers: copy the toy's and edit entries")
-        if _is_complex(W):
+        if is_complex(W):
             return Feedback(False, f"{name} has complex numbers; the toy's matrices are real: "
                                    "give real numbers only")
         a = as_answer_array(W, name, (4, 2), layout="(d, d_k)", why=" (it must stay that shape)")
@@ -275,7 +276,7 @@ def _lost_verb_hint(Q, K, i_cat: int, winner: str, W_Q, W_K) -> str:
     Only keys that really moved are said to have moved (a W_K edit may leave these two alone).
     """
     toy_K = toy.projections()[1]
-    changed_q = not np.allclose(Q[i_cat], _toy_qkv()[0][i_cat])  # the query of 'cat' moved
+    changed_q = not np.allclose(Q[i_cat], toy_qkv()[0][i_cat])  # the query of 'cat' moved
     changed_k = not np.allclose(W_K, toy_K)
     query = (f"The query of 'cat' is {np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
              "use, and which of them did you change?")
@@ -287,7 +288,7 @@ def _lost_verb_hint(Q, K, i_cat: int, winner: str, W_Q, W_K) -> str:
 
 def _moved_keys_hint(K, words, q_cat) -> str:
     """What a W_K edit did to the keys of ``words``: the ones it moved (old -> new), or none."""
-    K0 = _toy_qkv()[1]
+    K0 = toy_qkv()[1]
     rows = {w: toy.TOKENS.index(w) for w in words}
     moved = [w for w, j in rows.items() if not np.allclose(K[j], K0[j])]
     if not moved:
@@ -321,7 +322,7 @@ def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False)
     return ". Note: " + "; and ".join(hints) + ". Changing W_Q alone cannot fix that"
 
 
-def _window_mask(n: int, radius: int = 1) -> np.ndarray:
+def window_mask(n: int, radius: int = 1) -> np.ndarray:
     """(n, n) bool mask, True where |i − j| ≤ radius: each word sees itself and its neighbours."""
     whole(n, "n", low=1), whole(radius, "radius", low=0)
     return band(np.arange(n), np.arange(n), radius)
@@ -360,6 +361,7 @@ def _window_row_message(a: np.ndarray, right: np.ndarray, mask: np.ndarray) -> s
             f"of those scaled scores, or give more digits")
 
 
+@explained_tries("sections 6 and 11 (a mask sets scores to -inf before the softmax)")
 def check_window_weights(weights) -> Feedback:
     """Exercise: the toy's weights when word i sees only words i−1, i, i+1, shape (6, 6).
 
@@ -367,12 +369,12 @@ def check_window_weights(weights) -> Feedback:
     the softmax, so each row spreads over at most three keys and sums to 1. Answers within
     ``PENCIL_ATOL`` (3 decimals, pencil precision) of the exact weights count as right.
     """
-    ragged = "" if weights is None else _ragged_message(weights, "your weight matrix")
+    ragged = "" if weights is None else ragged_message(weights, "your weight matrix")
     if ragged:
-        return Feedback(False, ragged)
-    if _is_complex(weights):
-        return Feedback(False, "your weight matrix has complex numbers; attention weights are "
-                               "real numbers between 0 and 1")
+        return form_error(ragged)
+    if is_complex(weights):
+        return form_error("your weight matrix has complex numbers; attention weights are "
+                          "real numbers between 0 and 1")
     given = weights.detach().numpy() if hasattr(weights, "detach") else np.asarray(weights)
     if given.dtype.kind == "f" and given.shape == (_N, _N) and np.isneginf(given).any():
         return Feedback(False, "these look like the windowed scores (-inf outside the window), "
@@ -380,9 +382,9 @@ def check_window_weights(weights) -> Feedback:
     a = as_answer_array(weights, "your weight matrix", (_N, _N), why=", one row per query")
     if isinstance(a, Feedback):
         return a
-    Q, K, _ = _toy_qkv()
+    Q, K, _ = toy_qkv()
     S = Q @ K.T / math.sqrt(Q.shape[1])
-    mask = _window_mask(_N)
+    mask = window_mask(_N)
     right = softmax(S, axis=-1, where=mask)
     if _near(a, right):
         return Feedback(True, "correct: every word spreads its attention over itself and its "

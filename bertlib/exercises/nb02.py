@@ -17,12 +17,14 @@ import numpy as np
 
 from bertlib.exercises import (
     Feedback,
-    _attempt_note,
-    _ragged_message,
     as_answer_array,
     as_answer_number,
+    attempt_note,
     call_answer,
+    explained_tries,
+    form_error,
     not_answered,
+    ragged_message,
 )
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import check_layer_head, run_bert
@@ -103,7 +105,7 @@ def _typed_sizes(got, error: Feedback | None, X: np.ndarray, h: int, first: tupl
         return Feedback(True, "correct: your function's head i holds columns i·d_k … (i+1)·d_k − 1"
                               f" of every token, for X of shape {first} (h = 2, 4) and "
                               f"{X.shape} (h = {h})")
-    why = _attempt_note(error)
+    why = attempt_note(error)
     return Feedback(False, f"right for X of shape {first} with h = 2 and 4, but not for X of "
                            f"shape {X.shape} with h = {h}{why}: a size typed in "
                            f"({' or '.join(map(str, first))})? Read the sizes from X.shape")
@@ -158,22 +160,24 @@ def _det_noun_scores() -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int
     return np.mean(per_pair, axis=0), np.array(per_pair), pairs
 
 
+@explained_tries("section 8 and the exercise (average each head over all pairs, take the largest)")
 def check_det_noun_head(layer, head) -> Feedback:
     """Is (layer, head) the head of the real BERT in which "the" gives its noun the most weight?
 
     The measure: attentions[layer, head, i_the, j_noun] averaged over every "the" in
     DET_NOUN_SENTENCES (the noun it introduces, not simply the next word). The right answer is the
-    (layer, head) with the largest average, computed here; a wrong answer is told its own average
-    and where its "the" rows look instead, never its rank nor the best head's value.
+    (layer, head) with the largest average, computed here. A wrong answer is told where its "the"
+    rows look instead (counts of kinds of key), never a measured share, a rank or a hint that
+    points at one other head, so that a loop over the heads learns only right or wrong.
     """
     for name, value in (("layer", layer), ("head", head)):
         if isinstance(value, tuple | list | np.ndarray):
             items = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
             shown = (items if len(items) == 2 and all(isinstance(x, int | np.integer)
                                                       for x in items) else ["…", "…"])
-            return Feedback(False, f"give layer and head separately, one whole number each "
-                                   f"(layer = {shown[0]}, head = {shown[1]}), not both in "
-                                   f"`{name}` as {type(value).__name__} {value!r}")
+            return form_error(f"give layer and head separately, one whole number each "
+                              f"(layer = {shown[0]}, head = {shown[1]}), not both in "
+                              f"`{name}` as {type(value).__name__} {value!r}")
     if layer is None and head is None:
         return not_answered("replace None with two whole numbers: layer, head")
     if layer is None or head is None:
@@ -183,26 +187,20 @@ def check_det_noun_head(layer, head) -> Feedback:
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
-        return Feedback(False, f"{exc} (layers and heads are counted from 0)")
-    scores, per_pair, pairs = _det_noun_scores()
+        return form_error(f"{exc} (layers and heads are counted from 0)")
+    scores, _, pairs = _det_noun_scores()
     L, H = scores.shape
     best = np.unravel_index(int(scores.argmax()), scores.shape)
-    mine = float(scores[layer, head])
     if (layer, head) == best:
         return Feedback(True, f"layer {layer}, head {head}: on average 'the' gives "
-                              f"{mine:.2f} of its attention to its noun, more than in any other "
-                              f"of the {L * H} heads")
-    if (layer - 1, head - 1) == best:
-        return Feedback(False, f"layer {layer}, head {head} may be counted from 1: bertlib and "
-                               "numpy count layers and heads from 0 (the first layer is layer "
-                               "0); recount from 0 and check again")
-    return Feedback(False, _det_noun_miss(layer, head, per_pair[:, layer, head], pairs))
+                              f"{float(scores[layer, head]):.2f} of its attention to its noun, "
+                              f"more than in any other of the {L * H} heads")
+    return Feedback(False, _det_noun_miss(layer, head, pairs))
 
 
-def _det_noun_miss(layer: int, head: int, shares: np.ndarray, pairs) -> str:
-    """What a wrong head does, from its own data only (shares: (pairs,), its weight "the" to noun):
-    its mean share and where "the" looks most in it; never its rank nor another head's value, so
-    that a loop over the heads' messages cannot steer a search."""
+def _det_noun_miss(layer: int, head: int, pairs) -> str:
+    """What a wrong head does: how often "the" looks most at its noun, itself, a neighbour, ...
+    there (what the learner's own rows show); never a share, a rank or another head."""
     kinds = []
     for text, i, j in pairs:
         run = run_bert(text)
@@ -212,11 +210,12 @@ def _det_noun_miss(layer: int, head: int, shares: np.ndarray, pairs) -> str:
                      if run.tokens[k] in ("[CLS]", "[SEP]") else "another word")
     counts = sorted({kind: kinds.count(kind) for kind in kinds}.items(), key=lambda kv: -kv[1])
     looks = ", ".join(f"{kind} {n} times" for kind, n in counts)
-    return (f"in layer {layer}, head {head}, 'the' gives its noun {float(shares.mean()):.3f} of "
-            f"its attention on average; over the {len(pairs)} cases, 'the' looks most at: "
-            f"{looks}. Other heads give the noun more on average")
+    return (f"not layer {layer}, head {head}: there, over the {len(pairs)} cases, 'the' looks "
+            f"most at: {looks}. Average each head's weight from 'the' to its noun over all "
+            f"{len(pairs)} cases and take the largest (layers and heads count from 0)")
 
 
+@explained_tries("section 6 (write each count in terms of h·d_k)")
 def check_cost_guess(guess, h: int = 12) -> Feedback:
     """Predict-then-check: parameters of h heads of full width d, divided by h heads of d / h.
 
@@ -241,19 +240,23 @@ def check_cost_guess(guess, h: int = 12) -> Feedback:
                                "the full-width heads hold")
     if guess == h * h:
         return Feedback(False, "too many: each count is linear in h·d_k, not in its square")
+    if guess < 0:
+        return Feedback(False, "a count of parameters cannot be negative, and neither can a ratio "
+                               "of two counts")
     return Feedback(False, f"not {guess}: write each count in terms of h·d_k, then work out "
                            "h·d_k for d_k = d and for d_k = d / h")
 
 
+@explained_tries("section 4 (column c of W_O decides what lands in output column c)")
 def check_w_o_swap(W_O) -> Feedback:
     """Design task: a (4, 4) W_O for the toy's two heads that outputs [head 1 | head 0].
 
     With the concatenation C = [head 0 | head 1] (6, 4), the output C W_O must hold head 1's two
     columns first, then head 0's. Says which output columns are already right.
     """
-    ragged = "" if W_O is None else _ragged_message(W_O, "W_O")
+    ragged = "" if W_O is None else ragged_message(W_O, "W_O")
     if ragged:
-        return Feedback(False, ragged)
+        return form_error(ragged)
     W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
                         "output (n, 4))")
     if isinstance(W, Feedback):

@@ -1,19 +1,16 @@
-"""Checkers for notebook 03's "Try it" exercises, on the BERT that ``load_bert()`` returns.
-
-Every checker works for any BERT (the answer is computed on the model in use), returns a
-:class:`~bertlib.exercises.Feedback`, and says "not answered yet" (never raises) for ``None``.
+"""Checkers for notebook 03's "Try it" exercises, on the BERT that ``load_bert()`` returns
+(the answer is computed on the model in use); ``None`` gets "not answered yet", never a raise.
 
 1. :func:`check_embeddings` (reproduce): the sum S = W_word[t] + W_pos[0…n−1] + W_type[s] of a
-   sentence *pair*, (n, d), and E = LayerNorm(S); asking for S too means ``hidden_states[0]``
-   alone does not pass. Names a missing LayerNorm (or its d − 1 variance or wrong axis), position
-   or token-type embedding, segment A used for every piece, and a wrong shape.
+   sentence *pair*, (n, d), and E = LayerNorm(S) (asking for S too means ``hidden_states[0]``
+   alone does not pass). Names each missing or misplaced piece of the sum or the LayerNorm.
 2. :func:`check_position_guess` (predict, then check): the input cosine of *bank* at 2 positions.
 3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
    [CLS] and [SEP] left out, goes to another word. Names 1-based numbering, (head, layer) order,
-   special tokens left in, the words read backwards, and wrong pairs of a short list (what the
-   word weights most there); a long list only as a whole; never which heads are missing.
+   special tokens left in, the words read backwards, and the wrong pairs of a short list.
 4. :func:`check_bank_sentence` (design): a sentence whose *bank*, after the last layer, is closer
    to the river *bank* than to the money *bank* (and than a context-free *bank*), no river words.
+Checkers 2 and 3 explain only the first three wrong tries (see ``explained_tries``).
 """
 
 from __future__ import annotations
@@ -22,7 +19,16 @@ import re
 
 import numpy as np
 
-from bertlib.exercises import Feedback, as_answer_array, as_answer_number, not_answered
+from bertlib.exercises import (
+    Feedback,
+    as_answer_array,
+    as_answer_number,
+    cosine,
+    explained_tries,
+    form_error,
+    not_answered,
+    wrong_tries,
+)
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import attention_maps, encode, run_bert
 from bertlib.hf.params import bert_params
@@ -47,8 +53,7 @@ BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
 #: A guess up to this far *below* the measured cosine counts as right: wide enough for a guess
-#: reasoned from section 3's printed row lengths (the worked solution's 0.93, 0.026 below the
-#: bundled model's 0.956), a reasoning that bounds the vectors' difference from above: lopsided.
+#: reasoned from section 3's row lengths (the solution's 0.93; it bounds the difference above).
 GUESS_TOLERANCE = 0.04
 #: A guess up to this far *above* the measured cosine counts as right. Narrower than below, so that
 #: "nearly the same word, say 0.99" (0.034 above on the bundled model) needs the position row.
@@ -68,7 +73,7 @@ def _not_answered(what: str) -> Feedback:
     return not_answered(f"{what}, then run this cell again")
 
 
-def _model(model):
+def _model(model):  # the model in use: the given one, else load_bert()'s
     return model or load_bert()
 
 
@@ -202,10 +207,6 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
                            f"{worst:.3g}: normalise each token over its d features, with γ, β, ε")
 
 
-def _cosine(u: np.ndarray, v: np.ndarray) -> float:
-    return float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
-
-
 def _bank_vector(text: str, layer: int, model=None) -> np.ndarray:
     run = run_bert(text, model=_model(model))
     return run.hidden_states[layer, run.tokens.index("bank")].astype(np.float64)
@@ -214,12 +215,14 @@ def _bank_vector(text: str, layer: int, model=None) -> np.ndarray:
 def bank_cosine(layer: int = 0, model=None) -> float:
     """cos(u, v) = u·v / (‖u‖ ‖v‖) of *bank* in BANK_FIRST (piece 1) and BANK_RIVER (piece 5),
     after ``layer`` layers (0 = the embedding output)."""
-    return _cosine(_bank_vector(BANK_FIRST, layer, model), _bank_vector(BANK_RIVER, layer, model))
+    return cosine(_bank_vector(BANK_FIRST, layer, model), _bank_vector(BANK_RIVER, layer, model))
 
 
+@explained_tries("section 3's printed row lengths and neighbour cosines")
 def check_position_guess(guess, model=None) -> Feedback:
     """Check a guess of :func:`bank_cosine` at the input (layer 0): right from GUESS_TOLERANCE
-    below the measured cosine to GUESS_ABOVE above it."""
+    below the measured cosine to GUESS_ABOVE above it. Only the first wrong try is told which
+    way it is off: a direction on every try would let a few guesses halve their way in."""
     guess = as_answer_number(guess, "your guess (a cosine)", -1.0, 1.0,
                              todo="write your guess, a number between -1 and 1, in `guess`, "
                                   "then run this cell again")
@@ -233,21 +236,19 @@ def check_position_guess(guess, model=None) -> Feedback:
                               f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
                               "piece, but a different position embedding: similar, not the same")
     why = ("Before another number, reason it out: what does the position row add, is it the same "
-           "at piece 1 and piece 5, and how long is it next to the word row (section 3 printed "
-           "both)?")  # asks for the reasoning, not a next guess
-    if guess > 0.999:  # "identical": the idea to unlearn, named on its own
-        return Feedback(False, f"identical vectors would give 1; what else does E add? {why}")
-    band = GUESS_ABOVE if off > 0 else GUESS_TOLERANCE  # "a little": within twice the band
-    size = f"{'a little' if abs(off) <= 2 * band else 'well'} too {'high' if off > 0 else 'low'}"
+           "at piece 1 and piece 5, how long is it next to the word row (section 3)?")
+    if guess > 0.999 or guess < 0:  # "identical" or "opposite": ideas to unlearn, on any try
+        idea = ("identical vectors would give 1; what else does E add?" if guess > 0 else "a "
+                "negative cosine: vectors pointing apart, yet both share word and type rows.")
+        return Feedback(False, f"{idea} {why}")
+    if wrong_tries(check_position_guess) > 0:  # a second number: no direction (no halving)
+        return Feedback(False, f"not within the band (you said {guess:.3f}). {why}")
     if off > 0 and guess >= NEAR_ONE:  # "nearly the same word": right idea, reasoning skipped
-        hint = "close to 1, as if the position row barely counted: why below 1, and how far?"
-    elif guess < 0:
-        hint = ("a negative cosine means vectors pointing apart, yet both share the same word "
-                "and token-type rows.")
+        hint = "too high: close to 1, as if the position row barely counted: why below 1?"
     else:
-        hint = ("the position rows differ more than you assumed." if off > 0 else
-                "the shared word row outweighs the position row more than you assumed.")
-    return Feedback(False, f"{size} (you said {guess:.3f}); {hint} {why}")  # no value, no edges
+        hint = ("too high: the position rows differ more than you assumed." if off > 0 else
+                "too low: the shared word row outweighs the position row more than you assumed.")
+    return Feedback(False, f"{hint} (you said {guess:.3f}) {why}")  # no value, no edges, no size
 
 
 def _top_keys(query: str, text: str, skip_special: bool, model,
@@ -275,22 +276,22 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
     return [(int(layer), int(head)) for layer, head in hits]
 
 
-def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> str | None:
-    """A message for pairs read (head, layer), a pair naming no head, or words read backwards."""
+def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> Feedback | None:
+    """Feedback for (head, layer) order, a pair naming no head (a form error), words backwards."""
     config = _model(model).model.config
     L, H = config.num_hidden_layers, config.num_attention_heads
     swapped = len({(b, a) for a, b in answer} & expected)  # right once read as (head, layer)
     if 2 * swapped > len(answer) and swapped > len(answer & expected):
-        return (f"{swapped} of your pairs are right with their two numbers swapped: they read as "
-                f"(head, layer), but the order is (layer, head) ({L} layers of {H} heads)")
+        return Feedback(False, f"{swapped} of your pairs are right with their numbers swapped: "
+                        f"(head, layer); the order is (layer, head) ({L} layers of {H} heads)")
     outside = sorted((a, b) for a, b in answer if not (0 <= a < L and 0 <= b < H))
     if outside:
-        return (f"{outside[0]} names no head: layers run 0..{L - 1} and heads 0..{H - 1} "
-                f"({L} layers of {H} heads)")
+        return form_error(f"{outside[0]} names no head: layers run 0..{L - 1} and heads "
+                          f"0..{H - 1} ({L} layers of {H} heads)")
     reverse = set(heads_where_top(target, query, model=model))
     if answer and 2 * len(answer & reverse) > len(answer) > 2 * len(answer & expected):
-        return (f"most of your heads are those where {target!r} attends to {query!r}: the task "
-                f"reads the other way, {query!r} is the query (its row), {target!r} the key")
+        return Feedback(False, f"most of your heads are those where {target!r} attends to "
+                        f"{query!r}: the task reads the other way ({query!r} is the query row)")
     return None
 
 
@@ -303,6 +304,7 @@ def _looks_one_based(answer: set, shifted: set, expected: set) -> bool:
     return nearly_all_right and hits >= min(2, len(expected)) and hits > len(answer & expected)
 
 
+@explained_tries("section 5 and the exercise (the query's row in every head, [CLS], [SEP] out)")
 def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
     """Check a learner's list of (layer, head) pairs, 0-based, for the exercise above."""
     if heads is None:
@@ -311,12 +313,12 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
     try:
         pairs = [(int(layer), int(head)) for layer, head in heads]
     except (TypeError, ValueError):
-        return Feedback(False, "give a list of (layer, head) pairs of whole numbers, e.g. "
-                               "[(0, 2), (3, 11)]")
+        return form_error("give a list of (layer, head) pairs of whole numbers, e.g. "
+                          "[(0, 2), (3, 11)]")
     answer = set(pairs)
     if len(answer) < len(pairs):
         twice = next(p for p in pairs if pairs.count(p) > 1)
-        return Feedback(False, f"{twice} is listed {pairs.count(twice)} times: name each head once")
+        return form_error(f"{twice} is listed {pairs.count(twice)} times: name each head once")
     if answer == expected:
         return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
                               f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
@@ -329,16 +331,16 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
                                    "count layers and heads from 0 (the first layer is layer 0)")
     slip = _heads_slip(answer, expected, query, target, model)
     if slip is not None:
-        return Feedback(False, slip)
+        return slip
     with_special = set(heads_where_top(query, target, skip_special=False, model=model))
     if answer == with_special and not answer <= expected:  # (a subset is a partial answer)
         return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "
                                "whose largest weight, [CLS] and [SEP] included, goes to "
                                f"{target!r}; the exercise leaves those two keys out")
-    return Feedback(False, _heads_wrong(answer, expected, query, answer == with_special, model))
+    return Feedback(False, _heads_wrong(answer, expected, query, model))
 
 
-def _heads_wrong(answer: set, expected: set, query: str, maybe_special: bool, model) -> str:
+def _heads_wrong(answer: set, expected: set, query: str, model) -> str:
     """Which pairs of a short list are wrong (where ``query`` looks); never which are missing."""
     missing, extra, right = expected - answer, sorted(answer - expected), answer & expected
     if len(answer) > 6:  # pair by pair, a long list would name the right ones by elimination
@@ -352,16 +354,14 @@ def _heads_wrong(answer: set, expected: set, query: str, maybe_special: bool, mo
     if missing:  # never how many: that would tell how many heads to look for
         parts.append("some right heads are missing from your list" if answer else "your list is "
                      "empty, yet at least one head fits: look at the query's row in every head")
-    maybe = ("; if you kept [CLS] and [SEP] in the comparison, leave them out"
-             if maybe_special else "")  # the same list from both, so only a maybe
-    return "; ".join(parts) + maybe
+    return "; ".join(parts)
 
 
 def bank_margin(text: str, model=None) -> tuple[float, float]:
     """(cos to the money bank, cos to the river bank) of *bank* in ``text`` after the last layer."""
     last = (bert := _model(model)).model.config.num_hidden_layers
     mine = _bank_vector(text, last, bert)
-    return tuple(_cosine(mine, _bank_vector(t, last, bert)) for t in (BANK_MONEY, BANK_RIVER))
+    return tuple(cosine(mine, _bank_vector(t, last, bert)) for t in (BANK_MONEY, BANK_RIVER))
 
 
 def river_lean(text: str, model=None) -> float:

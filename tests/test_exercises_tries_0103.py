@@ -1,0 +1,165 @@
+"""The try limit of notebooks 01-03 (bertlib.exercises.explained_tries): a checker whose answer is
+one of a few choices, or whose message names wrong items or a direction, explains only the first
+three wrong tries; later wrong answers all get one message, so a loop over answers (72 heads,
+one-pair lists, halving a number) learns right or wrong and nothing more. Right answers always
+pass; form errors are always explained and never counted. Uses the real limit (3)."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertlib import exercises
+from bertlib.exercises import (
+    EXPLAINED_TRIES,
+    TRIES_RULE,
+    Feedback,
+    cosine,
+    explained_tries,
+    form_error,
+    nb01,
+    nb02,
+    nb03,
+    reset_tries,
+    wrong_tries,
+)
+from bertlib.exercises.nb02 import DET_NOUN_SENTENCES
+from bertlib.exercises.nb03 import check_heads, heads_where_top
+from bertlib.hf.models import run_bert
+from bertlib.paper import toy
+from bertlib.paper.attention import softmax
+
+
+@pytest.fixture(autouse=True)
+def _fresh_kernel():
+    reset_tries()
+
+
+@explained_tries("section 0")
+def check_seven(x):
+    if not isinstance(x, int):
+        return form_error("give a whole number")
+    return Feedback(x == 7, "right" if x == 7 else f"too {'low' if x < 7 else 'high'}")
+
+
+def test_only_the_first_three_wrong_tries_are_explained_and_a_right_answer_always_passes():
+    assert EXPLAINED_TRIES == 3 and "first three tries" in TRIES_RULE
+    for _ in range(5):  # form errors: explained every time, never counted
+        assert check_seven("x").message == "give a whole number"
+    assert wrong_tries(check_seven) == 0
+    for k, guess in enumerate((1, 9, 5), start=1):
+        assert check_seven(guess).message.endswith(f"(explained try {k} of 3)")
+    later = {check_seven(guess).message for guess in (6, 8, 2, 100)}
+    assert len(later) == 1 and "too" not in later.pop() and wrong_tries(check_seven) == 7
+    assert check_seven(7).ok and check_seven(7).message == "right"
+    reset_tries()  # a fresh kernel explains again
+    assert "too low" in check_seven(1).message
+
+
+S = toy.embeddings() @ toy.projections()[0] @ (toy.embeddings() @ toy.projections()[1]).T
+WINDOW = softmax(S / math.sqrt(2), axis=-1, where=nb01.window_mask(6))
+
+
+def _best_det_noun_head():  # recomputed here: the mean weight from each "the" to its noun
+    per_pair = []
+    for text, nouns in DET_NOUN_SENTENCES:
+        run = run_bert(text)
+        dets = [i for i, t in enumerate(run.tokens) if t == "the"]
+        per_pair += [run.attentions[:, :, i, run.tokens.index(noun, i)]
+                     for i, noun in zip(dets, nouns, strict=True)]
+    scores = np.mean(per_pair, axis=0)
+    return tuple(int(x) for x in np.unravel_index(int(scores.argmax()), scores.shape))
+
+
+#: (checker, a wrong answer, another wrong answer, a right answer), answers as argument tuples
+LIMITED = [
+    (nb01.check_causal_guess, ("sat",), ("mat",), ("cat",)),
+    (nb01.check_window_weights, (np.full((6, 6), 1 / 6),), (np.eye(6),), (WINDOW,)),
+    (nb02.check_cost_guess, (5,), (144,), (12,)),
+    (nb02.check_w_o_swap, (np.eye(4),), (np.eye(4)[::-1],), (np.eye(4)[[2, 3, 0, 1]],)),
+    (nb02.check_det_noun_head, (0, 0), (1, 8), None),
+    (nb03.check_position_guess, (0.5,), (-0.5,), None),
+    (nb03.check_heads, ([(0, 0)],), ([(5, 0)],), None),
+]
+
+
+@pytest.mark.parametrize("check, wrong, other, right", LIMITED,
+                         ids=[c[0].__qualname__ for c in LIMITED])
+def test_each_limited_checker_explains_three_tries_then_says_only_not_right(check, wrong, other,
+                                                                            right):
+    right = right or {nb02.check_det_noun_head: _best_det_noun_head,
+                      nb03.check_position_guess: lambda: (nb03.bank_cosine(0),),
+                      nb03.check_heads: lambda: (heads_where_top(),)}[check]()
+    assert check(*right).ok  # before any wrong try
+    for k in range(1, 4):
+        message = check(*wrong).message
+        assert message.endswith(f"(explained try {k} of 3)"), message
+    later = {check(*wrong).message, check(*other).message}
+    assert len(later) == 1 and "Only the first 3 tries are explained" in later.pop()
+    assert check(*right).ok and wrong_tries(check) == 5
+
+
+def test_72_one_pair_lists_tell_no_pair_apart():
+    # learner 20: check_heads judged single pairs, so 72 one-pair calls gave the answer away
+    answer = set(heads_where_top())
+    messages = {(layer, head): check_heads([(layer, head)]).message
+                for layer in range(6) for head in range(12)}
+    explained = list(messages)[:EXPLAINED_TRIES]
+    rest = {messages[p] for p in messages if p not in explained}
+    assert len(rest) == 1  # right pairs and wrong pairs alike: one message
+    assert not any(messages[p].startswith("correct") for p in messages)
+    assert len(answer - set(explained)) >= len(answer) - EXPLAINED_TRIES
+
+
+def test_six_pair_lists_classify_at_most_eighteen_pairs():
+    # the longest lists judged pair by pair: three explained tries of 6 pairs name at most 18;
+    # the other 54 pairs stay a search over 2**54 lists with right or wrong only
+    pairs = [(layer, head) for layer in range(6) for head in range(12)]
+    messages = [check_heads(pairs[i:i + 6]).message for i in range(0, 72, 6)]
+    assert all("explained try" in m for m in messages[:3])
+    assert len(set(messages[3:])) == 1
+
+
+def test_a_single_right_pair_is_called_right_without_a_cls_sep_doubt():
+    for pair in heads_where_top():
+        reset_tries()
+        message = check_heads([pair]).message
+        assert "1 of your pairs is right" in message and "missing" in message, message
+        assert "[CLS]" not in message and "[SEP]" not in message, message
+
+
+def test_the_exercises_state_the_rule():
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    limited = {"01": ("check_causal_guess", "check_window_weights"),
+               "02": ("check_cost_guess", "check_w_o_swap", "check_det_noun_head"),
+               "03": ("check_position_guess", "check_heads")}
+    for nb, names in limited.items():
+        cells = json.loads(next(root.glob(f"{nb}_*.ipynb")).read_text())["cells"]
+        for name in names:
+            i = next(i for i, c in enumerate(cells) if name in "".join(c["source"])
+                     and c["cell_type"] == "code")
+            text = "".join("".join(c["source"]) for c in cells[max(0, i - 3):i + 1])
+            assert "explains your first three tries" in text, (nb, name)
+
+
+def test_cosine_and_the_public_helpers():
+    assert cosine(np.array([1.0, 0.0]), np.array([0.0, 2.0])) == 0.0
+    assert cosine(np.array([1.0, 2.0]), np.array([2.0, 4.0])) == pytest.approx(1.0)
+    assert math.isnan(cosine(np.zeros(2), np.ones(2)))
+    for name in ("ragged_message", "is_complex", "attempt_note"):
+        assert callable(getattr(exercises, name)) and not hasattr(exercises, "_" + name)
+    assert exercises.is_complex([1j]) and not exercises.is_complex([1.0])
+    assert "row 1 has 1" in exercises.ragged_message([[1, 2], [3]], "W")
+    assert exercises.attempt_note(None) == ""
+
+
+def test_form_errors_of_the_limited_checkers_are_explained_on_every_try():
+    for _ in range(5):
+        assert "names no head" in check_heads([(7, 0)]).message
+        assert "counted from 0" in nb02.check_det_noun_head(6, 0).message
+        assert "between -1 and 1" in nb03.check_position_guess(3).message
+        assert "answer with" in nb01.check_causal_guess("dog").message
+    assert all(wrong_tries(c) == 0 for c in (check_heads, nb02.check_det_noun_head,
+                                              nb03.check_position_guess, nb01.check_causal_guess))

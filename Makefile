@@ -42,10 +42,11 @@ lab: $(STAMP)
 # Two workers share the cores: one thread each for torch (OpenMP) and numpy (BLAS) unless set, so
 # no worker's threads spin waiting for a core the other holds (idle 2-core machine, main 0da64ee:
 # 4 min 31 s and 517 s CPU against 4 min 40 s and 543 s with one thread per core each).
+test: export OMP_NUM_THREADS ?= 1
+test: export OPENBLAS_NUM_THREADS ?= 1
+test: export MKL_NUM_THREADS ?= 1
 test: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-1} \
-	MKL_NUM_THREADS=$${MKL_NUM_THREADS:-1} \
-	  $(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) --ignore=tests/browser --ignore=tests/binder tests notebooks
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) --ignore=tests/browser --ignore=tests/binder tests notebooks
 
 # The fast numpy tests alone (no real BERT loaded, nothing slow): seconds, for the edit-test loop.
 test-unit: $(STAMP)

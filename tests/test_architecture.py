@@ -2,7 +2,9 @@
 from its imports (not typed), the table is sorted by level, and imports go down."""
 
 import ast
+import functools
 import json
+import os
 import re
 from pathlib import Path
 
@@ -15,6 +17,27 @@ MAP = ROOT / "docs" / "ARCHITECTURE.md"
 #: bertlib's folders of modules (docs/ARCHITECTURE.md, "The layout"): a module inside one is named
 #: folder/module (``paper/attention``); a package inside one (``pictures/widgets``) is one module.
 FOLDERS = ("paper", "hf", "tiny", "pictures", "lab")
+
+
+@functools.cache
+def _parse_text(text: str) -> ast.Module:
+    return ast.parse(text)
+
+
+def _parsed(path: Path) -> ast.Module:
+    """The syntax tree of the file at ``path``, parsed once per content (several tests read every
+    module; a file the test itself rewrites is parsed again). Read it, never change it."""
+    return _parse_text(path.read_text(encoding="utf-8"))
+
+
+def _project_python_files() -> list[Path]:
+    """Every .py file of the repository, outside .venv, build and .git (which are not walked at
+    all: a virtual environment holds tens of thousands of files)."""
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in (".venv", "build", ".git")]
+        found += [Path(folder) / name for name in files if name.endswith(".py")]
+    return sorted(found)
 
 
 def _levels() -> dict[str, int]:
@@ -51,14 +74,14 @@ def _source(name: str) -> Path:
 def _bertlib_imports(path: Path) -> set[str]:
     """Every bertlib module ``path`` imports, inside functions too."""
     return set().union(*(_bertlib_imports_of(node)
-                         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                         for node in ast.walk(_parsed(path))
                          if isinstance(node, ast.Import | ast.ImportFrom)))
 
 
 def _module_level_imports(path: Path) -> set[str]:
     """The bertlib modules ``path`` imports outside any function (an import inside a function
     breaks a named cycle and does not count towards a level)."""
-    names, todo = set(), [ast.parse(path.read_text(encoding="utf-8"))]
+    names, todo = set(), [_parsed(path)]
     while todo:
         for node in ast.iter_child_nodes(todo.pop()):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -210,7 +233,7 @@ def _imports_transformers(path: Path) -> bool:
                                                     for a in node.names)
                or isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0]
                == "transformers" and not node.level
-               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+               for node in ast.walk(_parsed(path)))
 
 
 def paper_crossings(modules: dict[str, list[Path]]) -> set[tuple[str, str]]:
@@ -255,7 +278,7 @@ MAX_RAISES = 109
 
 def _trees():
     for path in sorted((ROOT / "bertlib").rglob("*.py")):
-        yield path, ast.parse(path.read_text(encoding="utf-8"))
+        yield path, _parsed(path)
 
 
 def _body_lines(fn) -> int:
@@ -344,7 +367,7 @@ def test_no_test_module_imports_another():
     test_modules = {path.stem for path in tests.rglob("test_*.py")}
     wrong = []
     for path in sorted(tests.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_parsed(path)):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
             elif isinstance(node, ast.Import):
@@ -428,8 +451,7 @@ def _calls(tree, dotted: str, arg: str | None = None) -> int:
 
 
 def test_attention_and_bert_write_softmax_once():
-    trees = [ast.parse(_source(m).read_text(encoding="utf-8"))
-             for m in ("attention", "bert")]
+    trees = [_parsed(_source(m)) for m in ("attention", "bert")]
     assert sum(_calls(t, "np.exp") for t in trees) == 1, "one numpy softmax: attention.softmax"
     assert _calls(ast.parse("np.exp(x)\nnp.sqrt(d_k)\nnp.sqrt(2)"), "np.sqrt", "d_k") == 1
 
@@ -458,7 +480,7 @@ SCALE_WRITTEN_ON_PURPOSE = {  # exercise checkers that write √d_k out, and why
 
 def test_one_scale_in_all_of_bertlib():
     # family's DeBERTa scale 1/√(3·d_k) is attention_scale(3 * d_k), so family.py is read too
-    trees = [(str(path.relative_to(ROOT)), ast.parse(path.read_text(encoding="utf-8")))
+    trees = [(str(path.relative_to(ROOT)), _parsed(path))
              for path in sorted((ROOT / "bertlib").rglob("*.py"))
              if str(path.relative_to(ROOT)) not in SCALE_WRITTEN_ON_PURPOSE]
     found = scale_writers(trees)
@@ -472,15 +494,11 @@ def test_parameter_types_are_imported_from_where_they_are_read():
     # paper/bert.py uses hf/params' names but does not offer them: a reader who imports
     # bert_params finds it where the parameters are read from a model
     names = {"bert_params", "LayerParams", "BertParams"}
-    files = [p for p in sorted(ROOT.rglob("*.py")) if ".venv" not in p.parts and "build" not in p.parts]
-    files += [p for p in sorted((ROOT / "notebooks").rglob("*.ipynb"))]
+    files = _project_python_files() + sorted((ROOT / "notebooks").rglob("*.ipynb"))
     found = []
     for path in files:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".ipynb":
-            text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"]
-                             if c["cell_type"] == "code")
-        for node in ast.walk(ast.parse(text)):
+        tree = _notebook_tree(path) if path.suffix == ".ipynb" else _parsed(path)
+        for node in ast.walk(tree):
             if (isinstance(node, ast.ImportFrom) and node.module == "bertlib.paper.bert"
                     and names & {a.name for a in node.names}):
                 found.append(str(path.relative_to(ROOT)))
@@ -539,15 +557,19 @@ def test_the_private_check_scanner_sees_module_level_checks(tmp_path):
     assert private_checks([(tmp_path / "m.py", tree)]) == {("m", "_check_x")}
 
 
+def _notebook_tree(path: Path) -> ast.Module:
+    """The syntax tree of a notebook's code cells (IPython's % and ! lines left out)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return _parse_text("\n".join(line for c in cells if c["cell_type"] == "code"
+                                 for line in "".join(c["source"]).splitlines()
+                                 if not line.lstrip().startswith(("%", "!"))))
+
+
 def notebook_users() -> dict[str, set[str]]:
     """Module -> the numbers ("01".."09") of the lessons and solutions that import it."""
     users = {}
     for path in sorted((ROOT / "notebooks").glob("**/[0-9][0-9]_*.ipynb")):
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        code = "\n".join(line for c in cells if c["cell_type"] == "code"
-                         for line in "".join(c["source"]).splitlines()
-                         if not line.lstrip().startswith(("%", "!")))
-        for node in ast.walk(ast.parse(code)):
+        for node in ast.walk(_notebook_tree(path)):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for unit in _bertlib_imports_of(node):
                     users.setdefault(unit, set()).add(path.name[:2])

@@ -209,3 +209,21 @@ def test_fine_tune_steps_are_torchs_plain_adamw(small_model):
     assert not torch.equal(trained[key], small_model.state_dict()[key])  # it moved
     for key in trained:  # weights of ~0.02 moved by ~1e-4: rounding is far below 1e-6
         torch.testing.assert_close(trained[key], expected[key], rtol=0, atol=1e-6)
+
+
+def test_eval_cosines_are_pair_cosines_with_less_padding(bert):
+    pairs = F.load_pairs("test")[:11]  # chunks of 4: three chunks, the last one short
+    batch = F.pair_batch(pairs, model=bert)
+    with torch.no_grad():
+        whole = F.pair_cosines(bert.model, batch).numpy()
+    for chunk in (4, 100):
+        got = F.eval_cosines(bert.model, batch, chunk=chunk)
+        assert got.shape == (11,) and got.dtype == np.float32
+        np.testing.assert_allclose(got, whole, atol=1e-6)
+    with C.use_prior_attention(bert, layers=[0]):  # the prior is cut with its chunk too
+        with torch.no_grad():
+            guided = F.pair_cosines(bert.model, batch).numpy()
+        np.testing.assert_allclose(F.eval_cosines(bert.model, batch, chunk=3), guided, atol=1e-6)
+    assert not np.allclose(guided, whole, atol=1e-4)
+    with pytest.raises(ValueError, match="chunk"):
+        F.eval_cosines(bert.model, batch, chunk=0)

@@ -153,3 +153,36 @@ def test_occlusion_of_the_sentence_vector_equals_one_masked_run():
     cos = base @ masked / np.linalg.norm(base) / np.linalg.norm(masked)
     assert changes[1][2] == pytest.approx(1 - cos, abs=1e-5)  # padding left out of the mean
     assert not np.allclose(changes[1], im.occlusion(texts)[1], atol=1e-3)  # not [CLS]'s change
+
+
+def test_occlusions_give_what_occlusion_gives_at_each_position_from_one_set_of_passes():
+    texts = ["Snow fell on the quiet village overnight.", "The kettle whistled.",
+             "Bees carry pollen home."]  # not in order of length: the results come back in order
+    both = im.occlusions(texts, (0, None, 2), batch_size=7)
+    assert list(both) == [0, None, 2]
+    for position, changes in both.items():
+        alone = im.occlusion(texts, position=position, batch_size=128)
+        assert [c.shape for c in changes] == [c.shape for c in alone]
+        for c, a in zip(changes, alone, strict=True):
+            np.testing.assert_allclose(c, a, atol=1e-5)
+    with pytest.raises(ValueError, match="position"):
+        im.occlusions(texts, (0, 6))  # "The kettle whistled." has 6 pieces: 0..5
+    with pytest.raises(TypeError, match="positions"):
+        im.occlusions(texts, 0)
+
+
+def test_head_importance_batches_texts_of_one_length_with_each_row_its_own_head():
+    """Two texts of one length share a batch (12 heads x 2 texts = 24 rows) and a third is
+    alone: each (text, head) equals a full forward pass with that head ablated."""
+    texts = ["The kettle whistled.", "A dog barked.", "Bees carry pollen home today."]
+    lengths = [len(run_bert(t).tokens) for t in texts]
+    assert lengths[0] == lengths[1] != lengths[2]
+    per_text = im.head_importance(texts, mode="uniform", per_text=True)
+    base = sentence_vectors(texts)
+    for layer, head in [(0, 0), (2, 11), (5, 6)]:
+        with ablated_head(layer, head, "uniform"):
+            changed = sentence_vectors(texts)
+        cos = (base * changed).sum(-1) / np.linalg.norm(base, axis=-1) / np.linalg.norm(
+            changed, axis=-1)
+        np.testing.assert_allclose(per_text[:, layer, head], 1 - cos, atol=1e-6)
+    assert load_bert().model.config._attn_implementation == "eager"  # put back afterwards

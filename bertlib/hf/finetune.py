@@ -25,8 +25,8 @@ from bertlib.hf.custom import PRIOR_ATTENTION, similarity_prior, strip_punctuati
 from bertlib.hf.loading import LoadedBert, bert_module, load_bert
 from bertlib.paper.attention import attention_scale
 
-__all__ = ["StsPair", "PairBatch", "load_pairs", "pair_batch", "pair_cosines", "fine_tune",
-           "spearman", "LinkEffects", "link_effects", "batch_word_ids"]
+__all__ = ["StsPair", "PairBatch", "load_pairs", "pair_batch", "pair_cosines", "eval_cosines",
+           "fine_tune", "spearman", "LinkEffects", "link_effects", "batch_word_ids"]
 
 _DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -114,6 +114,26 @@ def pair_cosines(model, batch: PairBatch):
         return (H * flags[..., None]).sum(1) / flags.sum(1, keepdim=True)
 
     return torch.nn.functional.cosine_similarity(pool(batch.in_a), pool(batch.in_b), dim=-1)
+
+
+def eval_cosines(model, batch: PairBatch, chunk: int = 16) -> np.ndarray:
+    """:func:`pair_cosines` for measuring, not training: (batch,) float32 numpy, no gradients.
+
+    The pairs run in chunks of ``chunk`` pairs of about one length (sorted by length), each cut
+    to its longest pair, so little padding is computed; padding changes no real piece's state,
+    so the cosines are pair_cosines' own (up to float rounding, about 1e-7).
+    """
+    whole(chunk, "chunk", 1)
+    lengths = batch.inputs["attention_mask"].sum(1)
+    order = torch.argsort(lengths, stable=True)
+    cosines = torch.empty(len(order))
+    with torch.inference_mode():
+        for rows in order.split(chunk):
+            n = int(lengths[rows].max())
+            part = PairBatch({key: value[rows, :n] for key, value in batch.inputs.items()},
+                             batch.prior[rows, :n, :n], batch.in_a[rows, :n], batch.in_b[rows, :n])
+            cosines[rows] = pair_cosines(model, part)
+    return cosines.numpy()
 
 
 def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int = 16,

@@ -14,19 +14,20 @@ replaced by [MASK]).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from bertlib.checks import as_array, one_of, whole
-from bertlib.hf.ablation import ABLATION_MODES, ablated_head
+from bertlib.checks import as_array, items, one_of, whole
+from bertlib.hf.ablation import ABLATION_MODES
+from bertlib.hf.attention_interface import eager_attention, register_attention, softmax_weights
 from bertlib.hf.corpus import Text, mean_pool, tokenize_batch
 from bertlib.hf.loading import bert_module, load_bert
 from bertlib.hf.params import bert_params
-from bertlib.paper.attention import key_mask
 
-__all__ = ["value_norms", "norm_weighted_maps", "head_importance", "occlusion"]
+__all__ = ["value_norms", "norm_weighted_maps", "head_importance", "occlusion", "occlusions"]
 
 
 def value_norms(hidden_states, model=None, output_projection: bool = True) -> np.ndarray:
@@ -101,35 +102,74 @@ def head_importance(texts: Sequence[Text], mode: str = "uniform", model=None,
     per_text=True returns (N, layers, heads) instead: 1 − cos(v_s, v_s^(l,h)) for each text, so
     the spread over the texts can be stated (its mean over axis 0 is the default result).
     Ablating a head of layer l cannot change the layers below it, so each ablated run starts
-    from the unchanged hidden states entering layer l and runs only layers l..L−1.
+    from the unchanged hidden states entering layer l and runs only layers l..L−1; the runs of
+    all heads of a layer go in one batch (row r ablates its own head), and texts of one length
+    go together, so no padding is computed.
     """
     one_of(mode, "mode", ABLATION_MODES)
     model = model or load_bert()
     enc = tokenize_batch(texts, model)
     bert = bert_module(model)
-    with torch.no_grad():
-        out = bert(**enc, output_hidden_states=True)
-    base = mean_pool(out.last_hidden_state, enc["attention_mask"])
-    dtype = out.last_hidden_state.dtype
-    # attention.key_mask (True = may attend) as the additive mask eager attention adds to the
-    # scores: 0 where a key may be attended, very negative at padding; (B, 1, 1, n)
-    additive_mask = torch.as_tensor(np.where(key_mask(enc["attention_mask"].numpy())[:, None],
-                                             0.0, torch.finfo(dtype).min)).to(dtype)
-    layers = bert.encoder.layer
-    cosines = np.zeros((len(texts), len(layers), bert.config.num_attention_heads))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # many tiny passes: one thread is as fast, and immune to a busy CPU
+    H = bert.config.num_attention_heads
+    cosines = np.zeros((len(texts), len(bert.encoder.layer), H))
+    plan = {}  # the layer whose heads are ablated and the head of each row, set per pass
+    register_attention(_IMPORTANCE_NAME, _per_row_ablation(plan, mode))
+    previous, threads = bert.config._attn_implementation, torch.get_num_threads()
+    torch.set_num_threads(1)  # many small passes: one thread is as fast, and immune to a busy CPU
     try:
-        for layer, head in np.ndindex(cosines.shape[1:]):
-            with ablated_head(layer, head, mode, model), torch.no_grad():
-                hidden = out.hidden_states[layer]
-                for block in layers[layer:]:
-                    hidden = block(hidden, additive_mask)
-            changed = mean_pool(hidden, enc["attention_mask"])
-            cosines[:, layer, head] = _cosine(base, changed)
+        lengths = enc["attention_mask"].sum(1)
+        for n in lengths.unique().tolist():
+            for rows in (lengths == n).nonzero()[:, 0].split(_TEXTS_PER_PASS):
+                part = {key: value[rows, :n] for key, value in enc.items()}  # no padding left
+                cosines[rows.numpy()] = _importance_of_part(bert, part, plan, previous)
     finally:
+        bert.set_attn_implementation(previous)
         torch.set_num_threads(threads)
     return 1.0 - cosines if per_text else 1.0 - cosines.mean(axis=0)
+
+
+_IMPORTANCE_NAME = "bertlib_head_importance"
+_TEXTS_PER_PASS = 32  # x heads = the rows of one batch (384 for 12 heads: tens of MB)
+
+
+def _per_row_ablation(plan: dict, mode: str):
+    """Eager attention in which row r of the batch has head ``plan["heads"][r]`` of layer
+    ``plan["layer"]`` ablated ("uniform": 1/n over the keys; "zero": 0), as
+    :func:`bertlib.hf.ablation.ablated_attention` does for one head of every row."""
+
+    def weights_of(module, scores, attention_mask):
+        weights = softmax_weights(module, scores, attention_mask)
+        if module.layer_idx != plan.get("layer"):
+            return weights
+        rows, heads = torch.arange(len(scores)), plan["heads"]
+        weights = weights.clone()
+        weights[rows, heads] = 0.0 if mode == "zero" else softmax_weights(
+            module, torch.zeros_like(scores[:, :1]), attention_mask)[:, 0]
+        return weights
+
+    return functools.partial(eager_attention, weights_of=weights_of)
+
+
+def _importance_of_part(bert, part: dict, plan: dict, previous: str) -> np.ndarray:
+    """(N, layers, heads) cos(v_s, v_s^(l,h)) for N texts of one length (no padding)."""
+    bert.set_attn_implementation(previous)
+    with torch.no_grad():
+        out = bert(**part, output_hidden_states=True)
+    base = out.last_hidden_state.double().mean(1).numpy()  # (N, d): every piece is real
+    bert.set_attn_implementation(_IMPORTANCE_NAME)
+    N, layers = len(base), bert.encoder.layer
+    H = bert.config.num_attention_heads
+    cosines = np.zeros((N, len(layers), H))
+    for layer in range(len(layers)):
+        plan.update(layer=layer, heads=torch.arange(H).repeat_interleave(N))  # row r: head r // N
+        hidden = out.hidden_states[layer].repeat(H, 1, 1)  # (H · N, n, d)
+        with torch.no_grad():
+            for block in layers[layer:]:
+                hidden = block(hidden, None)
+        changed = hidden.double().mean(1).numpy().reshape(H, N, -1)
+        cosines[:, layer] = _cosine(base[None], changed).T
+    plan.clear()
+    return cosines
 
 
 def occlusion(texts: Sequence[str], position: int | None = 0, model=None,
@@ -144,29 +184,52 @@ def occlusion(texts: Sequence[str], position: int | None = 0, model=None,
     attention with. texts: N sentences. Returns a list of N arrays, each (n,) for that text's
     pieces, [CLS] and [SEP] included. Raises ValueError for a position outside a text's pieces.
     """
+    return occlusions(texts, (position,), model, batch_size)[position]
+
+
+def occlusions(texts: Sequence[str], positions: Sequence[int | None] = (0, None), model=None,
+               batch_size: int = 128) -> dict:
+    """:func:`occlusion` at several positions at once, from one set of forward passes.
+
+    positions: positions p (ints) and/or None (the sentence vector), each as in
+    :func:`occlusion`. Returns {p: a list of N arrays, each (n,)}: what ``occlusion(texts, p)``
+    returns, for each p. The occluded variants run in order of their text's length, so a batch
+    holds texts of about one length and computes little padding.
+    """
     whole(batch_size, "batch_size", 1)
+    positions = items(positions, "positions", "positions (an int or None each)")
     model = model or load_bert()
     enc = tokenize_batch(texts, model)
     lengths = enc["attention_mask"].sum(1).tolist()
-    if position is not None:
-        whole(position, "position", 0, min(lengths) - 1, why="(a piece of the shortest text)")
+    for position in positions:
+        if position is not None:
+            whole(position, "position", 0, min(lengths) - 1, why="(a piece of the shortest text)")
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)  # shortest texts first
     variants = []  # (text, occluded piece or -1 for none)
-    for s, n in enumerate(lengths):
-        variants += [(s, -1)] + [(s, j) for j in range(n)]
-    outputs = []
+    for s in order:
+        variants += [(s, -1)] + [(s, j) for j in range(lengths[s])]
+    outputs = {position: [] for position in positions}
     for start in range(0, len(variants), batch_size):
         chunk = variants[start:start + batch_size]
-        rows = torch.tensor([s for s, _ in chunk])
-        ids = enc["input_ids"][rows].clone()
-        occluded = torch.tensor([j for _, j in chunk])
-        hit = occluded >= 0
-        ids[hit.nonzero()[:, 0], occluded[hit]] = model.tokenizer.mask_token_id
-        mask = enc["attention_mask"][rows]
-        with torch.no_grad():
-            out = bert_module(model)(input_ids=ids, attention_mask=mask,
-                                     token_type_ids=enc["token_type_ids"][rows])
-        outputs.append(mean_pool(out.last_hidden_state, mask) if position is None
-                       else out.last_hidden_state[:, position].double().numpy())
-    h = np.concatenate(outputs)
-    starts = np.cumsum([0] + [n + 1 for n in lengths])
-    return [1.0 - _cosine(h[a], h[a + 1:b]) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+        last = _occluded_outputs(model, enc, chunk, max(lengths[s] for s, _ in chunk))
+        for position, found in outputs.items():
+            found.append(last[1] if position is None else last[0][:, position].double().numpy())
+    starts = dict(zip(order, np.cumsum([0] + [lengths[s] + 1 for s in order]), strict=False))
+    return {position: [1.0 - _cosine(h[starts[s]], h[starts[s] + 1:starts[s] + 1 + n])
+                       for s, n in enumerate(lengths)]
+            for position, h in ((p, np.concatenate(found)) for p, found in outputs.items())}
+
+
+def _occluded_outputs(model, enc: dict, chunk: list, n: int) -> tuple:
+    """(last hidden states (B, n, d), sentence vectors (B, d)) of the variants in ``chunk``
+    ((text, occluded piece or -1) each), cut to the first n pieces (the longest text's)."""
+    rows = torch.tensor([s for s, _ in chunk])
+    ids = enc["input_ids"][rows, :n].clone()
+    occluded = torch.tensor([j for _, j in chunk])
+    hit = occluded >= 0
+    ids[hit.nonzero()[:, 0], occluded[hit]] = model.tokenizer.mask_token_id
+    mask = enc["attention_mask"][rows, :n]
+    with torch.no_grad():
+        out = bert_module(model)(input_ids=ids, attention_mask=mask,
+                                 token_type_ids=enc["token_type_ids"][rows, :n])
+    return out.last_hidden_state, mean_pool(out.last_hidden_state, mask)

@@ -108,23 +108,43 @@ def ablated_correct(model, probe: Probe, groups, means=None) -> np.ndarray:
 
 def _correct_switched_off(model, probe, rows, n, keep, fill) -> np.ndarray:
     """ablated_correct on the rows of one length n (no padding): layer by layer, each distinct
-    state (the same heads off in this layer and below) computed once."""
-    R = len(rows)
+    state (the same heads off in this layer and below) computed once; the last layer only at
+    the masked verb, the one position the verdict reads."""
+    R, layers = len(rows), model.bert.encoder.layer
+    verb = torch.as_tensor(probe.verb[rows])
     h = model.bert.embeddings(input_ids=torch.as_tensor(probe.ids[rows, :n]))[None]  # (1, R, n, d)
     state = torch.zeros(len(keep), dtype=torch.long)  # group -> its row block in h
-    for l, layer in enumerate(model.bert.encoder.layer):
+    for l, layer in enumerate(layers):
         below = state  # group -> its state after the layers below
         state, first = _distinct(torch.cat([below[:, None].float(), keep[:, l]], 1))
-        k, f = (t[first, l].repeat_interleave(R, 0)[:, None] for t in (keep, fill))  # (U·R, 1, d)
+        k, f = (t[first, l].repeat_interleave(R, 0) for t in (keep, fill))  # (U·R, d)
+        x = h[below[first]].flatten(0, 1)  # (U·R, n, d)
+        if l == len(layers) - 1:
+            h = _layer_at(layer, x, verb.repeat(len(first)), k, f).view(len(first), R, -1)
+            break
         hook = _head_outputs(model, l).register_forward_pre_hook(
-            lambda _, a, k=k, f=f: (a[0] * k + f,))
+            lambda _, a, k=k, f=f: (a[0] * k[:, None] + f[:, None],))
         try:  # no padding: no attention mask, as the intact model's ones-mask adds 0
-            h = layer(h[below[first]].flatten(0, 1)).view(len(first), R, n, -1)
+            h = layer(x).view(len(first), R, n, -1)
         finally:
             hook.remove()
     r = torch.arange(R)
-    at = model.cls(h[state][:, r, torch.as_tensor(probe.verb[rows])])  # (G + 1, R, V)
+    at = model.cls(h[state])  # (G + 1, R, V): the last layer's output at the verb
     return (at[:, r, probe.right[rows]] > at[:, r, probe.wrong[rows]]).numpy()
+
+
+def _layer_at(layer, x, pos, keep, fill):
+    """A transformers BertLayer's output at one position per row: x (B, n, d), pos (B,) ->
+    (B, d). The same equations as the layer (softmax(q Kᵀ/√d_k) V per head, output projection,
+    residual and LayerNorm, feed-forward), for that position's query only; each head's output
+    times ``keep`` plus ``fill`` (B, d) before the output projection."""
+    sa, (B, n, d), r = layer.attention.self, x.shape, torch.arange(len(x))
+    heads, width = sa.num_attention_heads, sa.attention_head_size
+    q = sa.query(x[r, pos]).view(B, heads, 1, width)
+    k, v = (m(x).view(B, n, heads, width).transpose(1, 2) for m in (sa.key, sa.value))
+    weights = torch.softmax(q @ k.transpose(2, 3) * sa.scaling, dim=-1)  # (B, heads, 1, n)
+    a = layer.attention.output((weights @ v).reshape(B, d) * keep + fill, x[r, pos])
+    return layer.output(layer.intermediate(a), a)
 
 
 def _distinct(key):

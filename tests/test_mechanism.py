@@ -1,5 +1,7 @@
 """Tests of bertlib.tiny.mechanism: heads ablated together, the number probe, activation patching."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -146,3 +148,22 @@ def test_mean_ablation_with_zero_means_is_zero_ablation_and_keeps_the_mean_other
     assert mean.shape == (len(groups),)
     with pytest.raises(ValueError, match="means"):
         mech.mean_ablation_drops(tiny, probe, groups, np.zeros((3, 5)))
+
+
+def test_ablated_correct_is_each_group_switched_off_in_turn(tok, tiny):
+    probe = probes.make_probe(tok, g.generate(30, g.CONSTRUCTIONS, seed=7, split="test"))
+    tiny = copy.deepcopy(tiny)  # weights 3 times the initial ones: heads whose removal matters
+    with torch.no_grad():
+        for p in tiny.parameters():
+            p.mul_(3)
+    groups = mech.head_groups(2, 2) + mech.cross_layer_groups(2, 2)
+    expected = [mech.agreement_correct(tiny, probe)]
+    for _, heads in groups:  # the plain way: one group at a time, one forward pass each
+        with ablated_heads(heads, "zero", tiny):
+            expected.append(mech.agreement_correct(tiny, probe))
+    fast = mech.ablated_correct(tiny, probe, groups)
+    assert fast.shape == (len(groups) + 1, len(probe.verb))
+    assert np.array_equal(fast, np.array(expected))
+    assert not (fast[1:] == fast[0]).all()  # some group changes some verb: the test can fail
+    with pytest.raises(ValueError, match="layer must be a whole number in 0..1"):
+        mech.ablated_correct(tiny, probe, [("L2H0", [(2, 0)])])

@@ -145,3 +145,13 @@ def test_fill_mask_returns_probabilities_and_names_bad_text(tok, tiny):
         pt.tiny_fill_mask(tiny, tok, "the unicorn near the Cat [MASK]")
     with pytest.raises(TypeError, match="text must be a string"):
         pt.tiny_fill_mask(tiny, tok, None)
+
+
+def test_training_batches_are_the_tokenizer_s_own_encoding(tok):
+    rng, again = np.random.default_rng(4), np.random.default_rng(4)
+    ids, attention = pt._batch_ids(tok, 64, rng, g.TRAIN_CONSTRUCTIONS, 2)
+    seed = int(again.integers(2**31))  # the same draw _batch_ids makes
+    texts = [s.text for s in g.generate(64, g.TRAIN_CONSTRUCTIONS, seed, max_pp=2)]
+    expected = probes.encode_texts(tok, texts)
+    assert np.array_equal(ids, expected[0]) and np.array_equal(attention, expected[1])
+    assert (attention == 0).any()  # sentences of several lengths: the padding is checked too

@@ -14,7 +14,7 @@ from bertlib.exercises import Feedback, as_answer_number, as_answer_whole, not_a
 from bertlib.tiny import grammar
 from bertlib.tiny.mechanism import agreement_correct
 from bertlib.tiny.pretrain import tiny_config
-from bertlib.tiny.probes import build_tokenizer, make_probe, subset
+from bertlib.tiny.probes import build_tokenizer, make_probe, plural_of, subset
 
 __all__ = ["HEAD_SHARE", "subject_heads", "check_runs_prediction", "check_attractor_prediction",
            "check_design", "design_parameters", "ATTRACTOR_TEST", "ATTRACTOR_TRAINED", "OWN_TEST",
@@ -24,7 +24,7 @@ __all__ = ["HEAD_SHARE", "subject_heads", "check_runs_prediction", "check_attrac
 #: Held-out "pp" sentences the attractor checker measures on.
 ATTRACTOR_TEST = 400
 #: For a model whose config does not record its recipe (``config.bertlib_recipe``): at or above
-#: this on those sentences' attractor rows, it is taken as trained with attractors (the committed
+#: this on those sentences' attractor verbs, it is taken as trained with attractors (the committed
 #: runs, trained with them, score 0.85 or more). A model that records its recipe is judged by it.
 ATTRACTOR_TRAINED = 0.75
 #: A "subject head": one head gives at least this share of a masked verb's attention to its
@@ -95,8 +95,10 @@ def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
 
 def check_attractor_prediction(guess, model) -> Feedback:
     """Check a predicted accuracy (0..1) of ``model`` (trained without attractors) on main verbs
-    after a prepositional phrase whose noun has the other number; the accuracy is measured here
-    on ATTRACTOR_TEST held-out sentences, never taken from the learner. A model whose recorded
+    right after a prepositional phrase whose noun has the other number (the noun just before the
+    verb has the other number than the subject, so copying it is always wrong there); the
+    accuracy is measured here on those verbs of ATTRACTOR_TEST held-out "pp" sentences, never
+    taken from the learner. A model whose recorded
     recipe (``config.bertlib_recipe``, written by pretrain.train) has attractors is refused; one
     without a recorded recipe is refused when it scores ATTRACTOR_TRAINED or more."""
     guess = as_answer_number(guess, "guess_accuracy", 0, 1,
@@ -125,7 +127,8 @@ def check_attractor_prediction(guess, model) -> Feedback:
                                f"not learned agreement yet, so its attractor accuracy would tell "
                                f"nothing. Train it longer (the recipe's steps) and check again")
     probe = make_probe(tok, grammar.generate(ATTRACTOR_TEST, ("pp",), seed=2, split="test"))
-    hard = probe.differs
+    subject_plural, nearest_plural, _ = plural_of(probe)
+    hard = subject_plural != nearest_plural  # after a phrase whose noun has the other number
     measured = float(agreement_correct(model, subset(probe, hard)).mean())
     if not recipe and measured >= ATTRACTOR_TRAINED:  # no recipe recorded: judged by its score
         return Feedback(False, f"this model gets {measured:.2f} of the attractor verbs right: it "

@@ -71,6 +71,7 @@ UNSEEN_CONSTRUCTIONS = ("comp_comp",)
 #: Most prepositional phrases after one subject (a longer chain is out of the language's range).
 MAX_PP = 3
 _ADJECTIVE_PROB = 0.25
+_SINGULARS = {id(t): tuple(t) for t in (NOUNS, INTRANSITIVE, TRANSITIVE, COMPLEMENT)}
 _TEST_SHARE = 5  # one text in 5 (by hash) belongs to the test split
 
 
@@ -129,9 +130,10 @@ class _Builder:
 
     def __init__(self, rng: np.random.Generator):
         self.rng, self.words, self.nouns, self.plural, self.verbs = rng, [], [], [], []
+        self.integers, self.random = rng.integers, rng.random  # looked up once per sentence
 
     def pick(self, options: Sequence[str]) -> str:
-        return options[int(self.rng.integers(len(options)))]
+        return options[int(self.integers(len(options)))]
 
     def noun_phrase(self, n_pp: int = 0) -> int:
         """det (adj) noun (prep det (adj) noun)*; returns the head noun's position."""
@@ -143,10 +145,10 @@ class _Builder:
 
     def _noun(self) -> int:
         self.words.append("the")
-        if self.rng.random() < _ADJECTIVE_PROB:
+        if self.random() < _ADJECTIVE_PROB:
             self.words.append(self.pick(ADJECTIVES))
-        plural = bool(self.rng.random() < 0.5)
-        singular = self.pick(list(NOUNS))
+        plural = bool(self.random() < 0.5)
+        singular = self.pick(_SINGULARS[id(NOUNS)])
         self.nouns.append(len(self.words))
         self.plural.append(plural)
         self.words.append(NOUNS[singular] if plural else singular)
@@ -154,7 +156,7 @@ class _Builder:
 
     def verb(self, table: dict[str, str], subject: int, role: str) -> int:
         plural = self.plural[self.nouns.index(subject)]
-        singular = self.pick(list(table))
+        singular = self.pick(_SINGULARS[id(table)])
         between = [k for k, i in enumerate(self.nouns) if subject < i < len(self.words)]
         differs = any(self.plural[k] != plural for k in between)
         self.verbs.append(Verb(len(self.words), subject, role, plural, len(between), differs))
@@ -163,7 +165,7 @@ class _Builder:
 
     def main_predicate(self, subject: int, role: str = "main") -> None:
         """An intransitive verb, or a transitive one with an object."""
-        if self.rng.random() < 0.5:
+        if self.random() < 0.5:
             self.verb(INTRANSITIVE, subject, role)
         else:
             self.verb(TRANSITIVE, subject, role)
@@ -178,13 +180,22 @@ def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Se
     so needs max_pp ≥ 1; the innermost subject of a complement draws 0..max_pp). With
     max_pp = 0 and no relative clauses, no noun ever stands between a subject and its verb.
     """
+    return _build(construction, rng, _checked(construction, rng, max_pp))
+
+
+def _checked(construction: str, rng, max_pp) -> int:
+    """sentence's arguments checked (ValueError naming the valid range); returns max_pp."""
     one_of(construction, "construction", CONSTRUCTIONS)
-    rng = kind(rng, "rng", np.random.Generator,
-               "a numpy Generator (np.random.default_rng(seed))")
+    kind(rng, "rng", np.random.Generator, "a numpy Generator (np.random.default_rng(seed))")
     max_pp = whole(max_pp, "max_pp (the number of prepositional phrases)", 0, MAX_PP)
     if construction == "pp" and max_pp == 0:
         raise ValueError("the 'pp' construction needs max_pp in 1..3 (at least one "
                          "prepositional phrase), got 0")
+    return max_pp
+
+
+def _build(construction: str, rng: np.random.Generator, max_pp: int) -> Sentence:
+    """:func:`sentence` without its checks (its caller made them)."""
     b = _Builder(rng)
     if construction == "simple":
         b.main_predicate(b.noun_phrase())
@@ -238,9 +249,10 @@ def generate(n: int, constructions: Sequence[str] = TRAIN_CONSTRUCTIONS, seed: i
         one_of(c, "construction", CONSTRUCTIONS)
     one_of(split, "split", ("train", "test"))
     rng = np.random.default_rng(seed)
+    max_pp = [_checked(c, rng, max_pp) for c in constructions][0]  # every construction's, once
     out = []
     while len(out) < n:
-        s = sentence(constructions[len(out) % len(constructions)], rng, max_pp)
+        s = _build(constructions[len(out) % len(constructions)], rng, max_pp)
         if split_of(s.text) == split:
             out.append(s)
     return out

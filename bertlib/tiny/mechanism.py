@@ -6,7 +6,8 @@ probe for the subject's number, and activation patching.
   agreement accuracy per "construction · role" (Michel et al. 2019 ablate heads; pairs show heads
   that stand in for each other, which one-at-a-time ablation cannot); :func:`cross_layer_groups`:
   every pair of heads of two layers, switched off together (a route across layers needs both);
-  :func:`agreement_correct`: the agreement test alone, cheap enough to repeat per group.
+  :func:`agreement_correct`: the agreement test alone; :func:`ablated_correct`: the same for
+  every group at once (one batched forward pass, states shared by groups computed once).
   :func:`mean_ablation_drops`: the same with each head's output replaced by its mean over the
   sentences (:func:`head_means`) instead of 0, the control for zero ablation's side effect.
 - :func:`hidden_states` / :func:`number_probe`: a logistic-regression probe for the subject's
@@ -34,12 +35,11 @@ import numpy as np
 import torch
 
 from bertlib.checks import has_shape, one_of, whole
-from bertlib.hf.ablation import ablated_heads
 from bertlib.tiny import grammar
 from bertlib.tiny.probes import Probe, agreement_table, make_probe, plural_of
 
 __all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_drops",
-           "agreement_correct", "head_means", "mean_ablation_drops",
+           "ablated_correct", "agreement_correct", "head_means", "mean_ablation_drops",
            "hidden_states", "number_probe", "number_probe_controls", "PROBE_COLUMNS",
            "control_labels", "verb_number_probe",
            "minimal_pairs", "patch_flip", "POSITIONS"]
@@ -82,16 +82,84 @@ def agreement_correct(model, probe: Probe) -> np.ndarray:
     return out
 
 
+def ablated_correct(model, probe: Probe, groups, means=None) -> np.ndarray:
+    """(G + 1, R) bool: :func:`agreement_correct` with nothing switched off (row 0) and with each
+    group of heads off (row g + 1), all groups in one batched forward pass per sentence length.
+
+    groups: as :func:`head_groups` or :func:`cross_layer_groups` return. A head that is off
+    outputs 0 (weights 0, as :func:`bertlib.hf.ablation.ablated_heads`), or its mean output when
+    ``means`` ((L, d) as :func:`head_means` returns) is given. The fast twin of switching each
+    group off in turn and calling :func:`agreement_correct` (tested equal): a group that leaves
+    the layers below untouched reuses their output instead of recomputing it."""
+    cfg = model.config
+    L, d, width = cfg.num_hidden_layers, cfg.hidden_size, cfg.hidden_size // cfg.num_attention_heads
+    keep = torch.ones(len(groups) + 1, L, d)
+    for g, (_, heads) in enumerate(groups, 1):
+        for layer, h in heads:
+            keep[g, whole(layer, "layer", 0, L - 1), h * width:(h + 1) * width] = 0
+    fill = (1 - keep) * (0 if means is None else torch.as_tensor(means, dtype=torch.float32))
+    out = np.zeros((len(keep), len(probe.ids)), dtype=bool)
+    with torch.inference_mode():
+        for n in np.unique(probe.length):
+            rows = np.flatnonzero(probe.length == n)
+            out[:, rows] = _correct_switched_off(model, probe, rows, n, keep, fill)
+    return out
+
+
+def _correct_switched_off(model, probe, rows, n, keep, fill) -> np.ndarray:
+    """ablated_correct on the rows of one length n (no padding): layer by layer, each distinct
+    state (the same heads off in this layer and below) computed once; the last layer only at
+    the masked verb, the one position the verdict reads."""
+    R, layers = len(rows), model.bert.encoder.layer
+    verb = torch.as_tensor(probe.verb[rows])
+    h = model.bert.embeddings(input_ids=torch.as_tensor(probe.ids[rows, :n]))[None]  # (1, R, n, d)
+    state = torch.zeros(len(keep), dtype=torch.long)  # group -> its row block in h
+    for l, layer in enumerate(layers):
+        below = state  # group -> its state after the layers below
+        state, first = _distinct(torch.cat([below[:, None].float(), keep[:, l]], 1))
+        k, f = (t[first, l].repeat_interleave(R, 0) for t in (keep, fill))  # (U·R, d)
+        x = h[below[first]].flatten(0, 1)  # (U·R, n, d)
+        if l == len(layers) - 1:
+            h = _layer_at(layer, x, verb.repeat(len(first)), k, f).view(len(first), R, -1)
+            break
+        hook = _head_outputs(model, l).register_forward_pre_hook(
+            lambda _, a, k=k, f=f: (a[0] * k[:, None] + f[:, None],))
+        try:  # no padding: no attention mask, as the intact model's ones-mask adds 0
+            h = layer(x).view(len(first), R, n, -1)
+        finally:
+            hook.remove()
+    r = torch.arange(R)
+    at = model.cls(h[state])  # (G + 1, R, V): the last layer's output at the verb
+    return (at[:, r, probe.right[rows]] > at[:, r, probe.wrong[rows]]).numpy()
+
+
+def _layer_at(layer, x, pos, keep, fill):
+    """A transformers BertLayer's output at one position per row: x (B, n, d), pos (B,) ->
+    (B, d). The same equations as the layer (softmax(q Kᵀ/√d_k) V per head, output projection,
+    residual and LayerNorm, feed-forward), for that position's query only; each head's output
+    times ``keep`` plus ``fill`` (B, d) before the output projection."""
+    sa, (B, n, d), r = layer.attention.self, x.shape, torch.arange(len(x))
+    heads, width = sa.num_attention_heads, sa.attention_head_size
+    q = sa.query(x[r, pos]).view(B, heads, 1, width)
+    k, v = (m(x).view(B, n, heads, width).transpose(1, 2) for m in (sa.key, sa.value))
+    weights = torch.softmax(q @ k.transpose(2, 3) * sa.scaling, dim=-1)  # (B, heads, 1, n)
+    a = layer.attention.output((weights @ v).reshape(B, d) * keep + fill, x[r, pos])
+    return layer.output(layer.intermediate(a), a)
+
+
+def _distinct(key):
+    """Rows of ``key`` (G, k): each row's distinct value's index, and each value's first row."""
+    _, index = torch.unique(key, dim=0, return_inverse=True)
+    first = [int(torch.nonzero(index == u)[0]) for u in range(int(index.max()) + 1)]
+    return index, first
+
+
 def ablation_drops(model, probe: Probe, groups) -> tuple[float, np.ndarray]:
     """Agreement accuracy over all of ``probe``'s rows, intact and with each group of heads
     switched off (weights 0). groups: as :func:`head_groups` or :func:`cross_layer_groups`
     return. Returns (intact accuracy, (G,) accuracy drop: intact minus switched off)."""
-    base = float(agreement_correct(model, probe).mean())
-    drops = []
-    for _, heads in groups:
-        with ablated_heads(heads, "zero", model):
-            drops.append(base - float(agreement_correct(model, probe).mean()))
-    return base, np.array(drops)
+    acc = ablated_correct(model, probe, groups).mean(1)
+    return float(acc[0]), acc[0] - acc[1:]
 
 
 def ablation_grid(model, probe: Probe, groups) -> tuple[list[str], list[str], np.ndarray]:
@@ -101,14 +169,10 @@ def ablation_grid(model, probe: Probe, groups) -> tuple[list[str], list[str], np
     (G,), row names (K,) as in :func:`bertlib.tiny.probes.agreement_table`, accuracy (G + 1, K));
     row 0 is nothing switched off.
     """
-    base = agreement_table(probe, agreement_correct(model, probe))
-    names = list(base)
-    acc = [[base[n]["model"] for n in names]]
-    for _, heads in groups:
-        with ablated_heads(heads, "zero", model):
-            table = agreement_table(probe, agreement_correct(model, probe))
-        acc.append([table[n]["model"] for n in names])
-    return ["none"] + [label for label, _ in groups], names, np.array(acc)
+    tables = [agreement_table(probe, c) for c in ablated_correct(model, probe, groups)]
+    names = list(tables[0])
+    return (["none"] + [label for label, _ in groups], names,
+            np.array([[t[n]["model"] for n in names] for t in tables]))
 
 
 def _head_outputs(model, layer: int):
@@ -140,29 +204,10 @@ def mean_ablation_drops(model, probe: Probe, groups, means=None) -> tuple[float,
     """As :func:`ablation_drops`, but each group's heads output their mean (``means``: (L, d) as
     :func:`head_means` returns, computed on ``probe`` when None) instead of 0: what is left of a
     drop once a head keeps its average contribution. Returns (intact accuracy, (G,) drops)."""
-    means = torch.as_tensor(head_means(model, probe) if means is None else means,
-                            dtype=torch.float32)
+    means = head_means(model, probe) if means is None else means
     has_shape(means, "means", (model.config.num_hidden_layers, model.config.hidden_size), "(L, d)")
-    width = model.config.hidden_size // model.config.num_attention_heads
-    base = float(agreement_correct(model, probe).mean())
-    drops = []
-    for _, heads in groups:
-        handles = []
-        for layer in sorted({l for l, _ in heads}):
-            cols = torch.as_tensor([c for l, h in heads if l == layer
-                                    for c in range(h * width, (h + 1) * width)])
-
-            def swap(module, args, cols=cols, mean=means[layer, cols]):
-                x = args[0].clone()
-                x[..., cols] = mean
-                return (x,)
-            handles.append(_head_outputs(model, layer).register_forward_pre_hook(swap))
-        try:
-            drops.append(base - float(agreement_correct(model, probe).mean()))
-        finally:
-            for handle in handles:
-                handle.remove()
-    return base, np.array(drops)
+    acc = ablated_correct(model, probe, groups, means).mean(1)
+    return float(acc[0]), acc[0] - acc[1:]
 
 
 def hidden_states(model, probe: Probe, batch: int = 512) -> np.ndarray:

@@ -47,7 +47,7 @@ def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 
     weights can be returned). ValueError before anything is built when hidden % heads != 0.
 
     tie_embeddings: BERT uses its input embeddings as the output layer too; here they are apart
-    by default (see notebook 09: tied, agreement was learned much later).
+    by default, as in every committed run of notebook 09 (which does not compare the two).
     """
     for name, value in (("layers", layers), ("heads", heads), ("hidden", hidden),
                         ("max_len", max_len), ("vocab_size", vocab_size)):
@@ -144,9 +144,17 @@ class History(NamedTuple):
 
 def _batch_ids(tokenizer, n: int, rng: np.random.Generator, constructions: Sequence[str],
                max_pp: int) -> tuple[np.ndarray, np.ndarray]:
+    """n fresh training sentences as :func:`bertlib.tiny.probes.encode_texts` encodes them (the
+    same arrays, tested): every word is one token, so a dictionary look-up per word does it."""
     seed = int(rng.integers(2**31))
     sents = grammar.generate(n, constructions, seed, max_pp=max_pp)
-    return encode_texts(tokenizer, [s.text for s in sents])
+    vocab = tokenizer.get_vocab()
+    rows = [[vocab["[CLS]"], *(vocab[w] for w in s.words), vocab["[SEP]"]] for s in sents]
+    ids = np.full((n, max(map(len, rows))), vocab["[PAD]"], dtype=np.int64)
+    attention = np.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, :len(row)], attention[i, :len(row)] = row, 1
+    return ids, attention
 
 
 def _schedule(optimizer, warmup: int, total: int):

@@ -52,6 +52,48 @@ def loops(Q, K, V, divide=True, axis=-1, values=True):
     return A @ (V if values else K), A
 
 
+def test_attention_fn_refuses_bertlibs_own_attention_however_it_is_reached():
+    # learner 21: the task says "no bertlib", yet bertlib's attention was called correct; the
+    # detection is notebook 02's (one definition: bertlib.exercises.calls_library)
+    import functools
+
+    from bertlib.paper import attention
+
+    def helper(Q, K, V):
+        return scaled_dot_product_attention(Q, K, V)
+
+    def outer(Q, K, V):  # the library call one helper deeper
+        Z, A = helper(Q, K, V)
+        return Z, A
+
+    via_module = eval("lambda Q, K, V: attention.scaled_dot_product_attention(Q, K, V)",
+                      {"attention": attention})  # a lambda with no source file
+    for fn in (scaled_dot_product_attention, helper, outer, via_module,
+               functools.partial(scaled_dot_product_attention)):
+        fb = check_attention_fn(fn)
+        assert not fb.ok and "bertlib's scaled_dot_product_attention" in fb.message, fn
+        assert "with loops" in fb.message
+
+
+def test_attention_fn_a_learner_function_named_like_bertlibs_is_not_refused():
+    def own(Q, K, V):
+        return loops(Q, K, V)
+
+    fn = eval("lambda Q, K, V: scaled_dot_product_attention(Q, K, V)",
+              {"scaled_dot_product_attention": own})  # their own helper, same name
+    assert check_attention_fn(fn).ok
+
+
+def test_fitted_divisor_finds_the_constant_of_a_softmax_and_only_then():
+    S = np.random.default_rng(0).normal(size=(4, 5))
+    for c in (1.0, math.sqrt(3), 3.0, 0.5):
+        assert exercises.fitted_divisor(softmax(S / c, axis=-1), S) == pytest.approx(c)
+    assert exercises.fitted_divisor(softmax(S ** 2, axis=-1), S) is None  # not S / c
+    assert exercises.fitted_divisor(softmax(S, axis=0), S) is None  # columns, not rows
+    assert exercises.fitted_divisor(np.full((4, 5), 0.3), S) is None  # rows not summing to 1
+    assert exercises.fitted_divisor(softmax(-S, axis=-1), S) is None  # c < 0: no divisor
+
+
 def test_attention_fn_accepts_right_answer_and_torch():
     assert check_attention_fn(loops).ok
     assert check_attention_fn(lambda Q, K, V: tuple(

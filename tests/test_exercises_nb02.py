@@ -93,6 +93,26 @@ def test_batched_exercise_refuses_wrappers_of_split_heads_with_the_same_message(
         assert not fb.ok and fb.message == refused
 
 
+@pytest.mark.parametrize("one_sentence", [
+    lambda X, h: X.reshape(X.shape[0], h, -1).transpose(1, 0, 2),  # runs on a batch: wrong shape
+    lambda X, h: (lambda n, d: X.reshape(n, h, d // h).transpose(1, 0, 2))(*X.shape),  # raises
+    lambda X, h: np.stack(np.split(X, h, axis=1)),  # raises on a batch ("array split" ...)
+])
+def test_batched_names_a_function_written_for_one_sentence(one_sentence):
+    # learner 21: X.reshape(n, h, d_k) on the batch gave only "cannot reshape array of size ..."
+    assert check_split_heads(one_sentence).ok  # right for one sentence
+    fb = check_split_heads(one_sentence, batched=True)
+    assert not fb.ok and "batch axis" in fb.message and "(batch, n, d) = (5, 3, 8)" in fb.message
+    assert "(batch, h, n, d_k) = (5, 2, 3, 4)" in fb.message
+
+
+def test_batched_a_wrong_one_sentence_function_is_not_called_right_for_one_sentence():
+    fb = check_split_heads(lambda X, h: X.reshape(h, X.shape[-2], -1), batched=True)
+    assert not fb.ok and "batch axis" not in fb.message
+    fb = check_split_heads(lambda X, h: 1 / 0, batched=True)
+    assert not fb.ok and "ZeroDivisionError" in fb.message and "batch axis" not in fb.message
+
+
 def test_batched_learner_helper_named_split_heads_is_not_refused():
     def own_split_heads(X, h):
         b, n, d = X.shape
@@ -191,6 +211,20 @@ def test_a_loop_over_all_72_heads_learns_right_or_wrong_only(det_noun_scores, mo
         assert len(messages) == order.index(best)  # found only by reaching it
         assert len(set(messages[3:])) <= 1 and "Only the first 3 tries" in messages[-1]
         assert all(not re.findall(r"\d\.\d", m) for m in messages)  # no share, ever
+
+
+def test_det_noun_counts_read_once_not_1_times(det_noun_scores):
+    # learner 21: "another word 1 times"; every wrong head's message, in plain English
+    L, H = det_noun_scores.shape
+    best = np.unravel_index(int(det_noun_scores.argmax()), det_noun_scores.shape)
+    said_once = False
+    for layer in range(L):
+        for head in range(H):
+            if (layer, head) != best:
+                message = check_det_noun_head(layer, head).message
+                assert " 1 times" not in message, message
+                said_once |= " once" in message
+    assert said_once  # a count of 1 occurs among the 71 wrong heads, and reads "once"
 
 
 def test_whole_floats_count_as_whole_numbers(det_noun_scores):

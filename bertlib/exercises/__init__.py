@@ -148,6 +148,24 @@ def as_answer_whole(answer, what: str, low: int | None = None, high: int | None 
     return int(answer)
 
 
+def as_answer_pairs(answer, what: str, example: str, item: str, *, todo: str = TODO
+                    ) -> list[tuple[int, int]] | Feedback:
+    """The learner's ``answer`` as a list of distinct pairs of whole numbers, e.g. (layer, head),
+    or the Feedback saying why it is not: not answered (None), not pairs of whole numbers, a pair
+    listed twice. what: the pairs' name, "(layer, head)"; example: a right-looking list in
+    words, "[(0, 2), (3, 11)]"; item: what one pair names, "head"."""
+    if answer is None:
+        return not_answered(todo)
+    try:
+        pairs = [(int(a), int(b)) for a, b in answer]
+    except (TypeError, ValueError):
+        return form_error(f"give a list of {what} pairs of whole numbers, e.g. {example}")
+    twice = next((p for p in pairs if pairs.count(p) > 1), None)
+    if twice is not None:
+        return form_error(f"{twice} is listed {pairs.count(twice)} times: name each {item} once")
+    return pairs
+
+
 def how_far(value: float, expected: float) -> str:
     """'too high' or 'too low' and by roughly how much, as a band of ratios (never the exact gap,
     so that a wrong guess does not make the answer computable). value, expected: numbers > 0."""
@@ -227,6 +245,57 @@ def is_complex(value) -> bool:
         return False
 
 
+def fitted_divisor(A: np.ndarray, S: np.ndarray, atol: float = 1e-5) -> float | None:
+    """The constant c with A = softmax(S / c) in every row, if one fits A exactly; else None.
+
+    A, S: (n_q, n_k) weights and scores. Row by row, log A = S / c − (a constant), so the centred
+    log A is the centred S times 1/c. The rows of A must be positive and sum to 1 within ``atol``.
+    A checker uses c to name a wrong scaling (none, d_k, √d_v, a number typed in).
+    """
+    A, S = np.asarray(A, dtype=float), np.asarray(S, dtype=float)
+    if not np.all(A > 0) or not np.allclose(A.sum(axis=1), 1.0, rtol=0, atol=atol):
+        return None
+    logs = np.log(A) - np.log(A).mean(axis=1, keepdims=True)
+    centred = S - S.mean(axis=1, keepdims=True)
+    slope = float((logs * centred).sum() / (centred * centred).sum())
+    if slope <= 0 or np.abs(logs - slope * centred).max() > 1e-6:
+        return None
+    return 1.0 / slope
+
+
+def calls_library(fn: Callable, target: Callable, depth: int = 3) -> bool:
+    """True if the learner's ``fn`` is bertlib's ``target`` (the function an exercise asks them to
+    write themselves) or its code reaches it: a global name or closure that holds it, an
+    attribute of target's name (``attention.split_heads(...)``), ``functools.partial``, or a
+    function of the learner's that does one of these (followed ``depth`` calls deep). A helper
+    of the learner's that only shares the name (a global bound to their own function) is not."""
+    fn = getattr(fn, "func", fn)  # functools.partial
+    if fn is target:
+        return True
+    code = getattr(fn, "__code__", None)
+    if code is None or depth == 0:
+        return False
+    cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
+    found = [getattr(fn, "__globals__", {}).get(name, target if name == target.__name__ else None)
+             for name in set(_code_names(code))]
+    return any(obj is not fn and callable(obj) and calls_library(obj, target, depth - 1)
+               for obj in cells + found)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+    except ValueError:
+        return False
+    return True
+
+
+def _code_names(code) -> list[str]:
+    """The global and attribute names a code object uses, nested functions' included."""
+    inner = [c for c in code.co_consts if hasattr(c, "co_names")]
+    return list(code.co_names) + [n for c in inner for n in _code_names(c)]
+
+
 def attempt_note(error: Feedback | None) -> str:
     """" (yours raised X: ...)" or " (yours returned None)" for call_answer's error; "" if none."""
     if error is None:
@@ -253,6 +322,14 @@ def wrong_tries(checker: Callable) -> int:
 
 def _key(checker: Callable) -> str:
     return f"{getattr(checker, '__module__', '')}.{getattr(checker, '__qualname__', checker)}"
+
+
+def count_try(label: str) -> int:
+    """Count one more try of ``label`` (a checker's name for one slip, e.g. "nb03.segments") in
+    this kernel and return the count: for a hint that names more from the second try on.
+    Forgotten by :func:`reset_tries`, as by a restarted kernel."""
+    _wrong_tries[label] = _wrong_tries.get(label, 0) + 1
+    return _wrong_tries[label]
 
 
 def reset_tries() -> None:

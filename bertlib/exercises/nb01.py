@@ -25,14 +25,16 @@ from bertlib.exercises import (
     as_answer_word,
     attempt_note,
     call_answer,
+    calls_library,
     explained_tries,
+    fitted_divisor,
     form_error,
     is_complex,
     not_answered,
     ragged_message,
 )
 from bertlib.paper import toy
-from bertlib.paper.attention import band, causal_mask, softmax
+from bertlib.paper.attention import band, causal_mask, scaled_dot_product_attention, softmax
 
 __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
            "ATOL", "PENCIL_ATOL", "toy_qkv", "window_mask"]
@@ -81,28 +83,13 @@ def check_causal_guess(word) -> Feedback:
                            f"{Q[i].tolist()} against the keys 'cat' can see")
 
 
-def _fitted_divisor(A: np.ndarray, S: np.ndarray) -> float | None:
-    """The constant c with A = softmax(S / c) per row, if one fits A (n_q, n_k) exactly; else None.
-
-    Row by row, log A = S / c − (a constant), so the centred log A is the centred S times 1/c.
-    """
-    if not np.all(A > 0) or not _close(A.sum(axis=1), np.ones(len(A))):
-        return None
-    logs = np.log(A) - np.log(A).mean(axis=1, keepdims=True)
-    centred = S - S.mean(axis=1, keepdims=True)
-    slope = float((logs * centred).sum() / (centred * centred).sum())
-    if slope <= 0 or np.abs(logs - slope * centred).max() > 1e-6:
-        return None
-    return 1.0 / slope
-
-
 def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
     """What is wrong with an A (4, 5) that matches no known variant of softmax(S / √d_k)."""
     if _close(A, S / S.sum(axis=1, keepdims=True)):
         return Feedback(False, "your rows sum to 1, but A is the scores divided by their row sum: "
                                "softmax exponentiates first (e^s for each score s), then divides "
                                "by the row sum of those")
-    c = _fitted_divisor(A, S)
+    c = fitted_divisor(A, S, ATOL)
     base = next((b for b, ln in (("2", math.log(2)), ("10", math.log(10)))
                  if c is not None and abs(c * ln - math.sqrt(3)) < 1e-6), None)
     if base is not None:
@@ -138,7 +125,12 @@ def check_attention_fn(fn: Callable) -> Feedback:
     Tried on random inputs with n_q = 4 queries, n_k = 5 keys, d_k = 3, d_v = 2 (all different, so
     a swapped axis or keys in place of values changes a shape or a number).
     Q: (4, 3), K: (5, 3), V: (5, 2); expected Z: (4, 2), A: (4, 5), rows of A summing to 1.
+    A function that hands the work to bertlib's own ``scaled_dot_product_attention`` is refused
+    (see :func:`~bertlib.exercises.calls_library`), as the exercise says "no bertlib".
     """
+    if calls_library(fn, scaled_dot_product_attention):
+        return Feedback(False, "your function calls bertlib's scaled_dot_product_attention, the "
+                               "answer itself; write the attention yourself, with loops")
     rng = np.random.default_rng(1)
     Q, K, V = rng.normal(size=(4, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
     result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())

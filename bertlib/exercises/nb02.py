@@ -21,6 +21,7 @@ from bertlib.exercises import (
     as_answer_number,
     attempt_note,
     call_answer,
+    calls_library,
     explained_tries,
     form_error,
     not_answered,
@@ -56,7 +57,7 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     """
     if fn is None:
         return not_answered()
-    if batched and _calls_library_split_heads(fn):
+    if batched and calls_library(fn, split_heads):
         return Feedback(False, "your function calls bertlib's split_heads, which already handles "
                                "batches; write the split into heads yourself")
     lead, n, d = ((5,) if batched else ()), 3, 8
@@ -64,6 +65,8 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     for h in (2, 4):
         d_k = d // h
         got, error = call_answer(fn, X.copy(), h, when=f"with X of shape {X.shape} and h = {h}")
+        if batched and (single := _one_sentence_only(fn, X, h, got, error)) is not None:
+            return single
         if error is None and not hasattr(got, "shape") and not isinstance(got, list | tuple):
             return Feedback(False, f"with X of shape {X.shape} and h = {h} your function returned "
                                    f"a {type(got).__name__}; it should return an array")
@@ -98,6 +101,26 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     return _typed_sizes(*call_answer(fn, X2.copy(), 3), X2, 3, X.shape)
 
 
+def _one_sentence_only(fn: Callable, X: np.ndarray, h: int, got, error: Feedback | None
+                       ) -> Feedback | None:
+    """The Feedback for a function written for one sentence that fails on the batch X (batch, n,
+    d): it raised there or gave the wrong shape, yet on X[0] alone, (n, d), it splits right."""
+    want = split_heads(X, h)
+    try:
+        if error is None and np.shape(got) == want.shape:
+            return None
+    except ValueError:  # a ragged list: judged below
+        pass
+    one, fail = call_answer(fn, X[0].copy(), h)
+    mine = as_answer_array(one, "the result", dtype=None) if fail is None else fail
+    if isinstance(mine, Feedback) or not np.array_equal(mine, want[0]):
+        return None
+    return Feedback(False, f"your function splits one sentence, X of shape (n, d) = {X[0].shape}, "
+                           f"right; but here X has a batch axis first, (batch, n, d) = {X.shape}"
+                           f"{attempt_note(error)}, and the result must be (batch, h, n, d_k) = "
+                           f"{want.shape}: n and d are the last two axes of X")
+
+
 def _typed_sizes(got, error: Feedback | None, X: np.ndarray, h: int, first: tuple) -> Feedback:
     """The verdict on a second shape of X, once ``first`` passed: a size typed in shows here."""
     mine = error if error is not None else as_answer_array(got, "the result", dtype=None)
@@ -109,38 +132,6 @@ def _typed_sizes(got, error: Feedback | None, X: np.ndarray, h: int, first: tupl
     return Feedback(False, f"right for X of shape {first} with h = 2 and 4, but not for X of "
                            f"shape {X.shape} with h = {h}{why}: a size typed in "
                            f"({' or '.join(map(str, first))})? Read the sizes from X.shape")
-
-
-def _calls_library_split_heads(fn: Callable, depth: int = 3) -> bool:
-    """True if fn is bertlib's split_heads or its code reaches it: a global name or closure that
-    holds it, an attribute ``.split_heads`` (``attention.split_heads(...)``), or a function of
-    the learner's that does one of these (followed ``depth`` calls deep)."""
-    fn = getattr(fn, "func", fn)  # functools.partial
-    if fn is split_heads:
-        return True
-    code = getattr(fn, "__code__", None)
-    if code is None or depth == 0:
-        return False
-    cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
-    names = set(_code_names(code))
-    found = [getattr(fn, "__globals__", {}).get(name, split_heads if name == "split_heads"
-                                                 else None) for name in names]
-    return any(obj is not fn and callable(obj) and _calls_library_split_heads(obj, depth - 1)
-               for obj in cells + found)
-
-
-def _filled(cell) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 (an empty cell raises)
-    except ValueError:
-        return False
-    return True
-
-
-def _code_names(code) -> list[str]:
-    """The global and attribute names a code object uses, nested functions' included."""
-    inner = [c for c in code.co_consts if hasattr(c, "co_names")]
-    return list(code.co_names) + [n for c in inner for n in _code_names(c)]
 
 
 def _det_noun_scores() -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int]]]:
@@ -209,7 +200,7 @@ def _det_noun_miss(layer: int, head: int, pairs) -> str:
                      if k == i + 1 else "the piece before" if k == i - 1 else repr(run.tokens[k])
                      if run.tokens[k] in ("[CLS]", "[SEP]") else "another word")
     counts = sorted({kind: kinds.count(kind) for kind in kinds}.items(), key=lambda kv: -kv[1])
-    looks = ", ".join(f"{kind} {n} times" for kind, n in counts)
+    looks = ", ".join(f"{kind} {'once' if n == 1 else f'{n} times'}" for kind, n in counts)
     return (f"not layer {layer}, head {head}: there, over the {len(pairs)} cases, 'the' looks "
             f"most at: {looks}. Average each head's weight from 'the' to its noun over all "
             f"{len(pairs)} cases and take the largest (layers and heads count from 0)")

@@ -23,7 +23,9 @@ from bertlib.exercises import (
     Feedback,
     as_answer_array,
     as_answer_number,
+    as_answer_pairs,
     cosine,
+    count_try,
     explained_tries,
     form_error,
     not_answered,
@@ -108,15 +110,15 @@ def _embedding_variants(pair: tuple[str, str], model=None) -> tuple[dict, tuple]
 _EMBED_HINTS = {
     "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
                      "first [SEP] belong to sentence B and add the token-type row of segment 1 "
-                     "(the tokenizer knows which piece is which: what `encode` returns holds "
-                     "token_type_ids beside the input_ids)",
+                     "(the tokenizer knows which piece is which: look at everything `encode` "
+                     "returns for a pair, not only the input_ids)",
     "positions restart": "the positions of sentence B start again at 0: positions run on "
                          "across the whole pair, [CLS] to the last [SEP]",
     "positions from 1": "the positions are off by one: the first piece, [CLS], is position 0",
     "no position": "the position embeddings are missing: without them BERT could not tell "
                    "'dog bites man' from 'man bites dog'",
     "no token type": "the token-type (segment) embedding is missing: each piece also adds the "
-                     "row of its segment (what `encode` returns holds them as token_type_ids)",
+                     "row of its segment (0 or 1: look at everything `encode` returns for a pair)",
     "word only": "you used only the word embeddings: the position and token-type embeddings "
                  "are missing",
     "variance d - 1": "your LayerNorm's variance divides by d − 1 (the sample estimator, "
@@ -143,8 +145,10 @@ def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
     if found == "E right":
         return Feedback(False, "`summed` is already normalised (it equals E): it is the sum of "
                                "the three embeddings, before the LayerNorm")
-    if found:
-        return Feedback(False, f"`summed`: {_EMBED_HINTS[found[2:]]}")
+    if found:  # where the token types are: named from the second such slip on
+        key = "; the key is token_type_ids" * (found[2:] in ("all segment A", "no token type")
+                                               and count_try("nb03.segments") > 1)
+        return Feedback(False, f"`summed`: {_EMBED_HINTS[found[2:]]}{key}")
     worst = float(np.abs(S - variants["right"][0]).max())
     return Feedback(False, f"`summed` differs from word + position + token type by up to "
                            f"{worst:.3g}{_first_wrong_piece(S, variants, pieces)}")
@@ -307,45 +311,35 @@ def _looks_one_based(answer: set, shifted: set, expected: set) -> bool:
 @explained_tries("section 5 and the exercise (the query's row in every head, [CLS], [SEP] out)")
 def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
     """Check a learner's list of (layer, head) pairs, 0-based, for the exercise above."""
-    if heads is None:
-        return _not_answered("put your list of (layer, head) pairs in `your_heads`")
-    expected = set(heads_where_top(query, target, model=model))
-    try:
-        pairs = [(int(layer), int(head)) for layer, head in heads]
-    except (TypeError, ValueError):
-        return form_error("give a list of (layer, head) pairs of whole numbers, e.g. "
-                          "[(0, 2), (3, 11)]")
-    answer = set(pairs)
-    if len(answer) < len(pairs):
-        twice = next(p for p in pairs if pairs.count(p) > 1)
-        return form_error(f"{twice} is listed {pairs.count(twice)} times: name each head once")
+    pairs = as_answer_pairs(heads, "(layer, head)", "[(0, 2), (3, 11)]", "head", todo="put your "
+                            "list of (layer, head) pairs in `your_heads`, then run this cell again")
+    if isinstance(pairs, Feedback):
+        return pairs
+    answer, expected = set(pairs), set(heads_where_top(query, target, model=model))
     if answer == expected:
         return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
                               f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
                               f"{target!r}")
     for dl, dh, which in ((1, 1, "both numbers"), (1, 0, "the layer"), (0, 1, "the head")):
         shifted = {(layer - dl, head - dh) for layer, head in answer}
-        if _looks_one_based(answer, shifted, expected):
-            return Feedback(False, f"{len(shifted & expected)} of your pairs are right once 1 is "
-                                   f"taken off {which}: they look 1-based, but bertlib and numpy "
-                                   "count layers and heads from 0 (the first layer is layer 0)")
+        if _looks_one_based(answer, shifted, expected):  # no count: it would confirm the list
+            return Feedback(False, "your pairs look 1-based: bertlib and numpy count layers and "
+                                   "heads from 0 (the first layer is layer 0), so check them "
+                                   f"again with 1 taken off {which}")
     slip = _heads_slip(answer, expected, query, target, model)
     if slip is not None:
         return slip
-    with_special = set(heads_where_top(query, target, skip_special=False, model=model))
-    if answer == with_special and not answer <= expected:  # (a subset is a partial answer)
-        return Feedback(False, "you kept [CLS] and [SEP] in the comparison: these are the heads "
-                               "whose largest weight, [CLS] and [SEP] included, goes to "
-                               f"{target!r}; the exercise leaves those two keys out")
-    return Feedback(False, _heads_wrong(answer, expected, query, model))
+    kept = answer and answer == set(heads_where_top(query, target, skip_special=False, model=model))
+    return Feedback(False, _heads_wrong(answer, expected, query, model, target if kept else None))
 
 
-def _heads_wrong(answer: set, expected: set, query: str, model) -> str:
-    """Which pairs of a short list are wrong (where ``query`` looks); never which are missing."""
+def _heads_wrong(answer: set, expected: set, query: str, model, kept: str | None = None) -> str:
+    """Which pairs of a short list are wrong (where ``query`` looks); never which are missing.
+    kept: the target, if the list is exactly the heads where it beats [CLS]/[SEP] too."""
     missing, extra, right = expected - answer, sorted(answer - expected), answer & expected
     if len(answer) > 6:  # pair by pair, a long list would name the right ones by elimination
         return (f"not the answer: a list of {len(answer)} pairs is checked only as a whole; keep "
-                f"only the heads where you saw {query!r}'s largest weight go to the target")
+                f"only the heads where you saw the largest weight of {query!r} go to the target")
     parts = [f"{len(right)} of your pairs {'is' if len(right) == 1 else 'are'} right"] * bool(right)
     if extra:
         tokens, top = _top_keys(query, HEADS_TEXT, True, model)
@@ -354,6 +348,11 @@ def _heads_wrong(answer: set, expected: set, query: str, model) -> str:
     if missing:  # never how many: that would tell how many heads to look for
         parts.append("some right heads are missing from your list" if answer else "your list is "
                      "empty, yet at least one head fits: look at the query's row in every head")
+    if kept and missing:  # a subset (beating more keys is harder): none named, none counted
+        parts.append(f"your list is exactly the heads where {kept!r} gets the largest weight of "
+                     f"{query!r} with [CLS] and [SEP] in the comparison; the exercise leaves those "
+                     f"two out, and where one of them wins, {kept!r} can still come first among "
+                     "the rest")
     return "; ".join(parts)
 
 

@@ -19,6 +19,10 @@ with the answer's form, so a checker reads::
 A checker whose answer is one of a few choices (a word, a number, a head) or whose message names
 wrong items or a direction is wrapped by :func:`explained_tries`: only its first three wrong
 tries are explained, so that a loop over answers learns nothing more than right or wrong.
+
+Shared by the checkers of several notebooks: :func:`calls_library` (does a learner's function
+hand its work to the bertlib function the exercise asks them to write?), :func:`fitted_divisor`
+(the scaling a learner's softmax used) and :func:`count_try` (a hint that waits for a second try).
 """
 
 from __future__ import annotations

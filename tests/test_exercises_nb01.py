@@ -84,6 +84,18 @@ def test_attention_fn_a_learner_function_named_like_bertlibs_is_not_refused():
     assert check_attention_fn(fn).ok
 
 
+def test_attention_fn_torch_s_function_of_the_same_name_is_not_called_bertlibs():
+    # learner 22: F.scaled_dot_product_attention (shown in cell 76) was refused as "bertlib's";
+    # the check follows what the code loads, so torch's function is not bertlib's, even where
+    # bertlib's is also a global of the notebook
+    import torch.nn.functional as F  # noqa: N812 (the usual name)
+
+    fn = eval("lambda Q, K, V: (F.scaled_dot_product_attention(*(torch.tensor(m)[None] for m in "
+              "(Q, K, V)))[0].numpy(), None)",
+              {"F": F, "torch": torch, "scaled_dot_product_attention": scaled_dot_product_attention})
+    assert "bertlib's" not in check_attention_fn(fn).message
+
+
 def test_fitted_divisor_finds_the_constant_of_a_softmax_and_only_then():
     S = np.random.default_rng(0).normal(size=(4, 5))
     for c in (1.0, math.sqrt(3), 3.0, 0.5):

@@ -27,6 +27,8 @@ hand its work to the bertlib function the exercise asks them to write?), :func:`
 
 from __future__ import annotations
 
+import builtins
+import dis
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -161,13 +163,20 @@ def as_answer_pairs(answer, what: str, example: str, item: str, *, todo: str = T
     if answer is None:
         return not_answered(todo)
     try:
-        pairs = [(int(a), int(b)) for a, b in answer]
+        pairs = [(_whole(a), _whole(b)) for a, b in answer]
     except (TypeError, ValueError):
         return form_error(f"give a list of {what} pairs of whole numbers, e.g. {example}")
     twice = next((p for p in pairs if pairs.count(p) > 1), None)
     if twice is not None:
         return form_error(f"{twice} is listed {pairs.count(twice)} times: name each {item} once")
     return pairs
+
+
+def _whole(x) -> int:
+    """x as an int if it is a whole number (3, np.int64(3), 3.0); ValueError for 0.5, True, "3"."""
+    if isinstance(x, (bool, np.bool_, str, bytes)) or not float(x).is_integer():
+        raise ValueError(f"{x!r} is not a whole number")
+    return int(x)
 
 
 def how_far(value: float, expected: float) -> str:
@@ -280,8 +289,7 @@ def calls_library(fn: Callable, target: Callable, depth: int = 3) -> bool:
     if code is None or depth == 0:
         return False
     cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
-    found = [getattr(fn, "__globals__", {}).get(name, target if name == target.__name__ else None)
-             for name in set(_code_names(code))]
+    found = _loaded(code, getattr(fn, "__globals__", {}))
     return any(obj is not fn and callable(obj) and calls_library(obj, target, depth - 1)
                for obj in cells + found)
 
@@ -294,10 +302,26 @@ def _filled(cell) -> bool:
     return True
 
 
-def _code_names(code) -> list[str]:
-    """The global and attribute names a code object uses, nested functions' included."""
-    inner = [c for c in code.co_consts if hasattr(c, "co_names")]
-    return list(code.co_names) + [n for c in inner for n in _code_names(c)]
+def _loaded(code, names: dict) -> list:
+    """What ``code`` (and the functions nested in it) loads: each global, and each attribute chain
+    read from one (``attention.scaled_dot_product_attention`` is bertlib's, ``F.scaled_dot_product_
+    attention`` torch's): the objects themselves, so a name shared with another library is not
+    mistaken for bertlib's."""
+    found, current = [], None
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            current = names.get(ins.argval, getattr(builtins, str(ins.argval), None))
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and current is not None:
+            try:
+                current = getattr(current, ins.argval, None)
+            except Exception:  # noqa: BLE001 (a property of the learner's object may raise)
+                current = None
+        else:
+            current = None
+            continue
+        found.append(current)
+    return found + [obj for inner in code.co_consts if hasattr(inner, "co_code")
+                    for obj in _loaded(inner, names)]
 
 
 def attempt_note(error: Feedback | None) -> str:

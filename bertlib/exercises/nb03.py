@@ -329,13 +329,11 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
     slip = _heads_slip(answer, expected, query, target, model)
     if slip is not None:
         return slip
-    kept = answer and answer == set(heads_where_top(query, target, skip_special=False, model=model))
-    return Feedback(False, _heads_wrong(answer, expected, query, model, target if kept else None))
+    return Feedback(False, _heads_wrong(answer, expected, query, model))
 
 
-def _heads_wrong(answer: set, expected: set, query: str, model, kept: str | None = None) -> str:
-    """Which pairs of a short list are wrong (where ``query`` looks); never which are missing.
-    kept: the target, if the list is exactly the heads where it beats [CLS]/[SEP] too."""
+def _heads_wrong(answer: set, expected: set, query: str, model) -> str:
+    """Which pairs of a short list are wrong (where ``query`` looks); never which are missing."""
     missing, extra, right = expected - answer, sorted(answer - expected), answer & expected
     if len(answer) > 6:  # pair by pair, a long list would name the right ones by elimination
         return (f"not the answer: a list of {len(answer)} pairs is checked only as a whole; keep "
@@ -348,11 +346,6 @@ def _heads_wrong(answer: set, expected: set, query: str, model, kept: str | None
     if missing:  # never how many: that would tell how many heads to look for
         parts.append("some right heads are missing from your list" if answer else "your list is "
                      "empty, yet at least one head fits: look at the query's row in every head")
-    if kept and missing:  # a subset (beating more keys is harder): none named, none counted
-        parts.append(f"your list is exactly the heads where {kept!r} gets the largest weight of "
-                     f"{query!r} with [CLS] and [SEP] in the comparison; the exercise leaves those "
-                     f"two out, and where one of them wins, {kept!r} can still come first among "
-                     "the rest")
     return "; ".join(parts)
 
 

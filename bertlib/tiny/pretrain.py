@@ -32,7 +32,14 @@ from bertlib.checks import heads_dividing, kind, number, one_mask_token, token_b
 from bertlib.paper.attention import softmax
 from bertlib.paper.mlm import IGNORE_INDEX, mask_batch, mlm_loss
 from bertlib.tiny import grammar
-from bertlib.tiny.probes import SPECIALS, Probe, encode_texts, logits_and_attentions, measure_probe
+from bertlib.tiny.probes import (
+    SPECIALS,
+    Probe,
+    encode_texts,
+    logits_and_attentions,
+    masking_ids,
+    measure_probe,
+)
 
 __all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
            "mlm_accuracy", "tiny_fill_mask"]
@@ -247,8 +254,7 @@ class _Loop:
         kind(recipe, "recipe", Recipe, "a bertlib.tiny.pretrain.Recipe")
         self.steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
         self.model, self.tokenizer, self.recipe = model, tokenizer, recipe
-        self.special = [tokenizer.token_to_id(s) for s in SPECIALS]
-        self.mask_id, self.vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
+        self.mask_id, self.vocab, self.special = masking_ids(tokenizer)
         self.rng = np.random.default_rng(recipe.seed)
         torch.manual_seed(recipe.seed)
         self.record = _Recorder(model, probe, snapshot_steps, number_probe or None)
@@ -292,9 +298,8 @@ def _progress(total: int, show: bool):
 def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: int = 0) -> float:
     """Share of masked-LM targets predicted exactly (argmax), BERT's corruption with ``seed``."""
     ids, attention = encode_texts(tokenizer, [s.text for s in sentences])
-    special = [tokenizer.token_to_id(s) for s in SPECIALS]
-    masked = mask_batch(ids, tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size(),
-                        special, np.random.default_rng(seed))
+    mask_id, vocab_size, special = masking_ids(tokenizer)
+    masked = mask_batch(ids, mask_id, vocab_size, special, np.random.default_rng(seed))
     with torch.no_grad():
         logits = model(input_ids=torch.as_tensor(masked.input_ids),
                        attention_mask=torch.as_tensor(attention)).logits.numpy()

@@ -218,13 +218,13 @@ class _Recorder:
 
 
 def train(model, tokenizer, recipe: Recipe, probe: Probe, steps=None, **watch) -> History:
-    """Masked-LM pre-training: the first ``steps`` (default all) of the recipe. ``watch``: keyword
-    options of :class:`_Loop`, e.g. progress=False, on_record(recorder) after each measurement."""
+    """Masked-LM pre-training, the first ``steps`` (default all) of the recipe; ``watch``, all
+    optional: progress=True (a text bar), on_record(recorder) after each measurement of probe,
+    number_probe(model, probe) -> (L, C) measured too, snapshot_steps: steps whose maps are kept."""
     loop = _Loop(model, tokenizer, recipe, probe, steps, **watch)  # checks, seeds, measurements
     optimizer = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay)
     schedule = _schedule(optimizer, recipe.warmup, recipe.steps)  # linear warm-up, linear decay
-    for step in range(1, loop.steps + 1):
-        ids, attention = loop.batch()  # (B, N) word ids and 1/0 padding flags
+    for step, (ids, attention) in loop.batches():  # (B, N) word ids and 1/0 padding flags
         masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
         loss = mlm_step(model, optimizer, masked.input_ids, attention, masked.labels)  # L
         schedule.step()  # the learning rate of the next step
@@ -233,19 +233,16 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps=None, **watch) -
 
 
 class _Loop:
-    """Everything :func:`train` does around the masked-LM step; ``train``'s keyword options:
-
-    steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
-    steps (and at 0 and the end) runs :func:`bertlib.tiny.probes.measure_probe` on ``probe``,
-    and ``number_probe(model, probe)`` when given (an (L, C) array, e.g.
-    :func:`bertlib.tiny.mechanism.verb_number_probe` with its control labels on a probe set of
-    its own, as ``tools/pretrain_tiny_bert.py`` passes); ``on_record(recorder)`` is then called
-    (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``, ``log_odds`` and
-    ``losses`` so far); ``snapshot_steps``: steps whose attention maps are kept; ``progress``:
-    a text progress bar. Without ``number_probe`` (None or False) History's number_probe is
-    None; measuring never changes the training. Deterministic for a given seed and thread
-    count: the seeds are set here, in this order, before the first batch. The model's config
-    records the recipe (``config.bertlib_recipe``).
+    """Everything :func:`train` does around the masked-LM step, with train's options (its
+    docstring names them): every ``recipe.every`` steps (and at 0 and the end) it runs
+    :func:`bertlib.tiny.probes.measure_probe` on ``probe``, and ``number_probe(model, probe)``
+    when given (e.g. :func:`bertlib.tiny.mechanism.verb_number_probe` with its control labels
+    on a probe set of its own, as ``tools/pretrain_tiny_bert.py`` passes), then
+    ``on_record(recorder)`` (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
+    ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None or False) History's
+    number_probe is None; measuring never changes the training. Deterministic for a given seed
+    and thread count: the seeds are set here, in this order, before the first batch. The
+    model's config records the recipe (``config.bertlib_recipe``).
     """
 
     def __init__(self, model, tokenizer, recipe, probe, steps, *, snapshot_steps=(),
@@ -263,9 +260,12 @@ class _Loop:
         self.bar = _progress(self.steps, progress)
         self.start = time.process_time()
 
-    def batch(self):
+    def batches(self):
+        """(step, (ids, padding flags)) for steps 1..steps: a fresh batch drawn at each step."""
         r = self.recipe
-        return _batch_ids(self.tokenizer, r.batch_size, self.rng, r.constructions, r.max_pp)
+        for step in range(1, self.steps + 1):
+            yield step, _batch_ids(self.tokenizer, r.batch_size, self.rng, r.constructions,
+                                   r.max_pp)
 
     def after(self, step: int, loss: float) -> None:
         self.record.losses.append(loss)

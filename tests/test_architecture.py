@@ -519,6 +519,7 @@ PRIVATE_CHECKS = {
     "attention": {"_check_softmax": "softmax's x and its where mask",
                   "_check_attention": "Q, K, V and mask of one attention, together",
                   "_check_split": "split_heads' X and h",
+                  "_check_padding": "padding_mask's lengths and n, or its 2-D flags",
                   "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask"},
     "bert": {"_check_forward": "the parameters of a model and its key mask",
              "_check_ids": "token ids inside this model's vocabulary and positions",

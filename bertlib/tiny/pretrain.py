@@ -13,7 +13,9 @@ token, to [CLS] / [SEP] and from the masked verb to its true subject; and the ag
 
 The model is transformers' own ``BertForMaskedLM`` with its eager attention (softmax(Q Kᵀ/√d_k) V,
 the equation of :func:`bertlib.paper.attention.scaled_dot_product_attention`), not bertlib's
-numpy BERT. Switching heads off is :mod:`bertlib.tiny.mechanism`'s work, not this module's.
+numpy BERT; :func:`bertlib.paper.bert.bert_forward` computes the same hidden states and attention
+weights from its parameters (tested; notebook 09 checks its runs). Switching heads off is
+:mod:`bertlib.tiny.mechanism`'s work, not this module's.
 """
 
 from __future__ import annotations

@@ -230,24 +230,23 @@ def attention_stack(A, name: str = "attention maps", n: int | None = None,
 
 
 def attention_rows(A: np.ndarray, name: str = "attention maps", atol: float = 1e-3,
-                   rows_sum_to_one: bool = True) -> np.ndarray:
+                   rows_sum_to_one: bool = True, index: str = "(..., query)") -> np.ndarray:
     """The one rule for attention weights: every row of A (..., n_q, n_k) is a distribution over
     the keys, entries in [0, 1] summing to 1, both within ``atol`` (float32 rounding over a few
     hundred keys stays near 1e-6). A: an array already shaped by :func:`attention_stack`.
     rows_sum_to_one=False checks the entries only: for pictures, which also draw weights rounded
-    for display (bertviz's 3 decimals move a row's sum by up to n/2 · 10⁻³).
-    Returns A, or a ValueError naming the entries' range and the first row not summing to 1."""
+    for display (bertviz's 3 decimals move a row's sum by up to n/2 · 10⁻³). index: what the
+    axes before the keys are, to name the first row that fails. Returns A, or a ValueError."""
+    if ((A < -atol) | (A > 1 + atol)).any():
+        raise ValueError(f"{name} must be attention weights in [0, 1] (within {atol}); entries "
+                         f"run from {A.min():.4g} to {A.max():.4g}")
     sums = A.sum(-1)
-    off = (A < -atol) | (A > 1 + atol)
-    rows = (np.abs(sums - 1) > atol) & rows_sum_to_one
-    if off.any() or rows.any():
-        at = tuple(int(i) for i in np.argwhere(rows)[0]) if rows.any() else ()
-        raise ValueError(
-            f"{name} must be attention weights, every entry in [0, 1]"
-            + (" and every row summing to 1" if rows_sum_to_one else "")
-            + f" (within {atol:g}); entries run from {A.min():.4g} to {A.max():.4g}"
-            + (f", and {int(rows.sum())} row(s) do not sum to 1, e.g. row {at} sums to "
-               f"{sums[at]:.4g}" if rows.any() else ""))
+    bad = np.abs(sums - 1) > atol
+    if rows_sum_to_one and bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"every row of an attention map must sum to 1 (within {atol}); "
+                         f"{int(bad.sum())} row(s) do not, e.g. {index} = {at} sums to "
+                         f"{sums[at]:.4g}")
     return A
 
 

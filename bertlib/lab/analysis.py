@@ -74,7 +74,7 @@ def check_maps(attentions, atol: float = 1e-3) -> np.ndarray:
                          f"2 (n, n); got rank {A.ndim}, shape {A.shape}")
     A = attention_stack(A.reshape((1,) * (4 - A.ndim) + A.shape), "attentions",
                         layout="(layers, heads, n, n)", why="(each map square, n >= 1)")
-    return attention_rows(A, "attentions", atol)
+    return attention_rows(A, "attentions", atol, index="(layer, head, query)")
 
 
 def _check_tokens(tokens: Sequence[str], n: int) -> list[str]:

@@ -437,3 +437,15 @@ def test_window_weights_zeros_are_told_rows_sum_to_0_and_first_wrong_row_is_name
     assert not fb.ok and fb.message.startswith("row 0 ")
     fb = check_window_weights(np.full((6, 6), None))
     assert "None, not numbers" in fb.message and "NaN" not in fb.message
+
+
+def test_design_a_flat_row_of_cat_is_called_a_tie_of_all_its_words():
+    # learner 24: a zero query for 'cat' (a flat row) was told "evenly between 'sat' and 'the'
+    # (0.167), 'sat' gets 0.167": every word ties, and the message must say so
+    W_Q, W_K, _ = (m.copy() for m in toy.projections())
+    W_K[3] = [0, -1]
+    W_Q[1], W_Q[3] = [0, 0], [0, 5]
+    message = check_design(W_Q, W_K).message
+    assert "lost its verb" in message and "evenly among" in message, message
+    assert all(repr(word) in message.split("evenly among")[1].split("(")[0] for word in toy.TOKENS)
+    assert "'sat' gets" not in message, message

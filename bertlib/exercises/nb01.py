@@ -228,11 +228,13 @@ def check_design(W_Q, W_K=None) -> Feedback:
                                f"{_key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}")
     cat_top = toy.TOKENS[int(A[i_cat].argmax())]
     if cat_top != "sat":
-        most = ("splits its attention evenly between 'sat' and " + repr(cat_top)
-                if A[i_cat].max() - A[i_cat, i_sat] <= ATOL else f"attends most to {cat_top!r}")
+        top = [t for t, a in zip(toy.TOKENS, A[i_cat], strict=True) if A[i_cat].max() - a <= ATOL]
+        most = (f"attends most to {cat_top!r} ({A[i_cat].max():.3f}), 'sat' gets "
+                f"{A[i_cat, i_sat]:.3f}" if "sat" not in top else "splits its attention evenly "
+                f"among {', '.join(map(repr, top))} ({A[i_cat].max():.3f} each), so 'sat' is no"
+                " longer clearly first")
         return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
-                               f"{most} ({A[i_cat].max():.3f}), 'sat' gets "
-                               f"{A[i_cat, i_sat]:.3f}. "
+                               f"{most}. "
                                + _lost_verb_hint(Q, K, i_cat, cat_top, *arrays))
     s_mat = (Q @ K.T)[i_mat]  # tied by score, not by rounded weight
     tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(s_mat[j] - s_mat[rival]) <= 1e-9]

@@ -542,3 +542,9 @@ def test_half_answered_embeddings_name_the_learners_variable_and_empty_text_read
         assert not fb.ok and "empty" in fb.message and "plenty" not in fb.message
         assert fb.message.count(":") == 1  # one colon, not "...: type a sentence: ..."
     assert "plenty" in check_bank_sentence("bank " * 600).message  # too long: told how long
+
+
+def test_bank_sentence_riverbank_gets_the_forbidden_word_message():
+    # learner 24: "riverbank" got "needs the word piece 'bank'", not the message the text promises
+    message = nb03.check_bank_sentence("We walked along the riverbank.").message
+    assert "riverbank (it contains 'river')" in message and "needs the word piece" not in message

@@ -16,7 +16,8 @@ import numpy as np
 
 __all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
            "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_stack",
-           "window", "bool_mask", "padding_flags", "one_mask_token", "token_batch"]
+           "attention_rows", "window", "bool_mask", "padding_flags", "one_mask_token",
+           "token_batch"]
 
 
 def _span(low, high) -> str:
@@ -225,6 +226,27 @@ def attention_stack(A, name: str = "attention maps", n: int | None = None,
     A = as_array(A, name, ndim, min_ndim=2, layout=layout)
     m = whole(A.shape[-1] if n is None else n, f"n, the number of tokens of {name},", 1)
     has_shape(A, name, (..., m, m) if ndim is None else (None,) * (ndim - 2) + (m, m), layout, why)
+    return A
+
+
+def attention_rows(A: np.ndarray, name: str = "attention maps", atol: float = 1e-3,
+                   rows_sum_to_one: bool = True, index: str = "(..., query)") -> np.ndarray:
+    """The one rule for attention weights: every row of A (..., n_q, n_k) is a distribution over
+    the keys, entries in [0, 1] summing to 1, both within ``atol`` (float32 rounding over a few
+    hundred keys stays near 1e-6). A: an array already shaped by :func:`attention_stack`.
+    rows_sum_to_one=False checks the entries only: for pictures, which also draw weights rounded
+    for display (bertviz's 3 decimals move a row's sum by up to n/2 · 10⁻³). index: what the
+    axes before the keys are, to name the first row that fails. Returns A, or a ValueError."""
+    if ((A < -atol) | (A > 1 + atol)).any():
+        raise ValueError(f"{name} must be attention weights in [0, 1] (within {atol}); entries "
+                         f"run from {A.min():.4g} to {A.max():.4g}")
+    sums = A.sum(-1)
+    bad = np.abs(sums - 1) > atol
+    if rows_sum_to_one and bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"every row of an attention map must sum to 1 (within {atol}); "
+                         f"{int(bad.sum())} row(s) do not, e.g. {index} = {at} sums to "
+                         f"{sums[at]:.4g}")
     return A
 
 

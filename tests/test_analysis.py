@@ -39,6 +39,43 @@ TOKENS = ["[CLS]", "the", "cat", "sat", ".", "[SEP]"]
 
 
 # ---------------------------------------------------------------- check_maps
+def test_maps_and_pictures_share_one_rule_for_attention_weights():
+    """check_maps and viz.check_attention_weights both apply checks.attention_rows: entries
+    outside [0, 1] fail both; rows off 1 fail the statistics only (pictures draw rounded maps)."""
+    from bertlib.pictures import viz
+
+    tokens = ["a", "b", "c"]
+    for A, ok in ((random_maps((3, 3)), (True, True)), (random_maps((3, 3)) * 1.01, (False, True)),
+                  (np.eye(3) * 1.5, (False, False)), (np.eye(3) - 2e-3, (False, False)),
+                  (np.round(np.full((3, 3), 1 / 3), 1), (False, True))):
+        results = []
+        for check in (an.check_maps, lambda W: viz.check_attention_weights(W, tokens)):
+            try:
+                check(A)
+                results.append(True)
+            except ValueError as err:
+                assert ("must be attention weights in [0, 1]" in str(err)
+                        or "every row of an attention map must sum to 1" in str(err))
+                results.append(False)
+        assert tuple(results) == ok, A
+
+
+def test_key_share_is_the_share_to_chosen_keys_by_text_or_by_position():
+    n = 5
+    A = np.stack([np.eye(n, k=-1) + np.diag([1.0] + [0] * (n - 1)), np.full((n, n), 1 / n)])
+    assert np.allclose(an.key_share(A, [0]), [2 / n, 1 / n])
+    assert np.allclose(an.key_share(A, [-1]), [0, 1 / n])
+    assert np.allclose(an.key_share(A, np.arange(n) >= 3), [1 / n, 2 / n])
+    shares = an.to_token_shares(A[None], ["[CLS]", "a", "b", "c", "[SEP]"])
+    np.testing.assert_array_equal(shares["[CLS]"][0], an.key_share(A, [0]))  # one formula
+    np.testing.assert_array_equal(shares["[SEP]"][0], an.key_share(A, [n - 1]))
+    with pytest.raises(ValueError, match=r"keys\[1\] must be a whole number in -5..4, got 5"):
+        an.key_share(A, [0, 5])
+    with pytest.raises(ValueError, match=r"keys must have shape \(n,\) = \(5,\) \(one bool per key\)"):
+        an.key_share(A, np.ones(4, bool))
+
+
+
 def test_check_maps_promotes_rank_2_and_3_to_rank_4():
     A = random_maps((6, 6))
     assert an.check_maps(A).shape == (1, 1, 6, 6)
@@ -70,7 +107,7 @@ def test_check_maps_rejects_non_square_and_negative_and_non_numbers():
     with pytest.raises(ValueError, match="square"):
         an.check_maps(np.full((3, 4), 0.25))
     A = np.array([[1.5, -0.5], [0.5, 0.5]])
-    with pytest.raises(ValueError, match=">= 0"):
+    with pytest.raises(ValueError, match=r"in \[0, 1\].*from -0.5 to 1.5"):
         an.check_maps(A)
     with pytest.raises(TypeError):
         an.check_maps(np.ones((2, 2), dtype=bool))

@@ -404,7 +404,7 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("mlm", "mask_tokens"): ("mask_batch(ids[None]", "def mask_batch("),
     ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "np.where(chosen, ids, IGNORE_INDEX",
                             "fate < f_m + f_r", "rng.choice(ordinary"),  # chosen, labels, 80/10/10
-    ("mlm", "mask_sentence"): "mask_batch(ids",  # its one row: the rule is 1 jump away
+    ("mlm", "mask_sentence"): "mask_tokens(ids",  # its one row: mask_tokens, then the rule
     ("pretrain", "mlm_step"): ("L = −mean_{i ∈ M} log p(x_i", "logits = model(input_ids=x",
                                "mlm_loss(logits, y)", "loss.backward()", "optimizer.step()"),
     ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "mask_batch(ids",
@@ -519,6 +519,7 @@ PRIVATE_CHECKS = {
     "attention": {"_check_softmax": "softmax's x and its where mask",
                   "_check_attention": "Q, K, V and mask of one attention, together",
                   "_check_split": "split_heads' X and h",
+                  "_check_padding": "padding_mask's lengths and n, or its 2-D flags",
                   "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask"},
     "bert": {"_check_forward": "the parameters of a model and its key mask",
              "_check_ids": "token ids inside this model's vocabulary and positions",

@@ -142,6 +142,27 @@ def test_check_finite_reads_a_torch_tensor_where_it_lives():
         checks.check_finite(torch.tensor([[0.0, float("nan")], [float("inf"), 1.0]]), "x")
 
 
+def test_attention_rows_is_the_one_rule_for_attention_weights():
+    """Entries in [0, 1] and rows summing to 1, both within atol; the message names the entries'
+    range, or the first row that does not sum to 1."""
+    A = np.full((2, 3, 4, 4), 0.25)
+    assert checks.attention_rows(A) is A
+    assert checks.attention_rows(A + 2e-4, atol=1e-3) is not None  # float32-style rounding passes
+    bad = A.copy()
+    bad[1, 2, 3] *= 2
+    with pytest.raises(ValueError, match=r"every row of an attention map must sum to 1 \(within "
+                                         r"0.001\); 1 row\(s\) do not, e.g. \(layer, head, "
+                                         r"query\) = \(1, 2, 3\) sums to 2$"):
+        checks.attention_rows(bad, index="(layer, head, query)")
+    with pytest.raises(ValueError, match=r"^W must be attention weights in \[0, 1\] \(within "
+                                         r"0.001\); entries run from -0.5 to 1.5$"):
+        checks.attention_rows(np.array([[1.5, -0.5], [0.5, 0.5]]), "W")  # rows sum to 1
+    rounded = np.round(np.full((3, 3), 1 / 3), 1)  # rows sum to 0.9: fine for a picture only
+    assert checks.attention_rows(rounded, rows_sum_to_one=False) is rounded
+    with pytest.raises(ValueError, match=r"\(\.\.\., query\) = \(0,\) sums to 0.9"):
+        checks.attention_rows(rounded)
+
+
 def test_attention_stack_takes_square_stacks_and_names_the_tokens():
     A = np.full((2, 3, 4, 4), 0.25)
     assert checks.attention_stack(A).shape == (2, 3, 4, 4)

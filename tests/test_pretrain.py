@@ -155,3 +155,31 @@ def test_training_batches_are_the_tokenizer_s_own_encoding(tok):
     expected = probes.encode_texts(tok, texts)
     assert np.array_equal(ids, expected[0]) and np.array_equal(attention, expected[1])
     assert (attention == 0).any()  # sentences of several lengths: the padding is checked too
+
+
+def test_train_documents_every_option_it_passes_on():
+    """train's docstring names each keyword option (the private loop only carries them out)."""
+    import inspect
+
+    options = [p.name for p in inspect.signature(pt._Loop.__init__).parameters.values()
+               if p.kind is p.KEYWORD_ONLY]
+    assert options and all(name in pt.train.__doc__ for name in options), options
+
+
+def test_the_tiny_bert_is_the_numpy_bert_of_the_equations():
+    """bertlib.paper.bert.bert_forward on a BertForMaskedLM of tiny_config gives transformers'
+    hidden states and attention weights within float32 rounding (notebook 09 asserts the same on
+    the committed runs)."""
+    from bertlib.paper.bert import bert_forward
+
+    model = pt.new_model(pt.tiny_config(40), seed=3)
+    ids = np.random.default_rng(0).integers(5, 40, (3, 12))
+    flags = np.ones_like(ids)
+    flags[1, 9:] = 0  # a padded row
+    with torch.no_grad():
+        out = model(input_ids=torch.as_tensor(ids), attention_mask=torch.as_tensor(flags),
+                    output_hidden_states=True, output_attentions=True)
+    ours = bert_forward(ids, attention_mask=flags, model=model)
+    real = flags.astype(bool)
+    assert np.abs(ours.hidden_states - torch.stack(out.hidden_states).numpy())[:, real].max() < 1e-5
+    assert np.abs(ours.attentions - torch.stack(out.attentions).numpy()).max() < 1e-5

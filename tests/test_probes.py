@@ -23,6 +23,14 @@ def test_tokenizer_round_trip_and_special_tokens(tok):
     assert tok.encode("the unicorn sleeps").ids[2] == tok.token_to_id("[UNK]")
 
 
+def test_masking_ids_are_the_tokenizers_own():
+    tok = probes.build_tokenizer()
+    ids = probes.masking_ids(tok)
+    assert ids.mask_id == tok.token_to_id("[MASK]") == probes.SPECIALS.index("[MASK]")
+    assert ids.vocab_size == tok.get_vocab_size()
+    assert ids.special_ids == list(range(len(probes.SPECIALS)))  # ids 0..4, in SPECIALS' order
+
+
 def test_tokenizer_rejects_clashing_words():
     with pytest.raises(ValueError, match="clash"):
         probes.build_tokenizer(["cat", "[MASK]"])
@@ -37,8 +45,6 @@ def test_shares_on_constructed_maps():
     A = np.stack([prev, nxt, np.full((n, n), 1 / n)])  # (3 heads, n, n)
     assert np.allclose(offset_share(A, -1), [1, 0, 1 / n])
     assert np.allclose(offset_share(A, 1), [0, 1, 1 / n])
-    assert np.allclose(probes.position_share(A, 0), [2 / n, 0, 1 / n])
-    assert np.allclose(probes.position_share(A, -1), [0, 2 / n, 1 / n])
     assert np.allclose(probes.pair_share(A, [3, 4], [2, 3]), [1, 0, 1 / n])
 
 
@@ -46,7 +52,6 @@ def test_shares_on_constructed_maps():
     (lambda: offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
     (lambda: offset_share(np.eye(3), 0), r"abs\(offset\) .* in 1..2, got 0"),
     (lambda: offset_share(np.eye(3), 3), r"offset must be a whole number in -2..2"),
-    (lambda: probes.position_share(np.eye(3), 3), "j must be a whole number in -3..2"),
     (lambda: probes.pair_share(np.eye(3), [0, 1], [0]), r"queries and keys must have the same shape, got \(2,\) and \(1,\)"),
     (lambda: probes.pair_share(np.eye(3), [0], [5]), r"non-empty lists of positions in 0..2, got \[0\] and \[5\]"),
     (lambda: probes.first_crossing([0, 1], [0.1], 0.5), r"values and steps must have the same shape, got \(1,\) and \(2,\)"),
@@ -92,6 +97,11 @@ def test_measure_shapes_and_rows_sum(tok, tiny):
     assert np.allclose(m["subject_far"], probes.measure_probe(tiny, probes.subset(probe, far))["subject"])
     near = probes.measure_probe(tiny, probes.subset(probe, ~far))["subject_far"]
     assert np.isnan(near).all()  # no far row: NaN, not a number made up
+    maps = probes.logits_and_attentions(tiny, probe.ids, probe.attention_mask)[1]
+    by_hand = [(maps[r, ..., :n, 0].mean(-1), maps[r, ..., :n, n - 1].mean(-1))  # by position
+               for r, n in enumerate(probe.length)]
+    np.testing.assert_allclose(m["[CLS]"], np.mean([c for c, _ in by_hand], 0), rtol=1e-6)
+    np.testing.assert_allclose(m["[SEP]"], np.mean([s for _, s in by_hand], 0), rtol=1e-6)
 
 
 def test_subset_keeps_the_chosen_rows(tok):

@@ -66,7 +66,7 @@ def test_line_view_single_query(attentions):
 @pytest.mark.parametrize("kwargs, match", [
     ({"weights": np.ones((4, 4)) / 4}, r"shape \(n, n\) = \(5, 5\)"),
     ({"weights": np.full((5, 5), np.nan)}, "finite"),
-    ({"weights": np.full((5, 5), 2.0)}, r"in \[0, 1\]"),
+    ({"weights": np.full((5, 5), 2.0)}, r"weights must be attention weights in \[0, 1\] \(within 0.001\); entries run from 2 to 2"),
     ({"weights": np.eye(5), "query": 5}, r"query must be a whole number in 0\.\.4 \(a token index"),
 ])
 def test_line_view_bad_input(kwargs, match):

@@ -24,28 +24,22 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bertlib.checks import as_array, attention_stack, items, number, same_shape, whole
+from bertlib.checks import (
+    as_array,
+    attention_rows,
+    attention_stack,
+    has_shape,
+    items,
+    number,
+    same_shape,
+    whole,
+)
 from bertlib.paper.attention import band
 
-__all__ = [
-    "SPECIAL_TOKENS",
-    "PATTERN_THRESHOLDS",
-    "PositionalHead",
-    "WordMaps",
-    "check_maps",
-    "token_classes",
-    "to_token_shares",
-    "corpus_average",
-    "attention_entropy",
-    "positional_heads",
-    "attention_distance",
-    "word_ids_from_pieces",
-    "word_level_maps",
-    "pattern_features",
-    "pattern_labels",
-    "block_score",
-    "attention_rollout",
-]
+__all__ = ["SPECIAL_TOKENS", "PATTERN_THRESHOLDS", "PositionalHead", "WordMaps", "check_maps",
+           "token_classes", "to_token_shares", "key_share", "corpus_average", "attention_entropy",
+           "positional_heads", "attention_distance", "word_ids_from_pieces", "word_level_maps",
+           "pattern_features", "pattern_labels", "block_score", "attention_rollout"]
 
 #: Word pieces that the tokenizer adds around the text; they are never part of a word.
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]")
@@ -71,8 +65,8 @@ def check_maps(attentions, atol: float = 1e-3) -> np.ndarray:
 
     Accepts (n, n) for one head (returned as (1, 1, n, n)), (heads, n, n) for one layer
     (returned as (1, heads, n, n)) or (layers, heads, n, n). Raises TypeError for non-numbers and
-    ValueError for another rank, non-square maps, NaN/inf, negative weights, or rows that do not
-    sum to 1 within ``atol``.
+    ValueError for another rank, non-square maps, NaN/inf, or rows that are not attention weights
+    within ``atol`` (:func:`bertlib.checks.attention_rows`, the one rule the pictures use too).
     """
     A = as_array(attentions, "attentions").astype(np.float64)
     if A.ndim not in (2, 3, 4):
@@ -80,18 +74,7 @@ def check_maps(attentions, atol: float = 1e-3) -> np.ndarray:
                          f"2 (n, n); got rank {A.ndim}, shape {A.shape}")
     A = attention_stack(A.reshape((1,) * (4 - A.ndim) + A.shape), "attentions",
                         layout="(layers, heads, n, n)", why="(each map square, n >= 1)")
-    if (A < -atol).any():
-        first = tuple(int(i) for i in np.argwhere(A < -atol)[0])
-        raise ValueError(f"attention weights must be >= 0; found {A[first]:.4g} at {first}")
-    sums = A.sum(-1)
-    bad = np.abs(sums - 1.0) > atol
-    if bad.any():
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
-            f"every row of an attention map must sum to 1 (within {atol}); {int(bad.sum())} "
-            f"row(s) do not, e.g. (layer, head, query) = {first} sums to {sums[first]:.4g}"
-        )
-    return A
+    return attention_rows(A, "attentions", atol, index="(layer, head, query)")
 
 
 def _check_tokens(tokens: Sequence[str], n: int) -> list[str]:
@@ -128,18 +111,35 @@ def to_token_shares(attentions, tokens: Sequence[str]) -> dict[str, np.ndarray]:
     so a perfect previous-token head scores 1; Clark et al.'s code divides by n instead, which
     gives such a head (n−1)/n). "punctuation" is any piece made only of punctuation characters;
     Clark et al. counted "." and "," only.
-    Returns a dict of (layers, heads) arrays. Needs n >= 2. By token text, not by position as
-    tiny.probes.position_share: a real sentence pair has two [SEP]s, wherever the pieces fall.
+    Returns a dict of (layers, heads) arrays. Needs n >= 2. Each class's share is
+    :func:`key_share` with the keys picked by token text (a real sentence pair has two [SEP]s,
+    wherever the pieces fall); tiny.probes.measure_probe picks them by position.
     """
     A = check_maps(attentions)
     n = A.shape[-1]
     tokens = _check_tokens(tokens, n)
     if n < 2:
         raise ValueError(f"shares need at least 2 tokens, got n = {n}")
-    shares = {name: A[..., mask].sum(-1).mean(-1) for name, mask in token_classes(tokens).items()}
+    shares = {name: key_share(A, keys) for name, keys in token_classes(tokens).items()}
     shares["self"] = np.diagonal(A, axis1=-2, axis2=-1).mean(-1)
     shares["previous"], shares["next"] = offset_share(A, -1), offset_share(A, 1)
     return shares
+
+
+def key_share(A, keys) -> np.ndarray:
+    """share = (1/n) Σ_i Σ_{j ∈ keys} A[..., i, j]: the attention a head gives a set of keys,
+    summed over the keys and averaged over the n queries (the one share to chosen keys).
+    A: (..., n, n); keys: (n,) bool (e.g. a class of :func:`token_classes`) or positions in
+    −n..n−1 (0: [CLS]; n − 1: a probe row's one [SEP]). Returns (...)."""
+    A = attention_stack(A)
+    n = A.shape[-1]
+    keys = np.asarray(keys)
+    if keys.dtype == bool:
+        has_shape(keys, "keys", (n,), "(n,)", "(one bool per key)")
+    else:
+        keys = np.array([whole(j, f"keys[{i}]", -n, n - 1) for i, j in enumerate(keys.tolist())],
+                        dtype=int)
+    return A[..., keys].sum(-1).mean(-1)
 
 
 def offset_share(A, offset: int) -> np.ndarray:

@@ -4,7 +4,8 @@ Shapes: one sequence is ``(n, d)``; any number of leading batch/head dimensions 
 last two axes. Masks are boolean with ``True`` = "this query may attend to this key".
 
 Equation first: each public function checks its arguments in one line, then reads like the paper
-(Vaswani et al. 2017, section 3.2). The checks sit at the bottom of the file.
+(Vaswani et al. 2017, section 3.2); ``band`` alone takes positions its callers have checked. The
+checks sit at the bottom of the file.
 """
 
 from __future__ import annotations
@@ -128,17 +129,10 @@ def padding_mask(lengths_or_flags, n: int | None = None) -> np.ndarray:
     Returns shape (batch, 1, n), which broadcasts over queries: (batch, n_q, n).
     Add a head axis with ``mask[:, None]`` for (batch, heads, n_q, n).
     """
-    a = np.asarray(lengths_or_flags)
-    if a.ndim == 2:  # (batch, n) flags: True = real token
-        return key_mask(a, "lengths_or_flags")
-    if a.ndim != 1:
-        raise ValueError(f"expected 1-D lengths, or 2-D (batch, n) flags of 0/1 or bool (1 = real "
-                         f"token); got shape {a.shape}")
-    lengths = np.array([whole(x, f"lengths[{i}]", 0) for i, x in enumerate(a.tolist())], int)
-    longest = int(lengths.max()) if lengths.size else 0
-    n = longest if n is None else whole(n, "n", longest, why="(not shorter than the longest "
-                                                            "length)")
-    return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
+    flags, lengths, n = _check_padding(lengths_or_flags, n)  # 2-D flags, or lengths and n
+    if flags is None:  # token t of a row is real when t < the row's length
+        flags = np.arange(n)[None, :] < lengths[:, None]  # (batch, n)
+    return key_mask(flags, "lengths_or_flags")
 
 
 def key_mask(flags, name: str = "attention_mask", real_in_each_row: bool = False) -> np.ndarray:
@@ -232,6 +226,22 @@ def _check_attention(Q, K, V, mask, scale):
     scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
     s_type = np.float64 if scale is None else float
     return Q, K, V, None if mask is None else bool_mask(mask, scores), s_type
+
+
+def _check_padding(lengths_or_flags, n):
+    """padding_mask's input: (2-D (batch, n) flags, None, None), or (None, 1-D lengths as
+    whole numbers >= 0, n >= the longest length, default the longest)."""
+    a = np.asarray(lengths_or_flags)
+    if a.ndim == 2:  # (batch, n) flags: True = real token; key_mask checks them
+        return a, None, None
+    if a.ndim != 1:
+        raise ValueError(f"expected 1-D lengths, or 2-D (batch, n) flags of 0/1 or bool (1 = real "
+                         f"token); got shape {a.shape}")
+    lengths = np.array([whole(x, f"lengths[{i}]", 0) for i, x in enumerate(a.tolist())], int)
+    longest = int(lengths.max()) if lengths.size else 0
+    n = longest if n is None else whole(n, "n", longest, why="(not shorter than the longest "
+                                                            "length)")
+    return None, lengths, n
 
 
 def _check_split(X, h) -> tuple[np.ndarray, int]:

@@ -41,12 +41,12 @@ class MaskedInput(NamedTuple):
 
 def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
                 mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
-    """BERT's corruption of one input, (n,) ints: :func:`mask_batch` (just below) on one row.
-    seed: the draw's seed; the rest as mask_batch. Returns (n,) arrays."""
+    """BERT's corruption of one input (n,) (mask_sentence's too): :func:`mask_batch`, just below,
+    on one row. seed: the draw's seed; the rest as mask_batch. Returns (n,) arrays."""
     ids = vocab_ids(input_ids, "input_ids", vocab_size, 1, "a 1-D array")
-    row = mask_batch(ids[None], mask_id, vocab_size, special_ids, np.random.default_rng(seed),
-                     mask_prob, mask_frac, random_frac)
-    return MaskedInput(*(a[0] for a in row))
+    batch = mask_batch(ids[None], mask_id, vocab_size, special_ids, seed,
+                       mask_prob, mask_frac, random_frac)  # a batch of one row
+    return MaskedInput(*(a[0] for a in batch))  # that row, (n,) arrays
 
 
 def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=None,
@@ -76,20 +76,19 @@ def mlm_loss(logits, labels) -> torch.Tensor:
 
 def mask_sentence(text: str, text_pair: str | None = None, model=None,
                   seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
-    """:func:`mask_tokens` on a sentence (or pair) tokenised by the model's tokenizer: its ids are
-    one row, corrupted by :func:`mask_batch` as mask_tokens does; [CLS], [SEP], [PAD] never chosen.
+    """:func:`mask_tokens` on a sentence (or pair) tokenised by the model's tokenizer (so one row
+    for :func:`mask_batch`); [CLS], [SEP], [PAD] are never chosen.
     Returns (tokens before, tokens after, MaskedInput of (n,) arrays)."""
-    tok, ids = _tokenised(text, text_pair, model)  # (1, n): one row
-    row = mask_batch(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
-    masked = MaskedInput(*(a[0] for a in row))
-    return (tok.convert_ids_to_tokens(ids[0].tolist()),
+    tok, ids = _tokenised(text, text_pair, model)  # (n,) piece ids
+    masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
+    return (tok.convert_ids_to_tokens(ids.tolist()),
             tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
 
 
 def _tokenised(text: str, text_pair: str | None, model):
-    """The model's tokenizer (the bundled model's for None) and the text's ids, (1, n)."""
+    """The model's tokenizer (the bundled model's for None) and the text's ids, (n,)."""
     loaded = load_bert() if model is None else model
-    return loaded.tokenizer, encode(text, text_pair, loaded)["input_ids"].numpy()
+    return loaded.tokenizer, encode(text, text_pair, loaded)["input_ids"][0].numpy()
 
 
 # ---------------------------------------------------------------- the checks, once at the edge

@@ -14,7 +14,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from bertlib.checks import as_array, attention_stack, number, whole
+from bertlib.checks import as_array, attention_rows, attention_stack, number, whole
 
 __all__ = [
     "check_attention_weights",
@@ -30,17 +30,16 @@ __all__ = [
 
 def check_attention_weights(weights, tokens) -> np.ndarray:
     """``weights`` as a float (n, n) matrix of attention weights over the n ``tokens``: rows =
-    queries, columns = keys, every entry finite and in [0, 1] (n >= 1).
+    queries, columns = keys, n >= 1, every entry in [0, 1] (the one rule of attention weights,
+    :func:`bertlib.checks.attention_rows`, as lab.analysis.check_maps applies it, but without the
+    rows' sum to 1: a picture may draw weights rounded for display, as bertviz_offline does).
 
     Raises ValueError naming the shape expected, or the values out of range; TypeError for
     something that is not an array of numbers.
     """
     n = whole(len(tokens), "the number of tokens n", 1)
     W = attention_stack(weights, "weights", n, "(n, n)", f"for {n} tokens", ndim=2)
-    if W.min() < 0 or W.max() > 1 + 1e-6:
-        raise ValueError(f"weights must be in [0, 1] (attention weights), got values from "
-                         f"{W.min():g} to {W.max():g}")
-    return W
+    return attention_rows(W, "weights", rows_sum_to_one=False)
 
 
 def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str = "",
@@ -139,7 +138,8 @@ def line_view(weights, tokens, ax=None, title: str = "", query: int | None = Non
     """Token-to-token lines: queries in a left column, keys in a right column, one line per pair
     with opacity (alpha) equal to its attention weight; returns the matplotlib Axes.
 
-    weights: (n, n) with rows = queries, columns = keys, entries in [0, 1]; tokens: n labels.
+    weights: (n, n) attention weights, rows = queries, columns = keys, entries in [0, 1]; tokens: n
+    labels.
     query: draw only that query's row (an index 0..n−1, its label in bold); None = every row.
     min_weight: leave out lines below this weight (they are nearly invisible; faster for long
     inputs). max_labels: above this many tokens, label only every k-th one.

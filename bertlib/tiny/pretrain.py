@@ -13,7 +13,9 @@ token, to [CLS] / [SEP] and from the masked verb to its true subject; and the ag
 
 The model is transformers' own ``BertForMaskedLM`` with its eager attention (softmax(Q Kᵀ/√d_k) V,
 the equation of :func:`bertlib.paper.attention.scaled_dot_product_attention`), not bertlib's
-numpy BERT. Switching heads off is :mod:`bertlib.tiny.mechanism`'s work, not this module's.
+numpy BERT; :func:`bertlib.paper.bert.bert_forward` computes the same hidden states and attention
+weights from its parameters (tested; notebook 09 checks its runs). Switching heads off is
+:mod:`bertlib.tiny.mechanism`'s work, not this module's.
 """
 
 from __future__ import annotations
@@ -32,7 +34,14 @@ from bertlib.checks import heads_dividing, kind, number, one_mask_token, token_b
 from bertlib.paper.attention import softmax
 from bertlib.paper.mlm import IGNORE_INDEX, mask_batch, mlm_loss
 from bertlib.tiny import grammar
-from bertlib.tiny.probes import SPECIALS, Probe, encode_texts, logits_and_attentions, measure_probe
+from bertlib.tiny.probes import (
+    SPECIALS,
+    Probe,
+    encode_texts,
+    logits_and_attentions,
+    masking_ids,
+    measure_probe,
+)
 
 __all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
            "mlm_accuracy", "tiny_fill_mask"]
@@ -211,13 +220,13 @@ class _Recorder:
 
 
 def train(model, tokenizer, recipe: Recipe, probe: Probe, steps=None, **watch) -> History:
-    """Masked-LM pre-training: the first ``steps`` (default all) of the recipe. ``watch``: keyword
-    options of :class:`_Loop`, e.g. progress=False, on_record(recorder) after each measurement."""
+    """Masked-LM pre-training, the first ``steps`` (default all) of the recipe; ``watch``, all
+    optional: progress=True (a text bar), on_record(recorder) after each measurement of probe,
+    number_probe(model, probe) -> (L, C) measured too, snapshot_steps: steps whose maps are kept."""
     loop = _Loop(model, tokenizer, recipe, probe, steps, **watch)  # checks, seeds, measurements
     optimizer = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay)
     schedule = _schedule(optimizer, recipe.warmup, recipe.steps)  # linear warm-up, linear decay
-    for step in range(1, loop.steps + 1):
-        ids, attention = loop.batch()  # (B, N) word ids and 1/0 padding flags
+    for step, (ids, attention) in loop.batches():  # (B, N) word ids and 1/0 padding flags
         masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
         loss = mlm_step(model, optimizer, masked.input_ids, attention, masked.labels)  # L
         schedule.step()  # the learning rate of the next step
@@ -226,19 +235,16 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps=None, **watch) -
 
 
 class _Loop:
-    """Everything :func:`train` does around the masked-LM step; ``train``'s keyword options:
-
-    steps: run only the first ``steps`` of the recipe (default all). Every ``recipe.every``
-    steps (and at 0 and the end) runs :func:`bertlib.tiny.probes.measure_probe` on ``probe``,
-    and ``number_probe(model, probe)`` when given (an (L, C) array, e.g.
-    :func:`bertlib.tiny.mechanism.verb_number_probe` with its control labels on a probe set of
-    its own, as ``tools/pretrain_tiny_bert.py`` passes); ``on_record(recorder)`` is then called
-    (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``, ``log_odds`` and
-    ``losses`` so far); ``snapshot_steps``: steps whose attention maps are kept; ``progress``:
-    a text progress bar. Without ``number_probe`` (None or False) History's number_probe is
-    None; measuring never changes the training. Deterministic for a given seed and thread
-    count: the seeds are set here, in this order, before the first batch. The model's config
-    records the recipe (``config.bertlib_recipe``).
+    """Everything :func:`train` does around the masked-LM step, with train's options (its
+    docstring names them): every ``recipe.every`` steps (and at 0 and the end) it runs
+    :func:`bertlib.tiny.probes.measure_probe` on ``probe``, and ``number_probe(model, probe)``
+    when given (e.g. :func:`bertlib.tiny.mechanism.verb_number_probe` with its control labels
+    on a probe set of its own, as ``tools/pretrain_tiny_bert.py`` passes), then
+    ``on_record(recorder)`` (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
+    ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None or False) History's
+    number_probe is None; measuring never changes the training. Deterministic for a given seed
+    and thread count: the seeds are set here, in this order, before the first batch. The
+    model's config records the recipe (``config.bertlib_recipe``).
     """
 
     def __init__(self, model, tokenizer, recipe, probe, steps, *, snapshot_steps=(),
@@ -247,8 +253,7 @@ class _Loop:
         kind(recipe, "recipe", Recipe, "a bertlib.tiny.pretrain.Recipe")
         self.steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
         self.model, self.tokenizer, self.recipe = model, tokenizer, recipe
-        self.special = [tokenizer.token_to_id(s) for s in SPECIALS]
-        self.mask_id, self.vocab = tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size()
+        self.mask_id, self.vocab, self.special = masking_ids(tokenizer)
         self.rng = np.random.default_rng(recipe.seed)
         torch.manual_seed(recipe.seed)
         self.record = _Recorder(model, probe, snapshot_steps, number_probe or None)
@@ -257,9 +262,12 @@ class _Loop:
         self.bar = _progress(self.steps, progress)
         self.start = time.process_time()
 
-    def batch(self):
+    def batches(self):
+        """(step, (ids, padding flags)) for steps 1..steps: a fresh batch drawn at each step."""
         r = self.recipe
-        return _batch_ids(self.tokenizer, r.batch_size, self.rng, r.constructions, r.max_pp)
+        for step in range(1, self.steps + 1):
+            yield step, _batch_ids(self.tokenizer, r.batch_size, self.rng, r.constructions,
+                                   r.max_pp)
 
     def after(self, step: int, loss: float) -> None:
         self.record.losses.append(loss)
@@ -292,9 +300,8 @@ def _progress(total: int, show: bool):
 def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: int = 0) -> float:
     """Share of masked-LM targets predicted exactly (argmax), BERT's corruption with ``seed``."""
     ids, attention = encode_texts(tokenizer, [s.text for s in sentences])
-    special = [tokenizer.token_to_id(s) for s in SPECIALS]
-    masked = mask_batch(ids, tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size(),
-                        special, np.random.default_rng(seed))
+    mask_id, vocab_size, special = masking_ids(tokenizer)
+    masked = mask_batch(ids, mask_id, vocab_size, special, np.random.default_rng(seed))
     with torch.no_grad():
         logits = model(input_ids=torch.as_tensor(masked.input_ids),
                        attention_mask=torch.as_tensor(attention)).logits.numpy()

@@ -22,13 +22,13 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
-from bertlib.checks import attention_stack, items, same_shape, token_batch, whole
-from bertlib.lab.analysis import offset_share
+from bertlib.checks import attention_stack, items, same_shape, token_batch
+from bertlib.lab.analysis import key_share, offset_share
 from bertlib.paper.attention import softmax
 from bertlib.tiny import grammar
 
-__all__ = ["SPECIALS", "build_tokenizer", "encode_texts", "logits_and_attentions",
-           "position_share", "pair_share", "first_crossing", "Probe", "make_probe", "subset",
+__all__ = ["SPECIALS", "build_tokenizer", "MaskingIds", "encode_texts", "logits_and_attentions",
+           "masking_ids", "pair_share", "first_crossing", "Probe", "make_probe", "subset",
            "measure_probe", "agreement_table", "plural_of", "accuracy_by"]
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -54,6 +54,22 @@ def build_tokenizer(words: Sequence[str] | None = None):
     return tok
 
 
+class MaskingIds(NamedTuple):
+    """What :func:`bertlib.paper.mlm.mask_batch` needs from a tokenizer: [MASK]'s id, the
+    vocabulary size (random replacements are drawn from it) and the special ids (never chosen)."""
+
+    mask_id: int
+    vocab_size: int
+    special_ids: list[int]
+
+
+def masking_ids(tokenizer) -> MaskingIds:
+    """The tiny tokenizer's [MASK] id, vocabulary size and SPECIALS' ids, read in one place
+    (the training loop, mlm_accuracy and make_probe all take them from here)."""
+    return MaskingIds(tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size(),
+                      [tokenizer.token_to_id(s) for s in SPECIALS])
+
+
 def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(input_ids (B, N) int64, attention_mask (B, N) int64) for a batch, padded to the longest."""
     enc = tokenizer.encode_batch(items(texts, "texts", "strings"))
@@ -64,16 +80,6 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 # --------------------------------------------------------------------------------------------
 # Measures on attention maps
 # --------------------------------------------------------------------------------------------
-def position_share(A, j: int) -> np.ndarray:
-    """Mean over queries i of A[..., i, j] (j = 0: [CLS]; j = n − 1: the last [SEP]). A: (..., n, n)
-    -> (...). By position, not by token text as lab.analysis.to_token_shares: a probe row is one
-    sentence as ids, cut to its length n, so [CLS] is at 0 and its one [SEP] at n − 1."""
-    A = attention_stack(A)
-    n = A.shape[-1]
-    whole(j, "j", -n, n - 1)
-    return A[..., :, j].mean(-1)
-
-
 def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     """Mean over pairs (q, k) of A[..., q, k]: e.g. each verb's attention to its subject."""
     A = attention_stack(A)
@@ -129,7 +135,7 @@ class Probe(NamedTuple):
 def make_probe(tokenizer, sentences: Sequence[grammar.Sentence]) -> Probe:
     """The :class:`Probe` of ``sentences`` (one row per verb, that verb replaced by [MASK])."""
     ids, attention_mask = encode_texts(tokenizer, [s.text for s in sentences])
-    mask_id = tokenizer.token_to_id("[MASK]")
+    mask_id = masking_ids(tokenizer).mask_id
     rows = []
     for b, s in enumerate(sentences):
         for v in s.verbs:
@@ -191,8 +197,9 @@ def measure_probe(model, probe: Probe) -> dict[str, np.ndarray]:
         A = maps[probe.length == n][..., :n, :n]
         shares["previous"].append(offset_share(A, -1).sum(0))
         shares["next"].append(offset_share(A, 1).sum(0))
-        shares["[CLS]"].append(position_share(A, 0).sum(0))
-        shares["[SEP]"].append(position_share(A, n - 1).sum(0))
+        # by position: a probe row is one sentence cut to its n tokens, [CLS] at 0, [SEP] at n − 1
+        shares["[CLS]"].append(key_share(A, [0]).sum(0))
+        shares["[SEP]"].append(key_share(A, [n - 1]).sum(0))
     out.update({k: np.sum(v, 0) / len(r) for k, v in shares.items()})
     return out
 

@@ -62,9 +62,9 @@ def attention_svg(weights, tokens, title: str = "", max_labels: int = 48,
     """An attention heatmap as an SVG string: rows = queries, columns = keys, token labels as
     SVG text (escaped), one colour scale 0..1 with a small legend, and ``title`` on top.
 
-    weights: (n, n), entries in [0, 1]; tokens: n labels. Above ``max_labels`` tokens only every
-    k-th label is written (k = ⌈n / max_labels⌉). The cells are a PNG from :func:`heatmap_png`,
-    scaled by the browser without smoothing.
+    weights: (n, n) attention weights, entries in [0, 1]; tokens: n labels. Above ``max_labels``
+    tokens only every k-th label is written (k = ⌈n / max_labels⌉). The cells are a PNG from
+    :func:`heatmap_png`, scaled by the browser without smoothing.
     """
     W = check_attention_weights(weights, tokens)
     n = len(tokens)
@@ -118,7 +118,7 @@ def lines_svg(weights, tokens, title: str = "", min_weight: float = 0.0,
     """Token-to-token lines as an SVG string: queries in a left column, keys in a right column,
     one line per pair (i → j) with opacity W[i, j]; labels as SVG text (escaped).
 
-    weights: (n, n), rows = queries, entries in [0, 1]; tokens: n labels. Lines below
+    weights: (n, n), rows = queries, attention weights; tokens: n labels. Lines below
     ``min_weight`` are left out; with ``top_k`` only each query's top_k largest weights are drawn
     (so a long input stays a small page). Above ``max_labels`` tokens only every k-th label.
     """

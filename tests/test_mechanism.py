@@ -89,6 +89,10 @@ def test_ablation_grid_row_zero_is_the_intact_model(tok, tiny):
     assert labels[0] == "none" and names == list(table)
     assert acc.shape == (1 + 4 + 2 + 2, len(names))
     assert np.allclose(acc[0], [table[n]["model"] for n in names])
+    verdicts = mech.ablated_correct(tiny, probe, mech.head_groups(2, 2))
+    assert np.array_equal(mech.ablation_table(probe, verdicts)[1], acc)  # one pass, two uses
+    with pytest.raises(ValueError, match="groups, rows"):
+        mech.ablation_table(probe, verdicts[0])
     with ablated_heads([(0, 1), (1, 0)], model=tiny):
         off = probes.agreement_table(probe, probes.measure_probe(tiny, probe)["correct"])
     labels, _, acc = mech.ablation_grid(tiny, probe, mech.cross_layer_groups(2, 2))

@@ -25,6 +25,8 @@ def test_a_saved_run_loads_back_equal(tok, tmp_path):
     runs.save_run(tmp_path / "seed3", model, recipe, history)
     run = runs.load_run(tmp_path / "seed3")
     assert run.name == "seed3" and run.recipe == recipe
+    runs.save_run(tmp_path / "run", model, recipe, history)  # a folder that names no seed
+    assert runs.load_run(tmp_path / "run").name == "seed3"  # named by its recipe's seed
     assert np.array_equal(run.history["loss"], history.loss)
     assert run.history["heads/subject"].shape == run.history["heads/subject_far"].shape == (3, 1, 2)
     assert np.array_equal(run.history["number_probe"], history.number_probe, equal_nan=True)

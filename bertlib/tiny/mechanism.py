@@ -38,7 +38,7 @@ from bertlib.checks import has_shape, one_of, whole
 from bertlib.tiny import grammar
 from bertlib.tiny.probes import Probe, agreement_table, make_probe, plural_of
 
-__all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_drops",
+__all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_table", "ablation_drops",
            "ablated_correct", "agreement_correct", "head_means", "mean_ablation_drops",
            "hidden_states", "number_probe", "number_probe_controls", "PROBE_COLUMNS",
            "control_labels", "verb_number_probe",
@@ -169,10 +169,19 @@ def ablation_grid(model, probe: Probe, groups) -> tuple[list[str], list[str], np
     (G,), row names (K,) as in :func:`bertlib.tiny.probes.agreement_table`, accuracy (G + 1, K));
     row 0 is nothing switched off.
     """
-    tables = [agreement_table(probe, c) for c in ablated_correct(model, probe, groups)]
+    names, acc = ablation_table(probe, ablated_correct(model, probe, groups))
+    return ["none"] + [label for label, _ in groups], names, acc
+
+
+def ablation_table(probe: Probe, correct) -> tuple[list[str], np.ndarray]:
+    """:func:`ablation_grid` from :func:`ablated_correct`'s (G + 1, R) verdicts, already computed
+    (so one pass serves the grid and any subset of rows). Returns (row names (K,), accuracy
+    (G + 1, K))."""
+    correct = np.asarray(correct, dtype=bool)
+    whole(correct.ndim, "the number of dimensions of correct (groups, rows)", 2, 2)
+    tables = [agreement_table(probe, c) for c in correct]
     names = list(tables[0])
-    return (["none"] + [label for label, _ in groups], names,
-            np.array([[t[n]["model"] for n in names] for t in tables]))
+    return names, np.array([[t[n]["model"] for n in names] for t in tables])
 
 
 def _head_outputs(model, layer: int):

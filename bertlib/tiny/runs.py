@@ -42,8 +42,9 @@ NUMBER_PROBE_SENTENCES, NUMBER_PROBE_SEED = 600, 3
 
 
 class Run(NamedTuple):
-    """One training run: its name (the folder's), recipe, trained model (eval mode, eager
-    attention) and history (name -> array: "steps" (T,), "loss" (S,), "accuracy" (T,),
+    """One training run: its name (the folder's when it starts with "seed", else "seed" and the
+    recipe's seed: a run in /tmp/run of seed 131 is "seed131"), recipe, trained model (eval
+    mode, eager attention) and history (name -> array: "steps" (T,), "loss" (S,), "accuracy" (T,),
     "log_odds" (T,), "heads/<measure>" (T, L, H), "number_probe" (T, L, 4),
     "snapshot/<step>" (L, H, N, N), "final/rows" and "final/accuracy" (K,) (:func:`final_table`);
     see :class:`bertlib.tiny.pretrain.History`)."""
@@ -107,7 +108,7 @@ def load_run(folder) -> Run:
     model.config.bertlib_recipe = recipe.to_json()  # what it was trained on
     with np.load(folder / "history.npz") as saved:
         history = dict(saved)
-    return Run(folder.name, recipe, model, history)
+    return Run(_name(folder, recipe), recipe, model, history)
 
 
 def load_runs(path=None) -> tuple[list[Run], Subject]:
@@ -156,13 +157,19 @@ def load_histories(path=HISTORY_ONLY) -> list[tuple[str, Recipe, dict]]:
     out = []
     for folder in found:
         with np.load(folder / "history.npz") as saved:
-            out.append((folder.name, _recipe(folder), dict(saved)))
+            recipe = _recipe(folder)
+            out.append((_name(folder, recipe), recipe, dict(saved)))
     return out
 
 
 def _recipe(folder: Path) -> Recipe:
     recipe = json.loads((folder / "recipe.json").read_text())
     return Recipe(**{**recipe, "constructions": tuple(recipe["constructions"])})
+
+
+def _name(folder: Path, recipe: Recipe) -> str:
+    """A run's name: its folder's when that names a seed ("seed3"), else its recipe's seed."""
+    return folder.name if folder.name.startswith("seed") else f"seed{recipe.seed}"
 
 
 def seeds_tried(runs, kept=(COMMITTED, HISTORY_ONLY)) -> list[tuple[str, Recipe, dict]]:

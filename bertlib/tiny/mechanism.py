@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from bertlib.checks import has_shape, one_of, whole
+from bertlib.paper.attention import attention_scale
 from bertlib.tiny import grammar
 from bertlib.tiny.probes import Probe, agreement_table, make_probe, plural_of
 
@@ -142,7 +143,7 @@ def _layer_at(layer, x, pos, keep, fill):
     heads, width = sa.num_attention_heads, sa.attention_head_size
     q = sa.query(x[r, pos]).view(B, heads, 1, width)
     k, v = (m(x).view(B, n, heads, width).transpose(1, 2) for m in (sa.key, sa.value))
-    weights = torch.softmax(q @ k.transpose(2, 3) * sa.scaling, dim=-1)  # (B, heads, 1, n)
+    weights = torch.softmax(q @ k.transpose(2, 3) * attention_scale(width), dim=-1)  # (B, h, 1, n)
     a = layer.attention.output((weights @ v).reshape(B, d) * keep + fill, x[r, pos])
     return layer.output(layer.intermediate(a), a)
 

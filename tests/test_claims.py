@@ -12,6 +12,7 @@ from bertlib.lab.claims import (
     claim,
     claim_over,
     is_bundled,
+    proportion_interval,
     spread,
     sweep,
 )
@@ -160,3 +161,21 @@ def test_chance_interval_holds_a_coins_accuracy_at_its_level():
     assert chance_interval(20, 0.9)[1] == 1.0 and chance_interval(5, 1.0) == (1.0, 1.0)
     with pytest.raises(ValueError, match="n"):
         chance_interval(0)
+
+
+def test_proportion_interval_is_exact_and_has_a_width_at_all_or_none():
+    lo, hi = proportion_interval(30, 30)
+    assert hi == 1.0 and 0.88 < lo < 0.89  # (0.025) ** (1 / 30): no zero-width "1.00-1.00"
+    lo, hi = proportion_interval(0, 10)  # the mirror image of 10 of 10
+    assert lo == 0.0 and hi == pytest.approx(1 - proportion_interval(10, 10)[0])
+    lo, hi = proportion_interval(15, 19)
+    assert 0.54 < lo < 0.55 and 0.93 < hi < 0.94  # Clopper-Pearson's beta quantiles
+    # coverage: the interval holds the true share at least `level` of the time (it is conservative)
+    rng = np.random.default_rng(0)
+    counts = rng.binomial(40, 0.3, 400)
+    inside = np.mean([lo <= 0.3 <= hi for lo, hi in (proportion_interval(int(k), 40) for k in counts)])
+    assert inside >= 0.95
+    with pytest.raises(ValueError, match="k"):
+        proportion_interval(5, 4)
+    with pytest.raises(ValueError, match="n"):
+        proportion_interval(0, 0)

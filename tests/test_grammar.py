@@ -87,6 +87,18 @@ def test_shortcuts_fail_where_the_grammar_means_them_to():
     assert np.mean(first_ok[("comp", "inner")]) < 0.6
 
 
+def test_the_after_that_shortcut_solves_comp_and_picks_comp_comps_middle_subject():
+    for s in g.generate(300, ("comp", "comp_comp", "simple"), seed=2):
+        number = dict(zip(s.nouns, s.noun_plural, strict=True))
+        noun = g.after_that_noun(s)
+        if s.construction == "comp":
+            assert number[noun] == s.verbs[-1].plural  # right on every comp inner verb
+        elif s.construction == "comp_comp":
+            assert noun == s.verbs[1].subject  # the middle clause's subject
+        else:
+            assert noun == g.first_noun(s)  # no "that": the first noun
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"n": 0}, "n (the number of sentences) must be a whole number in 1..1000000"),
     ({"n": 5, "max_pp": 4}, "max_pp (the number of prepositional phrases) must be a whole "

@@ -77,7 +77,7 @@ def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
         hint = ("fewer runs than you expected have one head doing it. Same recipe, other seeds: "
                 "what else could carry the subject's number to the verb?" if guess > len(found)
                 else "more runs than you expected found one head that looks at the subject: "
-                     "with the same recipe, that direct route is reached more often than you "
+                     "with the same recipe, training finds such a head more often than you "
                      "thought")
         return Feedback(False, f"{len(found)} of {n}, not {guess} ({where}): {hint}")
     if guess_layer is None or not found:

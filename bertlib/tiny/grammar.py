@@ -266,3 +266,11 @@ def nearest_noun(s: Sentence, verb: Verb) -> int:
 def first_noun(s: Sentence) -> int:
     """Position of the sentence's first noun (the first-noun shortcut's subject)."""
     return s.nouns[0]
+
+
+def after_that_noun(s: Sentence) -> int:
+    """Position of the first noun after the sentence's first "that" (the first noun when it has
+    no "that"): a shortcut right on every comp inner verb, and on comp_comp it picks the middle
+    clause's subject."""
+    that = next((i for i, w in enumerate(s.words) if w == "that"), -1)
+    return next((i for i in s.nouns if i > that), s.nouns[0])

@@ -162,21 +162,16 @@ def as_answer_pairs(answer, what: str, example: str, item: str, *, todo: str = T
     words, "[(0, 2), (3, 11)]"; item: what one pair names, "head"."""
     if answer is None:
         return not_answered(todo)
-    try:
-        pairs = [(_whole(a), _whole(b)) for a, b in answer]
-    except (TypeError, ValueError):
+    try:  # each number read as as_answer_whole reads one (14.0 counts as 14; 0.5, True do not)
+        pairs = [tuple(as_answer_whole(x, item) for x in pair) for pair in answer]
+    except TypeError:  # not a list of pairs
+        pairs = None
+    if pairs is None or any(len(p) != 2 or any(isinstance(x, Feedback) for x in p) for p in pairs):
         return form_error(f"give a list of {what} pairs of whole numbers, e.g. {example}")
     twice = next((p for p in pairs if pairs.count(p) > 1), None)
     if twice is not None:
         return form_error(f"{twice} is listed {pairs.count(twice)} times: name each {item} once")
     return pairs
-
-
-def _whole(x) -> int:
-    """x as an int if it is a whole number (3, np.int64(3), 3.0); ValueError for 0.5, True, "3"."""
-    if isinstance(x, (bool, np.bool_, str, bytes)) or not float(x).is_integer():
-        raise ValueError(f"{x!r} is not a whole number")
-    return int(x)
 
 
 def how_far(value: float, expected: float) -> str:

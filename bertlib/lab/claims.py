@@ -229,23 +229,24 @@ def chance_interval(n: int, p: float = 0.5, level: float = 0.95) -> tuple[float,
     whole(n, "n (the number of rows)", low=1)
     p = min(number(p, "p", 0, 1, open_low=True), 1 - 1e-12)  # p = 1: every row right
     level = number(level, "level", 0, 1, open_low=True)
-    k = np.arange(n + 1)
-    lgamma = np.vectorize(math.lgamma)  # log of the factorials in the binomial coefficient
-    log_pmf = (math.lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)
-               + k * np.log(p) + (n - k) * np.log1p(-p))
-    cdf = np.cumsum(np.exp(log_pmf))
+    cdf = np.cumsum(np.exp(_binomial_log_pmf(n, p)))
     tail = (1 - level) / 2
     lo, hi = (min(int(np.searchsorted(cdf, q)), n) for q in (tail, 1 - tail))
     return lo / n, hi / n
 
 
+def _binomial_log_pmf(n: int, p: float, top: int | None = None) -> np.ndarray:
+    """log P(X = k) for k = 0..top (default n), X ~ Binomial(n, p), 0 < p < 1 (in logs: no
+    overflow for large n)."""
+    k = np.arange((n if top is None else top) + 1)
+    lgamma = np.vectorize(math.lgamma)  # log of the factorials in the binomial coefficient
+    return (math.lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)
+            + k * np.log(p) + (n - k) * np.log1p(-p))
+
+
 def _binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), 0 < p < 1 (summed in logs: no overflow for large n)."""
-    i = np.arange(k + 1)
-    lgamma = np.vectorize(math.lgamma)
-    log_pmf = (math.lgamma(n + 1) - lgamma(i + 1) - lgamma(n - i + 1)
-               + i * math.log(p) + (n - i) * math.log1p(-p))
-    return float(np.exp(log_pmf).sum())
+    """P(X <= k) for X ~ Binomial(n, p), 0 < p < 1."""
+    return float(np.exp(_binomial_log_pmf(n, p, top=k)).sum())
 
 
 def proportion_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:

@@ -9,6 +9,7 @@ from bertlib.paper import toy
 from bertlib.paper.attention import (
     merge_heads,
     multi_head_attention,
+    project_heads,
     scaled_dot_product_attention,
     split_heads,
 )
@@ -63,6 +64,30 @@ def test_head_i_gets_columns_i_dk_to_i_plus_1_dk():
     heads = split_heads(X, 3)
     for i in range(3):
         np.testing.assert_array_equal(heads[i], X[:, 2 * i:2 * i + 2])
+
+
+def test_project_heads_is_x_w_plus_b_cut_into_heads():
+    rng = np.random.default_rng(3)
+    X, W, b = rng.normal(size=(2, 5, 6)), rng.normal(size=(6, 8)), rng.normal(size=8)
+    heads = project_heads(X, W, b, 4)
+    assert heads.shape == (2, 4, 5, 2)  # (batch, h, n, d_k): d_in 6 need not be d = 8
+    for i in range(4):  # head i: columns i·d_k … of X W + b, bit for bit
+        np.testing.assert_array_equal(heads[:, i], (X @ W + b)[..., 2 * i:2 * i + 2])
+    np.testing.assert_array_equal(project_heads(X, W, None, 2), split_heads(X @ W, 2))
+    float32 = project_heads(X.astype(np.float32), W.astype(np.float32), None, 2)
+    assert float32.dtype == np.float32  # no hidden cast: float32 in, float32 out
+
+
+@pytest.mark.parametrize("W, b, h, error, message", [
+    (np.ones((5, 8)), None, 2, ValueError, r"W must have shape \(d_in, d\) = \(6, d\)"),
+    (np.ones((6, 8)), np.ones(6), 2, ValueError, r"b must have shape \(d,\) = \(8,\)"),
+    (np.ones((6, 8)), None, 3, ValueError, r"Valid h for d = 8: \[1, 2, 4, 8\]"),
+    (np.full((6, 8), np.nan), None, 2, ValueError, r"W contains 48 NaN"),
+    (np.ones((6, 8), bool), None, 2, TypeError, r"W must hold numbers"),
+])
+def test_project_heads_names_what_is_wrong(W, b, h, error, message):
+    with pytest.raises(error, match=message):
+        project_heads(np.ones((5, 6)), W, b, h)
 
 
 # --- the per-head loop equals the batched form ---------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "check_qkv_shapes",
     "check_one_head",
     "split_heads",
+    "project_heads",
     "merge_heads",
     "multi_head_attention",
 ]
@@ -86,6 +87,15 @@ def split_heads(X, h: int) -> np.ndarray:
     return np.swapaxes(X.reshape(*lead, n, h, d // h), -3, -2)
 
 
+def project_heads(X, W, b, h: int) -> np.ndarray:
+    """Q = X W + b (or K, or V) cut into h heads, every head at once: the one numpy projection of
+    multi_head_attention, bert.encoder_layer, variants.bert_qkv and importance's value vectors.
+    X (..., n, d_in), W (d_in, d) as in x W, b (d,) or None (no bias) -> (..., h, n, d_k),
+    d_k = d / h: split_heads' cut (its ValueError if h does not divide d)."""
+    X, W, b = _check_project(X, W, b)
+    return split_heads(X @ W + b, h)
+
+
 def merge_heads(X_heads) -> np.ndarray:
     """Concat(head_0, …, head_{h−1}): the heads side by side again, the inverse of split_heads.
 
@@ -107,9 +117,9 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, 
     """
     X, X_kv, (W_Q, W_K, W_V, W_O), (b_Q, b_K, b_V, b_O), h, mask = _check_multi_head(
         X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
-    Q = split_heads(X @ W_Q + b_Q, h)  # (..., h, n_q, d_k)
-    K = split_heads(X_kv @ W_K + b_K, h)  # (..., h, n_k, d_k)
-    V = split_heads(X_kv @ W_V + b_V, h)  # (..., h, n_k, d_k)
+    Q = project_heads(X, W_Q, b_Q, h)  # (..., h, n_q, d_k)
+    K = project_heads(X_kv, W_K, b_K, h)  # (..., h, n_k, d_k)
+    V = project_heads(X_kv, W_V, b_V, h)  # (..., h, n_k, d_k)
     heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # every head_i at once
     return merge_heads(heads) @ W_O + b_O, weights
 
@@ -250,6 +260,15 @@ def _check_split(X, h) -> tuple[np.ndarray, int]:
     return X, heads_dividing(h, X.shape[-1])
 
 
+def _check_project(X, W, b) -> tuple[np.ndarray, np.ndarray, np.ndarray | float]:
+    """project_heads' X (..., n, d_in), W (d_in, d) and b (d,), None as 0.0 (h: split_heads')."""
+    X = as_array(X, "X", min_ndim=2, layout="(..., n, d_in)", finite=False)
+    W = as_array(W, "W", shape=(X.shape[-1], None), layout="(d_in, d)",
+                 why="(d_in from X's last axis)")
+    return X, W, 0.0 if b is None else as_array(b, "b", shape=(W.shape[1],), layout="(d,)",
+                                                  why="(d from W's last axis)")
+
+
 def _check_multi_head(X, X_kv, W, biases, h, mask):
     """The arguments of :func:`multi_head_attention`, checked once: (X, X_kv, W, b, h, mask)."""
     X = as_array(X, "X", min_ndim=2, layout="(..., n_q, d)")
@@ -270,11 +289,11 @@ def _check_multi_head(X, X_kv, W, biases, h, mask):
                         f"vectors or None, got {type(biases).__name__}")
     W = tuple(_param(w, name, (d, d))
               for w, name in zip(W, ("W_Q", "W_K", "W_V", "W_O"), strict=True))
-    b = tuple(0.0 if x is None else _param(x, name, (d,))
-              for x, name in zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
+    b_Q, b_K, b_V, b_O = (None if x is None else _param(x, name, (d,))
+                          for x, name in zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
     if mask is not None:
         mask = bool_mask(mask, lead + (h, X.shape[-2], X_kv.shape[-2]), "(..., h, n_q, n_k)")
-    return X, X_kv, W, b, h, mask
+    return X, X_kv, W, (b_Q, b_K, b_V, 0.0 if b_O is None else b_O), h, mask  # b_O None: + 0
 
 
 def _param(W, name: str, shape: tuple[int, ...]) -> np.ndarray:

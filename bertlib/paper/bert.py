@@ -44,8 +44,8 @@ from bertlib.hf.params import BertParams, LayerParams, bert_params
 from bertlib.paper.attention import (
     key_mask,
     merge_heads,
+    project_heads,
     scaled_dot_product_attention,
-    split_heads,
 )
 
 __all__ = [
@@ -78,8 +78,8 @@ def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12,
     """Y = LayerNorm(X + M), M = MultiHead(X); LayerNorm(Y + F), F = GELU(Y W_1 + b_1) W_2 + b_2
     on X (..., n, d); mask: bool to (..., h, n, n) or None; attend(Q, K, V) on a head, or None."""
     X, p, mask = _check_layer(X, params, h, mask, attend)
-    Q = split_heads(X @ p.W_Q + p.b_Q, h)  # (..., h, n, d_k): head i's queries Q_i
-    K, V = split_heads(X @ p.W_K + p.b_K, h), split_heads(X @ p.W_V + p.b_V, h)  # K_i, V_i
+    Q = project_heads(X, p.W_Q, p.b_Q, h)  # X W_Q + b_Q, cut: (..., h, n, d_k), head i's Q_i
+    K, V = project_heads(X, p.W_K, p.b_K, h), project_heads(X, p.W_V, p.b_V, h)  # K_i, V_i
     heads, A = _per_head(attend, Q, K, V) if attend else scaled_dot_product_attention(Q, K, V, mask)
     M = merge_heads(heads) @ p.W_O + p.b_O  # Concat(head_0, ..., head_{h-1}) W_O + b_O
     Y = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)  # Add & Norm

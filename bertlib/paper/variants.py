@@ -28,10 +28,10 @@ from bertlib.paper.attention import (
     attention_scale,
     band,
     check_one_head,
+    project_heads,
     scaled_dot_product_attention,
     sliding_window_blocks,
     softmax,
-    split_heads,
     window_half,
 )
 from bertlib.paper.bert import encoder_layer
@@ -253,7 +253,7 @@ def bert_qkv(hidden, layer: int, model=None) -> tuple[np.ndarray, np.ndarray, np
     p, params = _layer_params(model, layer)
     X = as_array(hidden, "hidden", shape=(None, p.W_Q.shape[0]), layout="(n, d)",
                  why="(d of this model)").astype(np.float64)
-    return tuple(split_heads(X @ W + b, params.h)
+    return tuple(project_heads(X, W, b, params.h)
                  for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
 
 

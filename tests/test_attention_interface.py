@@ -1,9 +1,18 @@
 """bertlib.hf.attention_interface: the written-out eager attention equals transformers' own, its
-hook sees the scores, and a registered attention comes with the additive mask."""
+hook sees the scores, a registered attention comes with the additive mask, and a layer's
+projection is cut into heads as transformers cuts it."""
 
+import numpy as np
+import pytest
 import torch
 
-from bertlib.hf.attention_interface import eager_attention, register_attention, softmax_weights
+from bertlib.hf.attention_interface import (
+    eager_attention,
+    project_heads_torch,
+    register_attention,
+    softmax_weights,
+)
+from bertlib.paper.attention import project_heads
 
 
 def test_register_attention_pairs_the_function_with_the_additive_mask():
@@ -39,3 +48,41 @@ def test_eager_attention_equals_transformers_eager_and_its_hook_sees_the_scores(
     eager_attention(module, q, k, v, None, weights_of=weights_of)  # scaling 1/√d_k by default
     assert torch.allclose(seen["scores"], q @ k.transpose(2, 3) / 2.0)
 
+
+
+def test_project_heads_torch_is_the_layers_own_cut_and_the_numpy_projection():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=20, hidden_size=12, num_hidden_layers=1, num_attention_heads=3,
+                        intermediate_size=16)
+    model, seen = BertModel(config).eval(), {}
+
+    def capture(module, query, key, value, attention_mask, **kwargs):
+        seen.update(query=query, key=key, value=value)
+        return eager_attention(module, query, key, value, attention_mask, **kwargs)
+
+    register_attention("bertlib_test_heads", capture)
+    model.set_attn_implementation("bertlib_test_heads")
+    ids = torch.tensor([[2, 5, 7, 1, 3], [4, 4, 9, 8, 6]])
+    with torch.no_grad():
+        X = model.embeddings(input_ids=ids)  # (2, 5, 12): layer 0's input
+        model(input_ids=ids)
+        sa = model.encoder.layer[0].attention.self
+        for name in ("query", "key", "value"):  # bit for bit what the layer hands its attention
+            ours = project_heads_torch(X, getattr(sa, name), 3)
+            assert ours.shape == (2, 3, 5, 4) and torch.equal(ours, seen[name])
+        lin = sa.query.double()  # the numpy twin, in float64, with W = weightᵀ
+        np.testing.assert_allclose(project_heads_torch(X.double(), lin, 3).numpy(), project_heads(
+            X.double().numpy(), lin.weight.T.numpy(), lin.bias.numpy(), 3), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("X, linear, h, error, message", [
+    (torch.ones(5, 6), torch.nn.Linear(6, 8), 3, ValueError, r"Valid h for d = 8: \[1, 2, 4, 8\]"),
+    (torch.ones(5, 7), torch.nn.Linear(6, 8), 2, ValueError, r"X must have shape \(..., n, d_in\)"),
+    (np.ones((5, 6)), torch.nn.Linear(6, 8), 2, TypeError, r"X must be a torch.Tensor"),
+    (torch.ones(5, 6), np.ones((6, 8)), 2, TypeError, r"linear must be a torch.nn.Linear"),
+])
+def test_project_heads_torch_names_what_is_wrong(X, linear, h, error, message):
+    with pytest.raises(error, match=message):
+        project_heads_torch(X, linear, h)

@@ -4,16 +4,18 @@
 ``weights_of``, that turns the scores into weights; a custom attention (an ablated head, a
 similarity prior) changes only that step and is registered under a name with
 :func:`register_attention`, then switched on with ``model.set_attn_implementation(name)``.
-No class of transformers is patched.
+No class of transformers is patched. :func:`project_heads_torch` cuts a layer's own projection
+into heads, in torch, for the code that reads a layer's Q, K, V without running its attention.
 """
 
 from __future__ import annotations
 
 import torch
 
+from bertlib.checks import has_shape, heads_dividing, kind
 from bertlib.paper.attention import attention_scale
 
-__all__ = ["register_attention", "softmax_weights", "eager_attention"]
+__all__ = ["register_attention", "softmax_weights", "eager_attention", "project_heads_torch"]
 
 
 def register_attention(name: str, fn) -> None:
@@ -66,3 +68,15 @@ def eager_attention(module, query, key, value, attention_mask, scaling=None, dro
     weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
     return output, weights
+
+
+def project_heads_torch(X, linear, h: int):
+    """Q = X W + b (or K, or V) cut into h heads, in torch: the twin of
+    :func:`bertlib.paper.attention.project_heads` for a layer's own ``torch.nn.Linear`` (e.g. a
+    BERT layer's ``attention.self.query``), in the layer's float type, as transformers cuts it.
+    X (..., n, d_in) tensor -> (..., h, n, d_k), d_k = linear.out_features / h."""
+    kind(linear, "linear", torch.nn.Linear, "a torch.nn.Linear (a layer's query, key or value)")
+    kind(X, "X", torch.Tensor, "a torch.Tensor")
+    has_shape(X, "X", (..., None, linear.in_features), "(..., n, d_in)", "(d_in of linear)")
+    h = heads_dividing(h, linear.out_features)
+    return linear(X).unflatten(-1, (h, -1)).transpose(-3, -2)

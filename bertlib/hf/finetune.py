@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from bertlib.checks import as_array, items, kind, one_of, same_shape, whole
-from bertlib.hf.attention_interface import softmax_weights
+from bertlib.hf.attention_interface import project_heads_torch, softmax_weights
 from bertlib.hf.custom import PRIOR_ATTENTION, similarity_prior, strip_punctuation
 from bertlib.hf.loading import LoadedBert, bert_module, load_bert
 from bertlib.paper.attention import attention_scale
@@ -261,9 +261,9 @@ def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
         with torch.no_grad():
             X = bert.embeddings(input_ids=batch.inputs["input_ids"],
                                 token_type_ids=batch.inputs["token_type_ids"])[0]
-            # attention.split_heads' cut (head i: columns i·d_k …), kept in torch float32 as BERT's
-            # layer computes it (split_heads is numpy and gives float64, so other scores)
-            Q, K = (f(X).view(len(X), h, -1).transpose(0, 1) for f in (layer.query, layer.key))
+            # kept in torch float32, as BERT's layer computes them: the signs counted here are
+            # the model's own (the numpy project_heads gives float64, so other scores)
+            Q, K = (project_heads_torch(X, f, h) for f in (layer.query, layer.key))  # (h, n, d_k)
             scores = Q @ K.transpose(-1, -2) * attention_scale(Q.shape[-1])  # (h, n, n)
         S = batch.prior[0]
         negatives += int((scores[:, S == 0] < 0).sum())

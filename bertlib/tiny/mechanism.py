@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from bertlib.checks import has_shape, one_of, whole
+from bertlib.hf.attention_interface import project_heads_torch
 from bertlib.paper.attention import attention_scale
 from bertlib.tiny import grammar
 from bertlib.tiny.probes import Probe, agreement_table, make_probe, plural_of
@@ -139,10 +140,10 @@ def _layer_at(layer, x, pos, keep, fill):
     (B, d). The same equations as the layer (softmax(q Kᵀ/√d_k) V per head, output projection,
     residual and LayerNorm, feed-forward), for that position's query only; each head's output
     times ``keep`` plus ``fill`` (B, d) before the output projection."""
-    sa, (B, n, d), r = layer.attention.self, x.shape, torch.arange(len(x))
+    sa, (B, _, d), r = layer.attention.self, x.shape, torch.arange(len(x))
     heads, width = sa.num_attention_heads, sa.attention_head_size
-    q = sa.query(x[r, pos]).view(B, heads, 1, width)
-    k, v = (m(x).view(B, n, heads, width).transpose(1, 2) for m in (sa.key, sa.value))
+    q = project_heads_torch(x[r, pos, None], sa.query, heads)  # (B, h, 1, d_k): one query a row
+    k, v = (project_heads_torch(x, m, heads) for m in (sa.key, sa.value))  # (B, h, n, d_k)
     weights = torch.softmax(q @ k.transpose(2, 3) * attention_scale(width), dim=-1)  # (B, h, 1, n)
     a = layer.attention.output((weights @ v).reshape(B, d) * keep + fill, x[r, pos])
     return layer.output(layer.intermediate(a), a)

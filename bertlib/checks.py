@@ -17,7 +17,11 @@ import numpy as np
 __all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
            "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_stack",
            "attention_rows", "window", "bool_mask", "padding_flags", "one_mask_token",
-           "token_batch"]
+           "token_batch", "IGNORE_INDEX"]
+
+#: The masked-LM label of a position the loss ignores (the PyTorch / transformers convention),
+#: defined once: bertlib.paper.mlm's labels carry it and token_batch checks around it.
+IGNORE_INDEX = -100
 
 
 def _span(low, high) -> str:
@@ -316,7 +320,7 @@ def one_mask_token(text_: str, mask: str = "[MASK]") -> str:
 
 
 def token_batch(input_ids, attention_mask, vocab_size: int, labels=None,
-                ignore: int = -100) -> np.ndarray:
+                ignore: int = IGNORE_INDEX) -> np.ndarray:
     """A batch for a BERT: input_ids (B, N) ids in 0..vocab_size−1, attention_mask (B, N) 0/1
     padding flags, and labels (B, N) when given (the masked-LM targets: an id, or ``ignore`` where
     no loss is taken). numpy arrays or torch tensors. Returns input_ids as a numpy array;

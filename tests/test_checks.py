@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from bertlib import checks
 
@@ -223,16 +224,19 @@ def test_bool_mask_broadcasts_to_the_scores_or_says_why():
         checks.bool_mask(np.ones((2, 4), bool), (3, 4))
 
 
-def test_token_batch_checks_ids_flags_and_labels_together():
+def test_the_ignored_label_is_torchs_and_token_batch_checks_around_it():
+    assert checks.IGNORE_INDEX == torch.nn.CrossEntropyLoss().ignore_index == -100
     ids = np.array([[2, 5, 0], [2, 7, 3]])
     flags = np.array([[1, 1, 0], [1, 1, 1]])
-    assert checks.token_batch(ids, flags, 8, np.where(ids == 5, 5, -100)) is not None
+    assert checks.token_batch(ids, flags, 8, np.where(ids == 5, 5, checks.IGNORE_INDEX)) is not None
+    with pytest.raises(ValueError, match=r"labels \(token ids, or -100 where no loss is taken\)"):
+        checks.token_batch(ids, flags, 8, np.full(ids.shape, -1))
     with pytest.raises(ValueError, match=r"input_ids must be in 0..7 \(a vocabulary of 8\), got 9"):
         checks.token_batch(ids + 4, flags, 8)
     with pytest.raises(ValueError, match="labels and input_ids must have the same shape"):
         checks.token_batch(ids, flags, 8, ids[:, :2])
     with pytest.raises(ValueError, match=r"labels \(token ids, or -1 where no loss is taken\)"):
-        checks.token_batch(ids, flags, 8, np.full(ids.shape, -100), ignore=-1)
+        checks.token_batch(ids, flags, 8, np.full(ids.shape, checks.IGNORE_INDEX), ignore=-1)
     with pytest.raises(ValueError, match="attention_mask must hold 0/1"):
         checks.token_batch(ids, flags - 1, 8)
 

@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
+from bertlib.checks import IGNORE_INDEX
 from bertlib.hf import loading
 from bertlib.hf.models import encode, fill_mask, has_mlm_head
-from bertlib.paper.mlm import IGNORE_INDEX, mask_sentence, mask_tokens
+from bertlib.paper.mlm import mask_sentence, mask_tokens
 
 CLS, SEP, MASK, VOCAB = 101, 102, 103, 30522
 

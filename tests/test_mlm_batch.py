@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from bertlib.paper.mlm import IGNORE_INDEX, mask_batch
+from bertlib.checks import IGNORE_INDEX
+from bertlib.paper.mlm import mask_batch
 
 PAD, CLS, SEP, MASK, V = 0, 2, 3, 4, 50
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from bertlib.checks import IGNORE_INDEX
 from bertlib.hf.ablation import ablated_head
 from bertlib.paper.mlm import mask_batch
 from bertlib.tiny import grammar as g
@@ -72,7 +73,7 @@ def test_mlm_step_takes_numpy_arrays_as_the_same_tensors(tok):
 
 def test_mlm_step_names_a_bad_batch_before_it_steps(tok, tiny):
     x = torch.tensor([[2, 5, 6, 3]])
-    a, y = torch.ones_like(x), torch.full_like(x, -100)
+    a, y = torch.ones_like(x), torch.full_like(x, IGNORE_INDEX)
     opt = torch.optim.SGD(tiny.parameters(), lr=0.1)
     before = [p.detach().clone() for p in tiny.parameters()]
     vocab = tok.get_vocab_size()
@@ -82,7 +83,8 @@ def test_mlm_step_names_a_bad_batch_before_it_steps(tok, tiny):
             ((x, a[:, :3], y), ValueError, "attention_mask and input_ids must have the same shape"),
             ((x, a * 2, y), ValueError, "attention_mask must hold 0/1 or bool flags"),
             ((x, a, y.float()), TypeError, "labels .* whole numbers"),
-            ((x, a, y + 100 + vocab), ValueError, r"labels \(token ids, or -100 .*\) must be in")):
+            ((x, a, y - IGNORE_INDEX + vocab), ValueError,
+             rf"labels \(token ids, or {IGNORE_INDEX} .*\) must be in")):
         with pytest.raises(error, match=words):
             pt.mlm_step(tiny, opt, *args)
     assert all(torch.equal(b, p) for b, p in zip(before, tiny.parameters(), strict=True))

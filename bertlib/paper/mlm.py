@@ -14,15 +14,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import has_shape, kind, number, vocab_ids
+from bertlib.checks import IGNORE_INDEX, has_shape, kind, number, vocab_ids
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import encode
 
-__all__ = ["IGNORE_INDEX", "MaskedInput", "mask_tokens", "mask_batch", "mlm_loss",
-           "mask_sentence"]
-
-#: Label of the positions the loss ignores (the PyTorch / transformers convention).
-IGNORE_INDEX = -100
+__all__ = ["MaskedInput", "mask_tokens", "mask_batch", "mlm_loss", "mask_sentence"]
 
 
 class MaskedInput(NamedTuple):

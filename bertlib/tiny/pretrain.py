@@ -30,9 +30,17 @@ import torch
 from tqdm.std import tqdm
 from transformers import BertConfig, BertForMaskedLM
 
-from bertlib.checks import heads_dividing, kind, number, one_mask_token, token_batch, whole
+from bertlib.checks import (
+    IGNORE_INDEX,
+    heads_dividing,
+    kind,
+    number,
+    one_mask_token,
+    token_batch,
+    whole,
+)
 from bertlib.paper.attention import softmax
-from bertlib.paper.mlm import IGNORE_INDEX, mask_batch, mlm_loss
+from bertlib.paper.mlm import mask_batch, mlm_loss
 from bertlib.tiny import grammar
 from bertlib.tiny.probes import (
     SPECIALS,

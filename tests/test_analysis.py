@@ -75,6 +75,24 @@ def test_key_share_is_the_share_to_chosen_keys_by_text_or_by_position():
         an.key_share(A, np.ones(4, bool))
 
 
+def test_offset_weights_are_each_querys_weight_to_its_neighbour_and_their_mean_the_share():
+    A = np.arange(2 * 16, dtype=float).reshape(2, 4, 4) / 100  # not maps: the entries show where
+    np.testing.assert_array_equal(an.offset_weights(A, -1)[1], [A[1, 1, 0], A[1, 2, 1], A[1, 3, 2]])
+    np.testing.assert_array_equal(an.offset_weights(A, 2)[0], [A[0, 0, 2], A[0, 1, 3]])
+    np.testing.assert_array_equal(an.offset_share(A, -1), an.offset_weights(A, -1).mean(-1))
+    maps = random_maps((3, 2, 6, 6))
+    shares = an.to_token_shares(maps, TOKENS)  # one formula
+    np.testing.assert_array_equal(shares["next"], an.offset_share(maps, 1))
+    np.testing.assert_array_equal(shares["previous"], an.offset_share(maps, -1))
+    weights = an.offset_weights(A, 1)
+    weights[:] = 0  # a copy, not a view: the maps stay as they were
+    assert A[0, 0, 1] == 0.01
+    with pytest.raises(ValueError, match=r"abs\(offset\) .* in 1..3, got 0"):
+        an.offset_weights(A, 0)
+    with pytest.raises(ValueError, match=r"offset must be a whole number in -3..3"):
+        an.offset_weights(A, 4)
+
+
 
 def test_check_maps_promotes_rank_2_and_3_to_rank_4():
     A = random_maps((6, 6))

@@ -37,9 +37,10 @@ from bertlib.checks import (
 from bertlib.paper.attention import band
 
 __all__ = ["SPECIAL_TOKENS", "PATTERN_THRESHOLDS", "PositionalHead", "WordMaps", "check_maps",
-           "token_classes", "to_token_shares", "key_share", "corpus_average", "attention_entropy",
-           "positional_heads", "attention_distance", "word_ids_from_pieces", "word_level_maps",
-           "pattern_features", "pattern_labels", "block_score", "attention_rollout"]
+           "token_classes", "to_token_shares", "key_share", "offset_share", "offset_weights",
+           "corpus_average", "attention_entropy", "positional_heads", "attention_distance",
+           "word_ids_from_pieces", "word_level_maps", "pattern_features", "pattern_labels",
+           "block_score", "attention_rollout"]
 
 #: Word pieces that the tokenizer adds around the text; they are never part of a word.
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]")
@@ -143,13 +144,18 @@ def key_share(A, keys) -> np.ndarray:
 
 
 def offset_share(A, offset: int) -> np.ndarray:
-    """Mean over queries i of A[..., i, i + offset] (offset −1: previous token, +1: next),
-    over the queries where i + offset is inside the sequence. A: (..., n, n) -> (...)."""
+    """The mean of :func:`offset_weights`: (..., n, n) -> (...), −1: the previous-token share."""
+    return offset_weights(A, offset).mean(-1)
+
+
+def offset_weights(A, offset: int) -> np.ndarray:
+    """A[..., i, i + offset]: each query i's weight to the token ``offset`` away (−1: previous,
+    +1: next), where i + offset is inside the sequence. (..., n, n) -> (..., n − |offset|)."""
     A = attention_stack(A)
     n = A.shape[-1]
     offset = whole(offset, "offset", -(n - 1), n - 1, why="(-1: previous token, +1: next)")
     whole(abs(offset), "abs(offset) (an offset of 0 is no neighbour)", 1, n - 1)
-    return np.diagonal(A, offset=offset, axis1=-2, axis2=-1).mean(-1)
+    return np.diagonal(A, offset=offset, axis1=-2, axis2=-1).copy()
 
 
 def corpus_average(values: Sequence):

@@ -449,3 +449,18 @@ def test_design_a_flat_row_of_cat_is_called_a_tie_of_all_its_words():
     assert "lost its verb" in message and "evenly among" in message, message
     assert all(repr(word) in message.split("evenly among")[1].split("(")[0] for word in toy.TOKENS)
     assert "'sat' gets" not in message, message
+
+
+def test_window_weights_name_the_model_width_divisor_without_the_weights():
+    # issue 26: scores divided by √d (d = X's 4 columns, the whole model's width) instead of √d_k
+    # got a generic message; the lesson's √d pitfall (section 10) is now named, d against d_k
+    mask = window_mask(6)
+    d, d_k = X.shape[1], Q.shape[1]
+    assert d != d_k  # the toy: a width of 4, heads of 2
+    fb = check_window_weights(softmax(Q @ K.T / math.sqrt(d), axis=-1, where=mask))
+    assert not fb.ok and f"√d = √{d}" in fb.message and "√d_k" in fb.message, fb.message
+    assert "pitfall" in fb.message and "width of X" in fb.message
+    assert f"d_k = {d_k} itself" in fb.message  # here √d is also d_k: both slips read the same
+    right = softmax(S, axis=-1, where=mask)
+    assert not any(f"{w:.3f}" in fb.message for w in right[mask] if 0 < w < 1)  # no weight given
+    assert "pitfall" not in check_window_weights(softmax(S / 3, axis=-1, where=mask)).message

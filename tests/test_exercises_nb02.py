@@ -423,3 +423,32 @@ def test_split_heads_with_sizes_typed_in_is_caught_on_a_second_shape(batched):
 def test_split_heads_returning_none_on_the_second_shape_says_so():
     fb = check_split_heads(lambda X, h: None if X.shape[-1] == 12 else split_heads(X, h))
     assert not fb.ok and "(yours returned None)" in fb.message and "raised" not in fb.message
+
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_split_heads_with_a_shape_typed_in_is_told_to_work_for_any_sizes(batched):
+    # issue 26: reshape(3, 2, 4), written for one example's shape, gave numpy's "cannot reshape
+    # array ..." or a bare wrong shape; the checker now says the function must work for any
+    # n, d and h, read from X.shape and h, without writing the reshape for the learner
+    lead = (5,) if batched else ()
+    typed = {  # each one right for some example, X of shape (*lead, 3, 8) with h = 2 at best
+        "h typed": (lambda X, h: X.reshape(*lead, 3, 2, 4).swapaxes(-2, -3),
+                    "the shape for h = 2: is h typed in?"),
+        "numpy cannot fit it": (lambda X, h: X.reshape(*lead, 4, 2, 4),
+                                "raised ValueError: cannot reshape array"),
+        "the toy's sizes": (lambda X, h: np.moveaxis(X.reshape(*lead, 6, 2, 2), -2, -3),
+                            "a size typed in, or read from the wrong axis of X?"),
+        "n and d typed": (lambda X, h: np.moveaxis(X.reshape(*lead, 3, h, 8 // h), -2, -3),
+                          "a size typed in (5 or 3 or 8)?" if batched else "(3 or 8)?"),
+    }
+    for name, (fn, said) in typed.items():
+        fb = check_split_heads(fn, batched=batched)
+        assert not fb.ok and said in fb.message, (name, fb.message)
+        assert "must work for any" in fb.message, (name, fb.message)
+        assert "n, d and h" in fb.message and "X.shape" in fb.message, (name, fb.message)
+        assert ("batch size" in fb.message) == batched, (name, fb.message)
+        assert "transpose" not in fb.message and "reshape(" not in fb.message  # no code given
+    # a function wrong for another reason is not told about typed sizes
+    fb = check_split_heads(lambda X, h: X.reshape(*X.shape[:-2], h, X.shape[-2], -1), batched)
+    assert not fb.ok and "must work for any" not in fb.message

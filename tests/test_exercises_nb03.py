@@ -133,12 +133,13 @@ def test_position_guess_right_wrong_and_one():
     measured = bank_cosine(0)
     assert measured < 0.999  # the positions differ, so the input vectors do
     assert check_position_guess(measured - GUESS_TOLERANCE / 2).ok
-    for wrong, way in ((measured - 0.3, "too low"), (measured - 0.1, "too low"),
-                       (measured + 0.03, "too high")):
-        reset_tries()  # a first try: it is told which way
+    for wrong, way in ((measured - 0.3, "too low, by more than 0.2"),
+                       (measured - 0.1, "too low, by 0.05 to 0.2"),
+                       (measured + 0.03, "too high, by less than 0.05")):
+        reset_tries()  # a first try: it is told which way, and by how much in one of three bands
         fb = check_position_guess(wrong)
         assert fb.message.startswith(way) and f"{measured:.3f}" not in fb.message, fb.message
-        assert "0.2" not in fb.message and "well" not in fb.message  # no size, no distance
+        assert f"{abs(wrong - measured):.2f}" not in fb.message  # never the distance itself
     for wrong in (measured - 0.3, measured + 0.15, measured - 0.15, -1.0):  # no miss reveals it
         message = check_position_guess(wrong).message
         assert f"{measured:.2f}" not in message and "bank_cosine" not in message
@@ -548,3 +549,45 @@ def test_bank_sentence_riverbank_gets_the_forbidden_word_message():
     # learner 24: "riverbank" got "needs the word piece 'bank'", not the message the text promises
     message = nb03.check_bank_sentence("We walked along the riverbank.").message
     assert "riverbank (it contains 'river')" in message and "needs the word piece" not in message
+
+
+def test_position_guess_band_passes_the_lessons_reasoning_but_not_0_97():
+    # issue 26: 0.97 passed (0.014 above the bundled model's cosine, inside a band reaching 0.02
+    # above). The reasoning the lesson asks for, from section 3's printed numbers, passes; taking
+    # rows four places apart to be as alike as neighbours does not, nor does 0.97
+    w = bert_params()
+    word, pos, typ = (float(np.linalg.norm(rows, axis=-1).mean())
+                      for rows in (w.word, w.position, w.token_type))
+    P = w.position.astype(float)
+    neighbours = float(np.mean([P[p] @ P[p + 1] / np.linalg.norm(P[p]) / np.linalg.norm(P[p + 1])
+                                for p in range(len(P) - 1)]))
+    r2 = word**2 + pos**2 + typ**2  # the length² of each input vector, rows taken as unrelated
+    reasoned = 1 - pos**2 / (2 * r2)  # p1 - p5 at most one position row long: the solution's
+    as_neighbours = 1 - 2 * pos**2 * (1 - neighbours) / (2 * r2)  # rows four apart as alike as 1
+    measured = bank_cosine(0)
+    assert round(reasoned, 2) == 0.93 and check_position_guess(round(reasoned, 2)).ok
+    assert check_position_guess(round(measured, 2)).ok  # the value itself, rounded
+    for guess in (0.97, round(as_neighbours, 2)):
+        reset_tries()
+        fb = check_position_guess(guess)
+        assert not fb.ok and fb.message.startswith("too high, by less than 0.05"), fb.message
+    assert measured + GUESS_ABOVE < 0.97 < measured + 2 * GUESS_ABOVE  # a near miss, told so
+
+
+def test_heads_name_cls_sep_kept_in_when_the_same_list_comes_again():
+    # issue 26: the heads found with [CLS] and [SEP] left in the comparison got a generic "some
+    # heads are missing". Here that list is a right part of the answer, which a learner may also
+    # find the right way (learner 22), so the first time it gets no doubt; the same list a
+    # second time is told the slip, as a question, without naming or counting a missing head
+    right, kept = heads_where_top(), heads_where_top(skip_special=False)
+    assert kept and set(kept) < set(right)  # the bundled model: (0, 10) only
+    first = check_heads(kept).message
+    assert "[CLS]" not in first and "missing" in first
+    again = check_heads(kept).message
+    assert "would be right if the [CLS] and [SEP] positions counted" in again, again
+    assert "which positions does the question ask" in again and "missing" in again
+    assert not any(str(pair) in again for pair in set(right) - set(kept)), again
+    assert str(len(right)) not in again.replace("1 of your pairs", "")
+    other = next([pair] for pair in right if [pair] != kept)  # another right part, twice: no hint
+    for _ in range(2):
+        assert "[CLS]" not in check_heads(other).message

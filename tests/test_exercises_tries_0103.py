@@ -190,3 +190,24 @@ def test_form_errors_of_the_limited_checkers_are_explained_on_every_try():
         assert "answer with" in nb01.check_causal_guess("dog").message
     assert all(wrong_tries(c) == 0 for c in (check_heads, nb02.check_det_noun_head,
                                               nb03.check_position_guess, nb01.check_causal_guess))
+
+
+def test_how_far_apart_says_which_way_and_a_band_never_the_gap():
+    # notebook 03's position guess (issue 26): a cosine is off by a difference, not a ratio
+    how = exercises.how_far_apart
+    assert how(0.97, 0.956) == "too high, by less than 0.05"
+    assert how(0.8, 0.956) == "too low, by 0.05 to 0.2"
+    assert how(-1.0, 0.956) == "too low, by more than 0.2"
+    assert how(0.5, 0.4, steps=(0.01, 0.05)) == "too high, by more than 0.05"
+    assert "0.014" not in how(0.97, 0.956)
+
+
+def test_the_cls_sep_hint_of_check_heads_counts_as_one_of_the_three_explained_tries():
+    # under the real limit: the list found with [CLS]/[SEP] kept in is told the slip on its second
+    # coming while tries are explained, and after them gets the one "not right" like any list
+    kept = heads_where_top(skip_special=False)
+    messages = [check_heads(kept).message for _ in range(4)]
+    assert "[CLS]" not in messages[0] and "positions counted" in messages[1]
+    assert messages[1].endswith("(explained try 2 of 3)") and "positions counted" in messages[2]
+    assert "Only the first 3 tries are explained" in messages[3]
+    assert "positions counted" not in messages[3]

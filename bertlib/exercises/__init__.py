@@ -178,13 +178,25 @@ def how_far(value: float, expected: float) -> str:
     """'too high' or 'too low' and by roughly how much, as a band of ratios (never the exact gap,
     so that a wrong guess does not make the answer computable). value, expected: numbers > 0."""
     ratio = max(value, expected) / max(min(value, expected), 1e-300)
-    way = "too high" if value > expected else "too low"
     bands = ((1.1, "by less than 10 %"), (2, "by less than a factor 2"),
              (10, "by a factor between 2 and 10"), (100, "by a factor between 10 and 100"))
-    for limit, band in bands:
-        if ratio < limit:
-            return f"{way}, {band}"
-    return f"{way}, by more than a factor 100"
+    return _banded(value > expected, ratio, bands, "by more than a factor 100")
+
+
+def how_far_apart(value: float, expected: float, steps: tuple[float, float] = (0.05, 0.2)) -> str:
+    """'too high' or 'too low' and by roughly how much, as a band of differences: "by less than
+    0.05", "by 0.05 to 0.2", "by more than 0.2" for the default ``steps`` (never the exact gap).
+    For numbers on a scale of their own, such as a cosine, where a ratio (:func:`how_far`) says
+    little."""
+    low, high = steps
+    bands = ((low, f"by less than {low:g}"), (high, f"by {low:g} to {high:g}"))
+    return _banded(value > expected, abs(value - expected), bands, f"by more than {high:g}")
+
+
+def _banded(high: bool, gap: float, bands: tuple, beyond: str) -> str:
+    """"too high, <band>" or "too low, <band>": the first band whose limit ``gap`` is below."""
+    way = "too high" if high else "too low"
+    return f"{way}, {next((band for limit, band in bands if gap < limit), beyond)}"
 
 
 def as_answer_word(answer, what: str, choices: Sequence[str], *, todo: str = TODO

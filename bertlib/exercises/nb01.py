@@ -355,14 +355,34 @@ def _window_row_message(a: np.ndarray, right: np.ndarray, mask: np.ndarray) -> s
             f"of those scaled scores, or give more digits")
 
 
+def _window_slip(a: np.ndarray, Q: np.ndarray, K: np.ndarray, mask: np.ndarray) -> str | None:
+    """The message for the known wrong weights (a mask, a scaling, an axis) that ``a`` equals."""
+    S, d, d_k = Q @ K.T / math.sqrt(Q.shape[1]), toy.embeddings().shape[1], Q.shape[1]
+    also = f" (or by d_k = {d_k} itself, equal to √d here)" * math.isclose(d_k, math.sqrt(d))
+    slips = ((softmax(S, axis=-1) * mask, "you zeroed the far words after the softmax, so rows no "
+              "longer sum to 1; set their scores to -inf BEFORE the softmax"),
+             (softmax(np.where(mask, S, 0.0), axis=-1), "you set the far words' scores to 0, not "
+              "to -inf: a score of 0 still gets weight e^0 = 1 before normalising, so those words "
+              "keep some attention"),
+             (softmax(Q @ K.T, axis=-1, where=mask), "the window is right, but you forgot to "
+              "divide the scores by √d_k"),
+             (softmax(Q @ K.T / math.sqrt(d), axis=-1, where=mask), "the window is right, but you "
+              f"divided the scores by √d = √{d} (d = {d}, the width of X: section 10's √d pitfall)"
+              f"{also}; a head divides by √d_k, with d_k the width of its queries and keys"),
+             (softmax(S, axis=-1, where=mask).T, "that is the right matrix transposed: row i must "
+              "be query i's weights over the keys (each row sums to 1), not column i"),
+             (softmax(S, axis=-1), "no mask applied: these are the full bidirectional weights"),
+             (softmax(S, axis=-1, where=causal_mask(_N)), "that is the causal mask; the window "
+              "lets a word see one word on EACH side"))
+    return next((message for wrong, message in slips if _near(a, wrong)), None)
+
+
 @explained_tries("sections 6 and 11 (a mask sets scores to -inf before the softmax)")
 def check_window_weights(weights) -> Feedback:
-    """Exercise: the toy's weights when word i sees only words i−1, i, i+1, shape (6, 6).
-
-    softmax over each row of Q Kᵀ / √d_k with the scores outside the window set to −∞ before
-    the softmax, so each row spreads over at most three keys and sums to 1. Answers within
-    ``PENCIL_ATOL`` (3 decimals, pencil precision) of the exact weights count as right.
-    """
+    """Exercise: the toy's weights when word i sees only words i−1, i, i+1, shape (6, 6): softmax
+    over each row of Q Kᵀ / √d_k with the scores outside the window set to −∞ before the softmax,
+    so each row spreads over at most three keys and sums to 1. Answers within ``PENCIL_ATOL``
+    (3 decimals, pencil precision) of the exact weights count as right; a known slip is named."""
     ragged = "" if weights is None else ragged_message(weights, "your weight matrix")
     if ragged:
         return form_error(ragged)
@@ -384,23 +404,9 @@ def check_window_weights(weights) -> Feedback:
         return Feedback(True, "correct: every word spreads its attention over itself and its "
                               "neighbours only (two in the middle, one for the first and last "
                               "word)")
-    if _near(a, softmax(S, axis=-1) * mask):
-        return Feedback(False, "you zeroed the far words after the softmax, so rows no longer sum "
-                               "to 1; set their scores to -inf BEFORE the softmax")
-    if _near(a, softmax(np.where(mask, S, 0.0), axis=-1)):
-        return Feedback(False, "you set the far words' scores to 0, not to -inf: a score of 0 "
-                               "still gets weight e^0 = 1 before normalising, so those words "
-                               "keep some attention")
-    if _near(a, softmax(Q @ K.T, axis=-1, where=mask)):
-        return Feedback(False, "the window is right, but you forgot to divide the scores by √d_k")
-    if _near(a, right.T):
-        return Feedback(False, "that is the right matrix transposed: row i must be query i's "
-                               "weights over the keys (each row sums to 1), not column i")
-    if _near(a, softmax(S, axis=-1)):
-        return Feedback(False, "no mask applied: these are the full bidirectional weights")
-    if _near(a, softmax(S, axis=-1, where=causal_mask(_N))):
-        return Feedback(False, "that is the causal mask; the window lets a word see one word on "
-                               "EACH side")
+    slip = _window_slip(a, Q, K, mask)
+    if slip is not None:
+        return Feedback(False, slip)
     raw = [np.where(mask, S, 0.0), np.where(mask, Q @ K.T, 0.0), S, Q @ K.T]
     if not _near(a.sum(axis=1), np.ones(_N)) and any(_near(a, r) for r in raw):
         return Feedback(False, "these are scores, not weights: the rows don't sum to 1. Did you "

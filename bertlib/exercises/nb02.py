@@ -67,6 +67,9 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         got, error = call_answer(fn, X.copy(), h, when=f"with X of shape {X.shape} and h = {h}")
         if batched and (single := _one_sentence_only(fn, X, h, got, error)) is not None:
             return single
+        if error is not None and "cannot reshape array" in error.message:  # numpy's words alone
+            return Feedback(False, f"{error.message}: a shape typed in for one example? "
+                                   f"{_any_sizes(X)}")
         if error is None and not hasattr(got, "shape") and not isinstance(got, list | tuple):
             return Feedback(False, f"with X of shape {X.shape} and h = {h} your function returned "
                                    f"a {type(got).__name__}; it should return an array")
@@ -85,7 +88,7 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         if got.shape != want.shape:
             return Feedback(False, f"with X of shape {X.shape} and h = {h} the result should have "
                                    f"shape {'(batch, h, n, d / h)' if batched else '(h, n, d / h)'}"
-                                   f" = {want.shape}, got {got.shape}")
+                                   f" = {want.shape}, got {got.shape}{_cut_elsewhere(got, X, h)}")
         if np.array_equal(got, want):
             continue
         first = want[(0,) * len(lead)][0]
@@ -131,7 +134,28 @@ def _typed_sizes(got, error: Feedback | None, X: np.ndarray, h: int, first: tupl
     why = attempt_note(error)
     return Feedback(False, f"right for X of shape {first} with h = 2 and 4, but not for X of "
                            f"shape {X.shape} with h = {h}{why}: a size typed in "
-                           f"({' or '.join(map(str, first))})? Read the sizes from X.shape")
+                           f"({' or '.join(map(str, first))})? {_any_sizes(X)}")
+
+
+def _cut_elsewhere(got: np.ndarray, X: np.ndarray, h: int) -> str:
+    """"" unless ``got``, of X's size and the right number of axes, is cut at other sizes than
+    split_heads(X, h): then ask whether h, or another size, was typed in."""
+    want = split_heads(X, h).shape
+    if got.size != X.size or got.ndim != len(want):
+        return ""
+    other = next((k for k in (2, 4) if k != h and got.shape == split_heads(X, k).shape), None)
+    if other is not None:
+        return f", the shape for h = {other}: is h typed in? {_any_sizes(X)}"
+    if sorted(got.shape) != sorted(want):  # not the right axes in another order: other sizes
+        return f": a size typed in, or read from the wrong axis of X? {_any_sizes(X)}"
+    return ""
+
+
+def _any_sizes(X: np.ndarray) -> str:
+    """What a split typed in for one shape of ``X`` is told: it must work for every shape."""
+    batch = "batch size, " if X.ndim == 3 else ""
+    return (f"The function must work for any {batch}n, d and h: read the sizes from X.shape and "
+            "from h")
 
 
 def _det_noun_scores() -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int]]]:

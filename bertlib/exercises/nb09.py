@@ -1,8 +1,8 @@
 """Checkers for notebook 09 (pre-train a tiny BERT): predict in how many runs one head gives at
 least half of a masked verb's attention to a subject that is not the previous word (and in which
-layer), predict the effect of removing attractors from training, design a tiny BERT with as many
-heads as fit in a parameter budget. Each checker computes what it checks and answers any input
-with a message.
+layer or layers), predict the effect of removing attractors from training, design a tiny BERT
+with as many heads as fit in a parameter budget. Each checker computes what it checks and
+answers any input with a message.
 """
 
 from __future__ import annotations
@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 from transformers import BertConfig, BertForMaskedLM
 
-from bertlib.exercises import Feedback, as_answer_number, as_answer_whole, not_answered
+from bertlib.exercises import (
+    Feedback,
+    as_answer_number,
+    as_answer_whole,
+    form_error,
+    not_answered,
+)
+from bertlib.lab.claims import chance_interval
 from bertlib.tiny import grammar
 from bertlib.tiny.mechanism import agreement_correct
 from bertlib.tiny.pretrain import tiny_config
@@ -55,42 +62,73 @@ def subject_heads(runs, share: float = HEAD_SHARE) -> list[tuple[int, int, float
 def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
     """Check a prediction of in how many of ``runs`` one head gives at least HEAD_SHARE of a
     masked verb's attention to a subject that is not the previous word (guess, a whole number),
-    and optionally in which layer those heads sit (guess_layer). Computed here from the runs'
-    histories (:func:`subject_heads`), never taken from the learner."""
+    and optionally in which layer those heads sit (guess_layer: one layer, or a list of layers
+    when they sit in several). Computed here from the runs' histories (:func:`subject_heads`),
+    never taken from the learner. Both answers' forms are checked first; a message reveals only
+    what was predicted (a count gives no layer away), and its hints hold whatever the runs."""
     try:
-        heads = subject_heads(runs)
+        heads, layers = subject_heads(runs), np.shape(runs[0].history["heads/subject_far"])[1]
     except (TypeError, KeyError, AttributeError, IndexError, ValueError):
-        return Feedback(False, "runs must be the list of runs that bertlib.tiny.runs.load_runs() "
-                               "returns (each with its history)")
+        return form_error("runs must be the list of runs that bertlib.tiny.runs.load_runs() "
+                          "returns (at least one, each with its history)")
     n = len(heads)
     guess = as_answer_whole(guess, "guess_runs (a number of runs)", 0, n,
                             todo=f"set guess_runs to the number of runs (of {n}) you expect to "
                                  f"have such a head, then run this cell")
     if isinstance(guess, Feedback):
         return guess
-    found = [h for h in heads if h is not None]
-    where = ", ".join(f"{getattr(run, 'name', f'run {k}')}: " + (
-        f"L{h[0]}H{h[1]} {h[2]:.2f}" if h else "none") for k, (run, h) in enumerate(zip(
-            runs, heads, strict=True)))
-    layers = sorted({h[0] for h in found})
-    if guess != len(found):
-        hint = ("fewer runs than you expected have one head doing it. Same recipe, other seeds: "
-                "what else could carry the subject's number to the verb?" if guess > len(found)
-                else "more runs than you expected found one head that looks at the subject: "
-                     "with the same recipe, training finds such a head more often than you "
-                     "thought")
-        return Feedback(False, f"{len(found)} of {n}, not {guess} ({where}): {hint}")
-    if guess_layer is None or not found:
-        return Feedback(True, f"right: {len(found)} of {n} ({where})")
-    layer = as_answer_whole(guess_layer, "guess_layer (a layer)", 0, len(
-        np.asarray(runs[0].history["heads/subject_far"][-1])) - 1, todo="")
-    if isinstance(layer, Feedback):
-        return layer
-    ok = layers == [layer]
-    return Feedback(ok, f"{len(found)} of {n}, right ({where}); " + (
-        f"all in layer {layer}, as you said" if ok else f"in layer(s) {layers}, not only "
-        f"{layer}: a layer-0 head sees words and positions only, a layer-1 head also what "
-        f"layer 0 gathered"))
+    said = _as_layers(guess_layer, layers)
+    if isinstance(said, Feedback):
+        return said
+    found = {getattr(run, "name", f"run {k}"): h for k, (run, h) in enumerate(zip(
+        runs, heads, strict=True)) if h is not None}
+    k = len(found)
+    if guess == k:
+        count = f"{k} of {n}, right" + (f" ({', '.join(found)})." if k else ".")
+    else:
+        count = f"{k} of {n}, not {guess}: " + (
+            "fewer runs than you expected have one head doing it. Same recipe, other seeds: "
+            "what else could carry the subject's number to the verb?" if guess > k else
+            "more runs than you expected found one head that looks at the subject: with the "
+            "same recipe, training finds such a head more often than you thought.")
+    if said is None:
+        more = " Now predict their layer too (guess_layer)" if guess == k and k else ""
+        return Feedback(guess == k, (count + more).rstrip("."))
+    if not k:
+        return Feedback(guess == k, f"{count} With no such head there is no layer to judge")
+    truth = {h[0] for h in found.values()}
+    where = ", ".join(f"{name}: L{h[0]}H{h[1]} {h[2]:.2f}" for name, h in found.items())
+    layer = (f"In {_layers(truth)}, as you said" if said == truth else
+             f"The head{'s sit' if k > 1 else ' sits'} in {_layers(truth)}, not {_layers(said)} "
+             f"(a layer-0 head can find the subject from the words and their positions alone, "
+             f"a layer-1 head can also use what layer 0 gathered; which one a run's training "
+             f"found is measured, run by run)")
+    return Feedback(guess == k and said == truth, f"{count} {layer} ({where})")
+
+
+def _as_layers(answer, layers: int) -> frozenset[int] | Feedback | None:
+    """guess_layer as a set of layers (None stays None: not predicted): one whole number in
+    0..layers-1, or a list (tuple, set, 1-d array) of distinct ones; else the form's Feedback."""
+    if answer is None:
+        return None
+    listed = isinstance(answer, list | tuple | set | frozenset) or (
+        isinstance(answer, np.ndarray) and answer.ndim == 1)
+    items = [as_answer_whole(x, "a layer", 0, layers - 1) for x in (
+        answer if listed else [answer])]
+    if not items or any(isinstance(x, Feedback) for x in items):
+        return form_error(f"guess_layer must be a layer, a whole number in 0..{layers - 1}, or "
+                          f"a list of them for heads in several layers (e.g. [0, 1]); got "
+                          f"{answer!r}")
+    if len(set(items)) < len(items):
+        return form_error(f"guess_layer names a layer twice ({answer!r}): name each once")
+    return frozenset(items)
+
+
+def _layers(layers) -> str:
+    """"layer 1" or "layers 0 and 1"."""
+    names = [str(x) for x in sorted(layers)]
+    return f"layer {names[0]}" if len(names) == 1 else (
+        f"layers {', '.join(names[:-1])} and {names[-1]}")
 
 
 def check_attractor_prediction(guess, model) -> Feedback:
@@ -100,7 +138,8 @@ def check_attractor_prediction(guess, model) -> Feedback:
     accuracy is measured here on those verbs of ATTRACTOR_TEST held-out "pp" sentences, never
     taken from the learner. A model whose recorded
     recipe (``config.bertlib_recipe``, written by pretrain.train) has attractors is refused; one
-    without a recorded recipe is refused when it scores ATTRACTOR_TRAINED or more."""
+    without a recorded recipe is refused when it scores ATTRACTOR_TRAINED or more. The guess is
+    judged first by its side of a coin, then by its distance (:func:`_attractor_verdict`)."""
     guess = as_answer_number(guess, "guess_accuracy", 0, 1,
                              todo="write your predicted accuracy (a number between 0 and 1) in "
                                   "guess_accuracy before training")
@@ -134,14 +173,36 @@ def check_attractor_prediction(guess, model) -> Feedback:
         return Feedback(False, f"this model gets {measured:.2f} of the attractor verbs right: it "
                                f"looks trained with attractors. Give the model you trained on "
                                f"('simple', 'comp') with max_pp=0")
-    miss, n = abs(guess - measured), int(hard.sum())
+    return _attractor_verdict(guess, measured, int(hard.sum()))
+
+
+def _attractor_verdict(guess: float, measured: float, n: int) -> Feedback:
+    """Judge a guessed accuracy against the one ``measured`` on ``n`` attractor verbs as the
+    exercise teaches it: first the side of a coin (below, within or above the range of a coin's
+    accuracy on n verbs, claims.chance_interval; a guess of 0.5 says "a coin"), then how far
+    (within 0.1). A guess on another side fails however near, so 0.5 does not pass a model
+    measured below a coin's range."""
+    lo, hi = chance_interval(n)
+    side = "below" if measured < lo else "above" if measured > hi else "within"
+    said = "below" if guess < 0.5 else "above" if guess > 0.5 else "within"
+    head = (f"measured {measured:.2f} on {n} verbs, {side} the range of a coin's accuracy on "
+            f"{n} verbs ({lo:.2f}-{hi:.2f} in 95 % of draws); your guess {guess:.2f}")
+    if side != "within" and said != side:
+        why = ("which noun stands right before these verbs, and what did agreeing with the noun "
+               "just before earn the model in its training?" if side == "below" else "what in "
+               "its training could have pointed to the subject rather than to the noun just "
+               "before?")
+        return Feedback(False, f"{head} puts it {'at' if said == 'within' else said} a coin's "
+                               f"0.5, the model is {side} that range: {why}")
+    miss = abs(guess - round(measured, 2))
+    where = "a coin's range" if side == "within" else f"{side} a coin, as the model"
+    if miss <= 0.1 + 1e-9:  # judged on the numbers as printed: 0.30 against 0.40 is within
+        return Feedback(True, f"{head} is within 0.1 of it ({where}): good intuition")
     hint = ("what does a model that never saw a noun between subject and verb do when one "
             "appears?" if guess > measured else "it follows the noun next to the verb less "
             "often than you expected: something in its training also pointed to the subject")
-    verdict = "within 0.1: good intuition" if miss <= 0.1 else (
-        f"{'optimistic' if guess > measured else 'pessimistic'} by {miss:.2f} ({hint})")
-    return Feedback(miss <= 0.1, f"measured {measured:.2f} on {n} verbs; your guess "
-                                 f"{guess:.2f} was {verdict}")
+    return Feedback(False, f"{head} is {'optimistic' if guess > measured else 'pessimistic'} "
+                           f"by {miss:.2f} ({hint})")
 
 
 def _vocab_size() -> int:

@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
 
 from bertlib.pictures import viz  # noqa: E402
 from bertlib.pictures.viz import attention_heatmap, line_view, weight_bars  # noqa: E402
@@ -117,6 +118,23 @@ def test_route_arcs_draws_one_labelled_arc_per_link_and_names_bad_positions():
         viz.route_arcs(tokens, [(3, 9, 0.5, "L0H1")])
     with pytest.raises(ValueError, match=r"weight must be a number in \[0, 1\]"):
         viz.route_arcs(tokens, [(3, 2, 1.5, "L0H1")])
+
+
+def test_route_arcs_colours_by_layer_and_says_where_each_layer_is_drawn():
+    tokens = ["[CLS]", "the", "key", "near", "the", "cabinets", "[MASK]", "[SEP]"]
+    one = viz.route_arcs(tokens, [(6, 3, 0.4, "L1H0"), (3, 2, 0.9, "L0H1 0.7 / L0H2")], title="a")
+    two = viz.route_arcs(tokens, [(6, 2, 0.8, "L0H3")])  # another panel: layer 0 alone
+    colour = {line.get_linewidth(): to_rgba(line.get_color()) for line in one.lines}
+    assert colour[0.8 + 5 * 0.9] == to_rgba(two.lines[0].get_color()) == to_rgba("tab:blue")
+    assert colour[0.8 + 5 * 0.4] == to_rgba("tab:orange")
+    assert one.get_title() == ("a\narcs of layer 0: above the words (blue); layer 1: below the "
+                               "words (orange)")
+    assert two.get_title() == "arcs of layer 0: above the words (blue)"
+    above = [line for line in one.lines if to_rgba(line.get_color()) == to_rgba("tab:blue")]
+    assert min(above[0].get_ydata()) >= 0 > max(one.lines[0].get_ydata())  # layer 1 below
+    bottom, top = one.get_ylim()  # room for the labels above the highest arc, below the lowest
+    labels = [t for t in one.texts if t.get_text().startswith("L")]
+    assert all(bottom + 0.3 < t.get_position()[1] < top - 0.3 for t in labels)
 
 
 def test_route_arcs_leaves_out_an_arc_whose_head_costs_too_little():

@@ -7,6 +7,7 @@ drawings in :mod:`bertlib.pictures.widgets.render`."""
 from __future__ import annotations
 
 import io
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -193,17 +194,23 @@ def small_png(png: bytes, colours: int = PNG_COLOURS) -> bytes:
 
 
 
+#: The colour of a route's arcs by the layer of their head ("L0...", "L1...", ...): one layer,
+#: one colour, in every panel.
+LAYER_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+
+
 def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: float = 0.0):
     """One sentence's tokens on a line, with an arc for each attention link of a route.
 
     tokens: (n,) strings. arcs: [(query, key, weight, label), ...]: an arc from token ``query``
     (attending) to token ``key`` (attended to), drawn above the line for the first layer's heads
-    and below for later ones when labels start with "L0"/"L1"..., its width growing with
-    ``weight`` (0..1), labelled "label weight" at its top. costs: optional (len(arcs),) what
-    switching each arc's head off costs (e.g. an agreement drop); an arc whose cost is below
-    ``min_cost`` is not drawn (no causal test supports it) and is named in a note under the
-    line instead. ValueError for a position outside 0..n − 1, a weight outside 0..1 or costs
-    of another length. Returns the Axes.
+    and below for later ones when labels start with "L0"/"L1"..., coloured by that layer
+    (LAYER_COLOURS; a second title line says so), its width growing with ``weight`` (0..1),
+    labelled "label weight" at its top. costs: optional (len(arcs),) what switching each arc's
+    head off costs (e.g. an agreement drop); an arc whose cost is below ``min_cost`` is not
+    drawn (no causal test supports it) and is named in a note under the line instead.
+    ValueError for a position outside 0..n − 1, a weight outside 0..1 or costs of another
+    length. Returns the Axes.
     """
     tokens = [str(t) for t in tokens]
     n = len(tokens)
@@ -222,14 +229,14 @@ def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: flo
     for i, t in enumerate(tokens):
         ax.text(i, 0, t, ha="center", va="center", fontsize=9,
                 bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#ccc"})
-    t = np.linspace(0, np.pi, 50)
+    t, layers = np.linspace(0, np.pi, 50), [_layer_of(a[3]) for a in arcs]
     for k, (query, key, weight, label) in enumerate(arcs):
-        later = not str(label).startswith("L0")
-        side = -1 if later else 1
+        side = 1 if layers[k] in (0, None) else -1  # the first layer above, later ones below
         height = side * (0.35 + 0.12 * abs(query - key))
         x = (query + key) / 2 + (query - key) / 2 * np.cos(t)
         y = 0.18 * side + height * np.sin(t)
-        color = plt.cm.tab10(k % 10)
+        color = LAYER_COLOURS[layers[k] % len(LAYER_COLOURS)] if layers[k] is not None else (
+            plt.cm.tab10(k % 10))
         ax.plot(x, y, color=color, lw=0.8 + 5 * float(weight), alpha=0.85)
         ax.annotate("", xy=(key, 0.18 * side), xytext=(x[-3], y[-3]),
                     arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2})
@@ -238,11 +245,21 @@ def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: flo
                 va="bottom" if side > 0 else "top", fontsize=8, color=color)
     top = max([0.6] + [0.5 + 0.12 * abs(q - k) for q, k, _, _ in arcs])
     ax.set_xlim(-0.7, n - 0.3)
-    ax.set_ylim(-top - 0.2, top + 0.2)
+    ax.set_ylim(-top - (0.65 if left_out else 0.5), top + 0.5)  # room for the arcs' labels
     ax.axis("off")
     if left_out:
-        ax.text(-0.6, -top - 0.15, "not drawn: " + "; ".join(left_out), fontsize=7,
+        ax.text(-0.6, -top - 0.6, "not drawn: " + "; ".join(left_out), fontsize=7,
                 color="#666", va="bottom")
-    if title:
-        ax.set_title(title, fontsize=10)
+    key = "; ".join(f"layer {layer}: {'above' if layer == 0 else 'below'} the words ("
+                    f"{LAYER_COLOURS[layer % len(LAYER_COLOURS)].removeprefix('tab:')})"
+                    for layer in sorted({x for x in layers if x is not None}))
+    if title or key:
+        ax.set_title("\n".join(x for x in (title, f"arcs of {key}" if key else "") if x),
+                     fontsize=10)
     return ax
+
+
+def _layer_of(label) -> int | None:
+    """The layer an arc's label names ("L1H2 ..." -> 1), or None."""
+    found = re.match(r"L(\d+)", str(label))
+    return int(found.group(1)) if found else None

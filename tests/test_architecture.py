@@ -516,7 +516,8 @@ def test_parameter_types_are_imported_from_where_they_are_read():
 #: module's name without its folder. A new `_check_*` fails until it is listed here with its
 #: reason, and a listed one that is gone fails too: the list is the map of what is not shared.
 PRIVATE_CHECKS = {
-    "analysis": {"_check_tokens": "one word piece per row of the maps"},
+    "analysis": {"_check_tokens": "one word piece per row of the maps",
+                 "_check_keys": "key_share's keys: one bool per key, or positions"},
     "attention": {"_check_softmax": "softmax's x and its where mask",
                   "_check_attention": "Q, K, V and mask of one attention, together",
                   "_check_split": "split_heads' X and h",

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import items, text, whole
+from bertlib.checks import items, text, whole, within_positions
 from bertlib.hf.loading import load_bert, max_positions
 from bertlib.hf.models import batch_runs
 
@@ -137,10 +137,8 @@ def tokenize_batch(texts: Sequence[Text], model=None) -> dict:
     if len({b is None for _, b in parts}) > 1:
         raise ValueError("give either only sentences or only pairs in one call")
     enc = _tokenize(parts, model)
-    n, limit = enc["input_ids"].shape[1], max_positions(model)
-    if n > limit:
-        raise ValueError(f"an input is {n} word pieces long but the model has {limit} "
-                         "positions: leave it out (run_corpus skips such inputs)")
+    within_positions(enc["input_ids"].shape[1], max_positions(model),
+                     "leave it out (run_corpus skips such inputs)", "an input")
     return enc
 
 

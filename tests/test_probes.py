@@ -52,7 +52,9 @@ def test_shares_on_constructed_maps():
     (lambda: offset_share(np.ones((2, 3)), 1), r"shape \(..., n, n\)"),
     (lambda: offset_share(np.eye(3), 3), r"offset must be a whole number in -2..2"),
     (lambda: probes.pair_share(np.eye(3), [0, 1], [0]), r"queries and keys must have the same shape, got \(2,\) and \(1,\)"),
-    (lambda: probes.pair_share(np.eye(3), [0], [5]), r"non-empty lists of positions in 0..2, got \[0\] and \[5\]"),
+    (lambda: probes.pair_share(np.eye(3), [0], [5]), r"keys\[0\] must be a whole number in 0..2 \(token positions of n = 3 tokens\), got 5"),
+    (lambda: probes.pair_share(np.eye(3), [0], [-1]), r"keys\[0\] must be a whole number in 0..2 .* got -1"),  # key_share's rule
+    (lambda: probes.pair_share(np.eye(3), [], []), r"the number of \(query, key\) pairs must be a whole number >= 1, got 0"),
     (lambda: probes.first_crossing([0, 1], [0.1], 0.5), r"values and steps must have the same shape, got \(1,\) and \(2,\)"),
 ])
 def test_measures_name_bad_input(call, message):

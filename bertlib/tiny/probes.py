@@ -22,7 +22,7 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
-from bertlib.checks import attention_stack, items, same_shape, token_batch
+from bertlib.checks import attention_stack, items, positions, same_shape, token_batch, whole
 from bertlib.lab.analysis import key_share, offset_share
 from bertlib.paper.attention import softmax
 from bertlib.tiny import grammar
@@ -83,12 +83,9 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     """Mean over pairs (q, k) of A[..., q, k]: e.g. each verb's attention to its subject."""
     A = attention_stack(A)
-    q, k = np.asarray(queries, dtype=int), np.asarray(keys, dtype=int)
-    n = A.shape[-1]
+    q, k = (positions(x, name, A.shape[-1]) for x, name in ((queries, "queries"), (keys, "keys")))
     same_shape(q, k, ("queries", "keys"))
-    if q.ndim != 1 or not q.size or min(q.min(), k.min()) < 0 or max(q.max(), k.max()) >= n:
-        raise ValueError(f"queries and keys must be non-empty lists of positions in 0..{n - 1}, "
-                         f"got {q.tolist()} and {k.tolist()}")
+    whole(q.size, "the number of (query, key) pairs", 1)
     return A[..., q, k].mean(-1)
 
 

@@ -527,8 +527,13 @@ PRIVATE_CHECKS = {
     "bert": {"_check_forward": "the parameters of a model and its key mask",
              "_check_ids": "token ids inside this model's vocabulary and positions",
              "_check_layer": "one layer's X, parameters, h and mask"},
+    "approximations": {"_check_lsh": "LSH's n_buckets (1 or even), n_hashes and a chunk "
+                                     "dividing n, together"},
+    "corpus": {"_check_texts": "each text a sentence or a pair (first, second)"},
     "cost": {"_check_sizes": "the sizes n of a sweep"},
-    "custom": {"_check_prior": "a prior against one layer's query and key"},
+    "custom": {"_check_prior": "a prior against one layer's query and key",
+               "_check_words": "a sentence of the pair: a string or a list of words"},
+    "grammar": {"_check_sentence": "a construction with its max_pp ('pp' needs one)"},
     "nb03": {"_check_sum": "a learner's answer to one exercise"},
     "family": {"_check_disentangled": "DeBERTa's X, relative positions and projections"},
     "kernels": {"_check_qkv": "Q, K, V as torch tensors of one kernel",
@@ -559,6 +564,51 @@ def test_the_private_check_scanner_sees_module_level_checks(tmp_path):
     tree = ast.parse("def _check_x(a):\n    pass\ndef f():\n    def _check_inner():\n"
                      "        pass\n")
     assert private_checks([(tmp_path / "m.py", tree)]) == {("m", "_check_x")}
+
+
+#: Private functions that raise and are not checks of a public function's arguments: what they
+#: find wrong shows only while they work (a file read, a package imported, a callback's result,
+#: a layout drawn). Any other private function that raises is a check under another name: call
+#: it ``_check_*`` (and list it above) or move it to bertlib.checks. A listed one that no longer
+#: raises fails too.
+RAISE_WHILE_WORKING = {
+    "bert": {"_per_head": "a custom attend returned another shape, known once it ran"},
+    "bertviz_offline": {"_library_source": "a JavaScript file missing from its package"},
+    "custom": {"_read_lexicon": "a relation in the lexicon file with no score, met reading it",
+               "_wordnet_similarity": "nltk or its WordNet data missing, met on import"},
+    "loading": {"_load": "a model that is not a BERT, known once loaded"},
+    "models": {"_tokenize": "a text that gives no word pieces, known once tokenised",
+               "_layers_heads": "sizes read from a model, a run or maps; anything else has none"},
+    "nb03": {"_top_keys": "a word that is not a word piece of the text, known once tokenised"},
+    "variants": {"_block_layout": "more random blocks than a query block has free, known as the "
+                                  "layout is drawn"},
+}
+
+
+def raising_private_functions(trees) -> set[tuple[str, str]]:
+    """(module name, function) for every private function (not ``_check_*``, not ``__dunder__``)
+    that holds a ``raise`` statement, at any depth."""
+    return {(path.stem, fn.name) for path, tree in trees for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            and fn.name.startswith("_") and not fn.name.startswith(("_check_", "__"))
+            and any(isinstance(node, ast.Raise) for node in ast.walk(fn))}
+
+
+def test_a_private_function_that_raises_is_a_named_check():
+    found = raising_private_functions(_trees())
+    listed = {(module, name) for module, names in RAISE_WHILE_WORKING.items() for name in names}
+    new, gone = sorted(found - listed), sorted(listed - found)
+    assert not new, ("these private functions raise: a check under another name? Call it "
+                     "_check_* and list it in PRIVATE_CHECKS, or move it to bertlib.checks; or, "
+                     f"if the error shows only while it works, list it in RAISE_WHILE_WORKING: {new}")
+    assert not gone, f"remove these from RAISE_WHILE_WORKING, they no longer raise: {gone}"
+
+
+def test_the_raise_scanner_sees_a_check_under_another_name(tmp_path):
+    tree = ast.parse("def _lsh_checks(n):\n    if n:\n        raise ValueError\n"
+                     "def _check_x(a):\n    raise ValueError\ndef __init__(self):\n    raise X\n"
+                     "def _quiet(a):\n    return a\n")
+    assert raising_private_functions([(tmp_path / "m.py", tree)]) == {("m", "_lsh_checks")}
 
 
 def _notebook_tree(path: Path) -> ast.Module:

@@ -111,7 +111,8 @@ def _read_lexicon(path: str) -> tuple[tuple[tuple[str, str], float], ...]:
     return tuple(table.items())
 
 
-def _as_sentence(x: str | Sequence[str], name: str) -> str:
+def _check_words(x: str | Sequence[str], name: str) -> str:
+    """A sentence of the pair: a string, or a list of words joined by spaces (else TypeError)."""
     if isinstance(x, str):
         return x
     if isinstance(x, Sequence) and all(isinstance(w, str) for w in x):
@@ -226,7 +227,7 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
     for words, value in (lexicon or {}).items():
         number(value, f"the lexicon similarity of {words}", 0.0, 1.0)
     model = model or load_bert()
-    a, b = _as_sentence(tokens_a, "tokens_a"), _as_sentence(tokens_b, "tokens_b")
+    a, b = _check_words(tokens_a, "tokens_a"), _check_words(tokens_b, "tokens_b")
     if punctuation == "remove":
         a, b = strip_punctuation(a), strip_punctuation(b)
     enc = encode(a, b, model)

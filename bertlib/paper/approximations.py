@@ -170,7 +170,7 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
 # ---------------------------------------------------------------- Reformer: LSH
 
 
-def _lsh_checks(n: int, n_buckets, n_hashes, chunk) -> tuple[int, int, int]:
+def _check_lsh(n: int, n_buckets, n_hashes, chunk) -> tuple[int, int, int]:
     n_buckets = whole(n_buckets, "n_buckets", 1)
     if n_buckets > 1 and n_buckets % 2:
         raise ValueError(
@@ -198,7 +198,7 @@ def lsh_buckets(X, n_buckets: int, n_hashes: int = 1, seed: int | None = 0) -> n
     n_buckets: 1 (everyone together) or even. Returns (n_hashes, n) ints in 0..n_buckets−1.
     """
     X = as_array(X, "X", 2, layout="(n, d)")
-    n_buckets, n_hashes, _ = _lsh_checks(X.shape[0], n_buckets, n_hashes, X.shape[0])
+    n_buckets, n_hashes, _ = _check_lsh(X.shape[0], n_buckets, n_hashes, X.shape[0])
     return _buckets(X, n_buckets, n_hashes, seed)
 
 
@@ -248,7 +248,7 @@ def lsh_pattern(Q, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     """
     Q = as_array(Q, "Q", 2, layout="(one head, a 2-D (n, d) array)")
     n = Q.shape[0]
-    n_buckets, n_hashes, chunk = _lsh_checks(n, n_buckets, n_hashes, chunk)
+    n_buckets, n_hashes, chunk = _check_lsh(n, n_buckets, n_hashes, chunk)
     mask = np.zeros((n, n), dtype=bool)
     for order, keys, allowed in _lsh_rounds(Q, n_buckets, n_hashes, seed, chunk)[1]:
         rows = np.broadcast_to(order[:, :, None], allowed.shape)
@@ -277,7 +277,7 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     """
     Q, _, V = check_one_head(Q, Q, V)
     n, d = Q.shape
-    n_buckets, n_hashes, chunk = _lsh_checks(n, n_buckets, n_hashes, chunk)
+    n_buckets, n_hashes, chunk = _check_lsh(n, n_buckets, n_hashes, chunk)
     norms = np.linalg.norm(Q, axis=1, keepdims=True)
     K = np.divide(Q, norms, out=np.zeros_like(Q), where=norms > 0)
     buckets, rounds = _lsh_rounds(Q, n_buckets, n_hashes, seed, chunk)

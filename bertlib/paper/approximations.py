@@ -18,6 +18,8 @@ sparse patterns of :mod:`bertlib.paper.variants` do.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from bertlib.checks import as_array, same_shape, whole
@@ -141,7 +143,7 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
 
     Idea: exp(qᵀk) = E_ω[φ(q)ᵀφ(k)] with φ(x) = exp(ωᵀx − ‖x‖²/2)/√m, so the softmax's n×n
     matrix factors into φ(Q) φ(K)ᵀ and the product can be taken in the cheap order.
-        Q' = Q/d_k^{1/4}, K' = K/d_k^{1/4} (so q'·k' = q·k/√d_k), ω: (m, d_k) orthogonal,
+        Q' = Q √s, K' = K √s, s = 1/√d_k (so q'·k' = q·k · s), ω: (m, d_k) orthogonal,
         out = D⁻¹ φ(Q') (φ(K')ᵀ V),  D = diag(φ(Q') (φ(K')ᵀ 1_n)).
     Rows of φ(Q') and the whole of φ(K') are rescaled by a constant before exp (it cancels in
     D⁻¹), so nothing overflows. The estimate improves as m grows.
@@ -154,9 +156,9 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
     m = whole(m, "m (the number of random features)", 1)
     d_k = Q.shape[1]
     omega = orthogonal_features(m, d_k, seed).astype(Q.dtype)
-    c = d_k ** -0.25
-    log_q = _log_features(Q * c, omega)
-    log_k = _log_features(K * c, omega)
+    root_s = math.sqrt(attention_scale(d_k))  # half the scale on each side: q'·k' = q·k · s
+    log_q = _log_features(Q * root_s, omega)
+    log_k = _log_features(K * root_s, omega)
     phi_q = np.exp(log_q - log_q.max(axis=1, keepdims=True))  # (n, m)
     phi_k = np.exp(log_k - log_k.max())  # (n, m)
     numerator = phi_q @ (phi_k.T @ V)  # (n, d_v) via an (m, d_v) summary

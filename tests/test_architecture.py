@@ -683,3 +683,62 @@ def test_used_by_names_the_notebooks_that_import_each_module():
     assert len(rows) == len(_levels()) and not wrong, "\n".join(wrong)
     assert listed_users("01–03, 05, `benchmarks/`, tools/pretrain_tiny_bert.py") == {
         "01", "02", "03", "05"}
+
+
+def module_users(modules: dict[str, list[Path]]) -> dict[str, set[str]]:
+    """Module -> the other bertlib modules that import it (inside functions too)."""
+    users: dict[str, set[str]] = {}
+    for name, files in modules.items():
+        for target in set().union(*map(_bertlib_imports, files)) & set(modules) - {name}:
+            users.setdefault(target, set()).add(name)
+    return users
+
+
+OUTSIDE = ("tools/", "benchmarks/")  # named in "used by" too: scripts, not bertlib modules
+
+
+def listed_modules(cell: str, modules) -> tuple[set[str], set[str]]:
+    """(the bertlib modules, the tools/ and benchmarks/ paths) a "used by" cell names in
+    backticks: `tiny/mechanism`, `importance` (a module by its name without the folder),
+    `exercises.nb03` (a module of a package: the package). A name that is neither raises
+    AssertionError."""
+    found, outside = set(), set()
+    for name in re.findall(r"`([^`]+)`", cell):
+        if name.startswith(OUTSIDE):
+            outside.add(name)
+            continue
+        unit = [m for m in modules if name.split(".")[0] in (m, m.split("/")[-1])]
+        assert len(unit) == 1, f"{name!r} in a used-by cell names no bertlib module"
+        found.add(unit[0])
+    return found, outside
+
+
+def test_used_by_names_the_modules_that_import_each_module():
+    """The "used by" column names every bertlib module that imports the row's module (a row that
+    says "every module ..." may summarise them, but names none that does not), and each tools/
+    or benchmarks/ path it names imports it."""
+    modules = _modules()
+    users = module_users(modules)
+    rows = re.findall(r"^\| `([a-z_0-9/]+)` \| \d+ \|.*\| ([^|]*) \|$",
+                      MAP.read_text(encoding="utf-8"), re.M)
+    wrong = []
+    for name, cell in rows:
+        listed, outside = listed_modules(cell, modules)
+        actual = users.get(name, set())
+        if listed != actual and ("every module" not in cell or not listed <= actual):
+            wrong.append(f"`{name}`: the table names {sorted(listed)}, the imports say "
+                         f"{sorted(actual)}")
+        wrong += [f"`{name}`: {path} does not import it" for path in sorted(outside)
+                  if not any(name in _bertlib_imports(file) for file in (
+                      sorted((ROOT / path).glob("*.py")) if path.endswith("/") else [ROOT / path]))]
+    assert not wrong, ("docs/ARCHITECTURE.md's used-by column disagrees with the imports; "
+                       "write these rows' modules:\n" + "\n".join(wrong))
+
+
+def test_the_used_by_parser_reads_modules_by_name_and_by_folder():
+    modules = {"hf/importance": [], "tiny/mechanism": [], "exercises": [], "checks": []}
+    assert listed_modules("03; `importance`, `tiny/mechanism`, `exercises.nb03`, `benchmarks/`",
+                          modules) == ({"hf/importance", "tiny/mechanism", "exercises"},
+                                       {"benchmarks/"})
+    with pytest.raises(AssertionError, match="'variants' in a used-by cell names no"):
+        listed_modules("06, `variants`", modules)

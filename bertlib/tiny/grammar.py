@@ -180,10 +180,10 @@ def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Se
     so needs max_pp ≥ 1; the innermost subject of a complement draws 0..max_pp). With
     max_pp = 0 and no relative clauses, no noun ever stands between a subject and its verb.
     """
-    return _build(construction, rng, _check_sentence(construction, rng, max_pp))
+    return _build(construction, rng, _checked(construction, rng, max_pp))
 
 
-def _check_sentence(construction: str, rng, max_pp) -> int:
+def _checked(construction: str, rng, max_pp) -> int:
     """sentence's arguments checked (ValueError naming the valid range); returns max_pp."""
     one_of(construction, "construction", CONSTRUCTIONS)
     kind(rng, "rng", np.random.Generator, "a numpy Generator (np.random.default_rng(seed))")
@@ -249,7 +249,7 @@ def generate(n: int, constructions: Sequence[str] = TRAIN_CONSTRUCTIONS, seed: i
         one_of(c, "construction", CONSTRUCTIONS)
     one_of(split, "split", ("train", "test"))
     rng = np.random.default_rng(seed)
-    max_pp = [_check_sentence(c, rng, max_pp) for c in constructions][0]  # each construction
+    max_pp = [_checked(c, rng, max_pp) for c in constructions][0]  # every construction's, once
     out = []
     while len(out) < n:
         s = _build(constructions[len(out) % len(constructions)], rng, max_pp)

@@ -452,3 +452,50 @@ def test_split_heads_with_a_shape_typed_in_is_told_to_work_for_any_sizes(batched
     # a function wrong for another reason is not told about typed sizes
     fb = check_split_heads(lambda X, h: X.reshape(*X.shape[:-2], h, X.shape[-2], -1), batched)
     assert not fb.ok and "must work for any" not in fb.message
+
+
+@pytest.mark.parametrize("heads_first", [
+    lambda X, h: np.stack(np.split(X, h, axis=-1), axis=0),
+    lambda X, h: tuple(np.split(X, h, axis=-1)),
+])
+def test_batched_heads_stacked_before_the_batch_are_named_not_called_one_sentence(heads_first):
+    # learner 26: np.split along the features, stacked, gives (h, batch, n, d_k): it handles the
+    # batch, yet was told "your function splits one sentence ... n and d are the last two axes"
+    assert check_split_heads(heads_first).ok  # right for one sentence
+    fb = check_split_heads(heads_first, batched=True)
+    assert not fb.ok and "the batch axis must stay first" in fb.message, fb.message
+    assert "(2, 5, 3, 4)" in fb.message and "splits one sentence" not in fb.message
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_split_heads_h_and_d_k_swapped_in_the_reshape_is_not_called_typed_in(batched):
+    # learner 26: reshape(..., d // h, h) gave the shape for the other h, and the learner was
+    # sent looking for an h typed in; the sizes swap with h, so the slip is named
+    def swapped(X, h):
+        return np.swapaxes(X.reshape(*X.shape[:-1], X.shape[-1] // h, h), -2, -3)
+
+    fb = check_split_heads(swapped, batched=batched)
+    assert not fb.ok and "traded places" in fb.message and "typed in" not in fb.message, fb.message
+    assert "counts the heads" in fb.message and "reshape(" not in fb.message
+    fb = check_split_heads(lambda X, h: X.reshape(*X.shape[:-2], 3, 4, 2).swapaxes(-2, -3),
+                           batched=batched)  # h = 4 typed in: still asked about it
+    assert not fb.ok and "is h typed in?" in fb.message and "traded places" not in fb.message
+
+
+def test_split_heads_a_size_divided_with_slash_is_told_about_whole_numbers():
+    # learner 26: X.shape[2] / h passed numpy's bare "'float' object cannot be interpreted ..."
+    def slash(X, h):
+        b, n, d = X.shape
+        return X.reshape(b, n, h, d / h).transpose(0, 2, 1, 3)
+
+    fb = check_split_heads(slash, batched=True)
+    assert not fb.ok and "raised TypeError" in fb.message and "is a float" in fb.message
+    assert "//" in fb.message and "8 / 2 = 4.0" in fb.message
+
+
+def test_det_noun_head_echoes_numpy_integers_as_plain_numbers():
+    # learner 26: layer=(np.int64(2), np.int64(8)) was echoed as "(np.int64(2), np.int64(8))"
+    fb = check_det_noun_head((np.int64(2), np.int64(8)), None)
+    assert "(layer = 2, head = 8)" in fb.message and "as tuple (2, 8)" in fb.message
+    assert "int64" not in fb.message
+    assert "as ndarray [2, 8]" in check_det_noun_head(np.array([2, 8]), None).message

@@ -22,10 +22,10 @@ from bertlib.exercises import (
     attempt_note,
     call_answer,
     calls_library,
+    described,
     explained_tries,
     form_error,
     not_answered,
-    ragged_message,
 )
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import check_layer_head, run_bert
@@ -67,12 +67,11 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         got, error = call_answer(fn, X.copy(), h, when=f"with X of shape {X.shape} and h = {h}")
         if batched and (single := _one_sentence_only(fn, X, h, got, error)) is not None:
             return single
-        if error is not None and "cannot reshape array" in error.message:  # numpy's words alone
-            return Feedback(False, f"{error.message}: a shape typed in for one example? "
-                                   f"{_any_sizes(X)}")
+        if error is not None and (numpy_said := _numpy_error(error, X)) is not None:
+            return numpy_said
         if error is None and not hasattr(got, "shape") and not isinstance(got, list | tuple):
             return Feedback(False, f"with X of shape {X.shape} and h = {h} your function returned "
-                                   f"a {type(got).__name__}; it should return an array")
+                                   f"{described(got)}; it should return an array")
         got = as_answer_array(got, "the result", dtype=None) if error is None else error
         if isinstance(got, Feedback):
             return got
@@ -88,7 +87,8 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         if got.shape != want.shape:
             return Feedback(False, f"with X of shape {X.shape} and h = {h} the result should have "
                                    f"shape {'(batch, h, n, d / h)' if batched else '(h, n, d / h)'}"
-                                   f" = {want.shape}, got {got.shape}{_cut_elsewhere(got, X, h)}")
+                                   f" = {want.shape}, got {got.shape}"
+                                   f"{_cut_elsewhere(fn, got, X, h)}")
         if np.array_equal(got, want):
             continue
         first = want[(0,) * len(lead)][0]
@@ -104,13 +104,26 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     return _typed_sizes(*call_answer(fn, X2.copy(), 3), X2, 3, X.shape)
 
 
+def _numpy_error(error: Feedback, X: np.ndarray) -> Feedback | None:
+    """numpy's bare words for a shape that cannot be, explained: a shape typed in for one
+    example, or a size computed with / (a float); None for any other error."""
+    if "cannot reshape array" in error.message:
+        return Feedback(False, f"{error.message}: a shape typed in for one example? "
+                               f"{_any_sizes(X)}")
+    if "'float' object cannot be interpreted as an integer" in error.message:
+        return Feedback(False, f"{error.message}: a size computed with / is a float (8 / 2 = "
+                               "4.0) even when it divides evenly, and a shape takes whole "
+                               "numbers, as // gives them")
+    return None
+
+
 def _one_sentence_only(fn: Callable, X: np.ndarray, h: int, got, error: Feedback | None
                        ) -> Feedback | None:
     """The Feedback for a function written for one sentence that fails on the batch X (batch, n,
     d): it raised there or gave the wrong shape, yet on X[0] alone, (n, d), it splits right."""
     want = split_heads(X, h)
-    try:
-        if error is None and np.shape(got) == want.shape:
+    try:  # the right shape, or its axes in another order (heads before the batch): judged below
+        if error is None and sorted(np.shape(got)) == sorted(want.shape):
             return None
     except ValueError:  # a ragged list: judged below
         pass
@@ -137,18 +150,31 @@ def _typed_sizes(got, error: Feedback | None, X: np.ndarray, h: int, first: tupl
                            f"({' or '.join(map(str, first))})? {_any_sizes(X)}")
 
 
-def _cut_elsewhere(got: np.ndarray, X: np.ndarray, h: int) -> str:
+def _cut_elsewhere(fn: Callable, got: np.ndarray, X: np.ndarray, h: int) -> str:
     """"" unless ``got``, of X's size and the right number of axes, is cut at other sizes than
-    split_heads(X, h): then ask whether h, or another size, was typed in."""
+    split_heads(X, h): then name h and d // h swapped (fn gives each h the other's shape), or ask
+    whether h, or another size, was typed in."""
     want = split_heads(X, h).shape
     if got.size != X.size or got.ndim != len(want):
         return ""
     other = next((k for k in (2, 4) if k != h and got.shape == split_heads(X, k).shape), None)
+    if other is not None and _shape_of(call_answer(fn, X.copy(), other)[0]) == want:
+        return (f", the shape for h = {other}, and with h = {other} yours has the shape for h = "
+                f"{h}: the number of heads and the size of each head, d // h, traded places. "
+                "Which axis of your result counts the heads?")
     if other is not None:
         return f", the shape for h = {other}: is h typed in? {_any_sizes(X)}"
     if sorted(got.shape) != sorted(want):  # not the right axes in another order: other sizes
         return f": a size typed in, or read from the wrong axis of X? {_any_sizes(X)}"
     return ""
+
+
+def _shape_of(result) -> tuple | None:
+    """np.shape of a learner's result, or None when it has none (a ragged list, None)."""
+    try:
+        return None if result is None else np.shape(result)
+    except ValueError:
+        return None
 
 
 def _any_sizes(X: np.ndarray) -> str:
@@ -188,11 +214,13 @@ def check_det_noun_head(layer, head) -> Feedback:
     for name, value in (("layer", layer), ("head", head)):
         if isinstance(value, tuple | list | np.ndarray):
             items = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
-            shown = (items if len(items) == 2 and all(isinstance(x, int | np.integer)
-                                                      for x in items) else ["…", "…"])
+            items = [x.item() if isinstance(x, np.generic) else x for x in items]  # 2, not int64(2)
+            shown = (items if len(items) == 2 and all(isinstance(x, int) for x in items)
+                     else ["…", "…"])
+            plain = tuple(items) if isinstance(value, tuple) else items
             return form_error(f"give layer and head separately, one whole number each "
                               f"(layer = {shown[0]}, head = {shown[1]}), not both in "
-                              f"`{name}` as {type(value).__name__} {value!r}")
+                              f"`{name}` as {type(value).__name__} {plain!r}")
     if layer is None and head is None:
         return not_answered("replace None with two whole numbers: layer, head")
     if layer is None or head is None:
@@ -269,9 +297,6 @@ def check_w_o_swap(W_O) -> Feedback:
     With the concatenation C = [head 0 | head 1] (6, 4), the output C W_O must hold head 1's two
     columns first, then head 0's. Says which output columns are already right.
     """
-    ragged = "" if W_O is None else ragged_message(W_O, "W_O")
-    if ragged:
-        return form_error(ragged)
     W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
                         "output (n, 4))")
     if isinstance(W, Feedback):

@@ -78,7 +78,7 @@ LIMITED = [
     (nb01.check_causal_guess, ("sat",), ("mat",), ("cat",)),
     (nb01.check_window_weights, (np.full((6, 6), 1 / 6),), (np.eye(6),), (WINDOW,)),
     (nb02.check_cost_guess, (5,), (144,), (12,)),
-    (nb02.check_w_o_swap, (np.eye(4),), (np.eye(4)[::-1],), (np.eye(4)[[2, 3, 0, 1]],)),
+    (nb02.check_w_o_swap, (np.eye(4),), (np.eye(4)[::-1],), (np.eye(4)[:, [2, 3, 1, 0]],)),
     (nb02.check_det_noun_head, (0, 0), (1, 8), None),
     (nb03.check_position_guess, (0.5,), (-0.5,), None),
     (nb03.check_heads, ([(0, 0)],), ([(5, 0)],), None),

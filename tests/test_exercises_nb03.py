@@ -317,6 +317,19 @@ def test_bank_sentence_without_a_designed_context_fails(text):
     assert not fb.ok and "behind by" in fb.message and "with no context" in fb.message
 
 
+def test_bank_sentence_failure_states_the_bar_it_applies():
+    # learner 27: "I sat on the bank." leaned less to money than the no-context bank and was told
+    # to "pull it further to the river side than that", a bar it had passed; the test is
+    # lean > max(0, neutral), so with a money-leaning neutral bank the message asks for lean > 0
+    text = "I sat on the bank."
+    to_money, to_river = bank_margin(text)
+    lean, neutral = to_river - to_money, river_lean(BANK_NEUTRAL)
+    assert neutral < lean < 0  # the case the old message misstated
+    fb = check_bank_sentence(text)
+    assert not fb.ok and "further to the river side than that" not in fb.message, fb.message
+    assert "nearer the river bank" in fb.message and "leans to the money side" in fb.message
+
+
 @pytest.mark.parametrize("text, words", [
     ("She sat on the bank of the river.", "yours uses river"),
     ("The river was wide.", "needs the word piece 'bank'"),

@@ -7,7 +7,7 @@
 3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
    [CLS] and [SEP] left out, goes to another word.
 4. :func:`check_bank_sentence` (design): a sentence whose final *bank* is closer to the river
-   *bank* than to the money *bank* (and than a context-free *bank*), without river words.
+   *bank* than to the money *bank* (as a context-free *bank* is not), without river words.
 Each names the slips it knows; 2 and 3 explain only the first three wrong tries.
 """
 
@@ -64,10 +64,9 @@ GUESS_ABOVE = 0.01
 NEAR_ONE = 0.98
 #: Exercise 4: a river-side margin below this still passes, and the message calls it narrow.
 NARROW_MARGIN = 0.02
-#: Exercise 4's baseline: *bank* with no context. A design must lean further to the river side.
+#: Exercise 4's baseline, *bank* with no context: a design must end nearer the river bank.
 BANK_NEUTRAL = "There is a bank."
-#: Exercise 4 must not use a word containing one of these words of the lesson's river sentences
-#: (copying is no design): the model reads "riverbank" as river + ##bank, whatever the spelling.
+#: Exercise 4 bans words containing these, the river sentences' (copying is no design; riverbank).
 FORBIDDEN = ("river", "water", "stream")
 
 
@@ -400,8 +399,8 @@ def _sentence_problem(text, model) -> Feedback | None:
 
 def check_bank_sentence(text, model=None) -> Feedback:
     """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
-    BANK_RIVER's than to BANK_MONEY's, and lean further that way than BANK_NEUTRAL's, without
-    any word that contains a word of FORBIDDEN."""
+    BANK_RIVER's than to BANK_MONEY's (and, should BANK_NEUTRAL's already lean that way, further
+    than it), without any word that contains a word of FORBIDDEN."""
     if text is None:
         return _not_answered("write your sentence in `my_sentence`")
     problem = _sentence_problem(text, model)
@@ -413,8 +412,9 @@ def check_bank_sentence(text, model=None) -> Feedback:
     if lean > max(0.0, neutral):
         narrow = ": a narrow win; can you widen it?" if lean < NARROW_MARGIN else ""
         return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side{narrow}")
-    side, where = ("river" if neutral > 0 else "money"), ("ahead" if lean > 0 else "behind")
-    return Feedback(False, f"not yet: {numbers}, so the river side is {where} by {abs(lean):.3f}; "
+    where, side = ("ahead" if lean > 0 else "behind"), ("river" if neutral > 0 else "money")
+    over = "further to the river side than that" if neutral > 0 else "over, nearer the river bank"
+    return Feedback(False, f"not yet: {numbers}, so the river side is {where} by {abs(lean):.2g}; "
                            f"with no context ({BANK_NEUTRAL!r}) bank leans to the {side} side by "
-                           f"{abs(neutral):.3f}, and your words must pull it further to the river "
-                           "side than that. Which words go with a bank you can sit on?")
+                           f"{abs(neutral):.3f}: pull it {over}. Which words go with a bank you "
+                           "can sit on?")

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from bertlib import exercises
-from bertlib.exercises import Feedback, reset_tries
+from bertlib.exercises import Feedback, reset_tries, wrong_tries
 from bertlib.exercises.nb01 import (
     ATOL,
+    PENCIL_ATOL,
     check_attention_fn,
     check_causal_guess,
     check_design,
@@ -192,6 +193,17 @@ def test_window_weights_accept_pencil_precision_and_name_the_gap():
     assert not fb.ok and "a word also sees itself" in fb.message
 
 
+@pytest.mark.parametrize("e, root", [(2.7, math.sqrt(2)), (math.e, 1.4), (2.72, 1.4)])
+def test_window_weights_accept_a_pencils_rounded_e_and_root_without_a_try(e, root):
+    # learner 27: weights worked with e ≈ 2.7 or √2 ≈ 1.4, as the exercise invites ("worked by
+    # pencil is fine"), were told "give more digits" and cost an explained try
+    reset_tries()
+    pencil = np.round(softmax(Q @ K.T * math.log(e) / root, axis=-1, where=window_mask(6)), 3)
+    assert np.abs(pencil - softmax(S, axis=-1, where=window_mask(6))).max() > PENCIL_ATOL
+    assert check_window_weights(pencil).ok
+    assert wrong_tries(check_window_weights) == 0
+
+
 def test_design_names_mats_key_as_a_multiple_of_cats():
     check_design(_w_q_only_attempt())
     fb = check_design(_w_q_only_attempt())
@@ -324,7 +336,7 @@ def test_design_names_a_single_value_not_a_shape(bad):
 def test_window_success_text_is_right_for_the_end_words():
     right = softmax(S, axis=-1, where=window_mask(6))
     message = check_window_weights(right).message
-    assert "two neighbours only" not in message and "first and last word" in message
+    assert "two neighbours only" not in message and "one at either end" in message
 
 
 def test_design_lost_verb_hint_says_only_keys_that_moved():
@@ -492,8 +504,9 @@ def test_window_weights_name_section_3s_scores_and_give_more_digits_only_when_cl
         assert "digits" not in fb.message
     right = softmax(S, axis=-1, where=mask)
     near = right.copy()
-    near[3, 2:5] += [0.003, -0.003, 0.0]  # two decimals' worth: more digits would do
-    assert "give more digits" in check_window_weights(near).message
+    near[3, 2:5] += [0.006, -0.006, 0.0]  # beyond a pencil's rounding, of its size: more digits
+    fb = check_window_weights(near)
+    assert not fb.ok and fb.form and "keep 3 decimals in every step" in fb.message, fb.message
     far = right.copy()
     far[3, 2:5] += [0.2, -0.2, 0.0]
     fb = check_window_weights(far)

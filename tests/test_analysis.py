@@ -75,7 +75,7 @@ def test_key_share_is_the_share_to_chosen_keys_by_text_or_by_position():
     with pytest.raises(ValueError, match=r"keys\[1\] must be a whole number in 0..4 .*, got 5"):
         an.key_share(A, [0, 5])
     with pytest.raises(ValueError, match=r"keys\[0\] must be a whole number in 0..4 .*, got -1"):
-        an.key_share(A, [-1])  # checks.positions: the one rule, as probes.pair_share's
+        an.key_share(A, [-1])  # checks.positions: the one rule, as agreement.pair_share's
     with pytest.raises(ValueError, match=r"n \(shares need at least 2 tokens\) .* >= 2, got 1"):
         an.to_token_shares(np.ones((1, 1)), ["[CLS]"])
     with pytest.raises(ValueError, match=r"keys must have shape \(n,\) = \(5,\) \(one bool per key\)"):

@@ -416,7 +416,7 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("params", "bert_params"): ("(in, out) so the equations read", "layer_params(layer)"),
     ("params", "layer_params"): ("W_Q, b_Q = as_xW(att.self.query)", "W_2, b_2 = as_xW("),
     ("params", "as_xW"): ".T.copy()",
-    # the share to chosen keys (notebooks 03, 04 and tiny.probes call it); its check is one line
+    # the share to chosen keys (notebooks 03, 04 and tiny.agreement call it); its check is one line
     ("analysis", "key_share"): "A[..., keys].sum(-1).mean(-1)",
     ("analysis", "offset_weights"): "np.diagonal(A, offset=offset",
 }

@@ -124,7 +124,7 @@ def to_token_shares(attentions, tokens: Sequence[str]) -> dict[str, np.ndarray]:
     Clark et al. counted "." and "," only.
     Returns a dict of (layers, heads) arrays. Needs n >= 2. Each class's share is
     :func:`key_share` with the keys picked by token text (a real sentence pair has two [SEP]s,
-    wherever the pieces fall); tiny.probes.measure_probe picks them by position.
+    wherever the pieces fall); tiny.agreement.measure_on picks them by position.
     """
     A = check_maps(attentions)
     tokens = _check_tokens(tokens, whole(A.shape[-1], "n (shares need at least 2 tokens)", 2))
@@ -137,7 +137,7 @@ def key_share(A, keys) -> np.ndarray:
     """share = (1/n) Σ_i Σ_{j ∈ keys} A[..., i, j]: the attention a head gives a set of keys,
     summed over the keys and averaged over the n queries (the one share to chosen keys).
     A: (..., n, n); keys: (n,) bool (e.g. a class of :func:`token_classes`) or positions in
-    0..n−1 (checks.positions: 0 is [CLS], n − 1 a probe row's one [SEP]). Returns (...)."""
+    0..n−1 (checks.positions: 0 is [CLS], n − 1 a test row's one [SEP], notebook 09). Returns (...)."""
     A, keys = _check_keys(A, keys)
     return A[..., keys].sum(-1).mean(-1)
 

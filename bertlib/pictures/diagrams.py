@@ -409,6 +409,6 @@ def pretraining_step_picture(batch: int = 128, n: int = 16, vocab: int = 102):
     arrow(ax, (8.25, top), (9.3, top))
     arrow(ax, (10.6, top - 0.4), (10.6, low + 0.5))
     arrow(ax, (9.3, low), (8.25, low))
-    arrow(ax, (7.0, low + 0.4), (9.6, top - 0.4), "new weights", offset=(-0.6, 0.0))
+    arrow(ax, (7.0, low + 0.4), (9.6, top - 0.4), "new params", offset=(-0.6, 0.0))
     return fig
 

@@ -16,8 +16,8 @@ import numpy as np
 
 __all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
            "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_stack",
-           "attention_rows", "window", "bool_mask", "padding_flags", "one_mask_token",
-           "token_batch", "IGNORE_INDEX"]
+           "attention_rows", "window", "positions", "within_positions", "bool_mask",
+           "padding_flags", "one_mask_token", "token_batch", "IGNORE_INDEX"]
 
 #: The masked-LM label of a position the loss ignores (the PyTorch / transformers convention),
 #: defined once: bertlib.paper.mlm's labels carry it and token_batch checks around it.
@@ -262,6 +262,33 @@ def window(w, name: str = "w") -> int:
         raise ValueError(f"{name} must be even: a token sees w/2 keys on each side (w + 1 with "
                          f"itself), so an odd {name}={w} has no whole half; use {w - 1} or {w + 1}")
     return w
+
+
+def positions(values, name: str, n: int) -> np.ndarray:
+    """``values`` as a 1-D int array of token positions, each a whole number in 0..n − 1: the one
+    rule for positions into n tokens (a negative position is refused, never read as counted from
+    the end). May be empty. TypeError for a position that is not a whole number, ValueError for
+    more than one axis or a position outside 0..n − 1 (the message names the first)."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D list of positions in 0..{n - 1}, got shape "
+                         f"{arr.shape}")
+    why = f"(token positions of n = {n} tokens)"
+    return np.array([whole(p, f"{name}[{i}]", 0, n - 1, why) for i, p in enumerate(arr.tolist())],
+                    dtype=int)
+
+
+def within_positions(n, limit: int, fix: str = "shorten it", what: str = "the input") -> int:
+    """``n`` word pieces (a whole number >= 1) for a model of ``limit`` positions: the one check
+    that an input is not too long for the model. fix: what to do about it, e.g. "shorten it";
+    what: the input's name, e.g. "an input". Returns n, or a ValueError "the input is n word
+    pieces long but this model has limit positions (at most limit pieces including [CLS] and
+    [SEP]); shorten it"."""
+    n = whole(n, f"the number of word pieces of {what}", 1)
+    if n > limit:
+        raise ValueError(f"{what} is {n} word pieces long but this model has {limit} positions (at "
+                         f"most {limit} pieces including [CLS] and [SEP]); {fix}")
+    return n
 
 
 def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)"):

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from bertlib.hf.loading import load_bert
+from bertlib.tiny import agreement
 from bertlib.tiny import pretrain as pt
-from bertlib.tiny import probes
 
 
 @pytest.fixture(scope="session")
@@ -142,8 +142,8 @@ def torch_masked():
 
 @pytest.fixture(scope="module")
 def tok():
-    """The word-level tokenizer of notebook 09's generated language (bertlib.tiny.probes)."""
-    return probes.build_tokenizer()
+    """The word-level tokenizer of notebook 09's generated language (bertlib.tiny.agreement)."""
+    return agreement.build_tokenizer()
 
 
 @pytest.fixture(scope="module")

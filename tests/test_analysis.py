@@ -1,5 +1,8 @@
 """Tests for bertlib.lab.analysis: constructed maps with known answers, bad inputs, the real model."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -64,13 +67,17 @@ def test_key_share_is_the_share_to_chosen_keys_by_text_or_by_position():
     n = 5
     A = np.stack([np.eye(n, k=-1) + np.diag([1.0] + [0] * (n - 1)), np.full((n, n), 1 / n)])
     assert np.allclose(an.key_share(A, [0]), [2 / n, 1 / n])
-    assert np.allclose(an.key_share(A, [-1]), [0, 1 / n])
+    assert np.allclose(an.key_share(A, [n - 1]), [0, 1 / n])
     assert np.allclose(an.key_share(A, np.arange(n) >= 3), [1 / n, 2 / n])
     shares = an.to_token_shares(A[None], ["[CLS]", "a", "b", "c", "[SEP]"])
     np.testing.assert_array_equal(shares["[CLS]"][0], an.key_share(A, [0]))  # one formula
     np.testing.assert_array_equal(shares["[SEP]"][0], an.key_share(A, [n - 1]))
-    with pytest.raises(ValueError, match=r"keys\[1\] must be a whole number in -5..4, got 5"):
+    with pytest.raises(ValueError, match=r"keys\[1\] must be a whole number in 0..4 .*, got 5"):
         an.key_share(A, [0, 5])
+    with pytest.raises(ValueError, match=r"keys\[0\] must be a whole number in 0..4 .*, got -1"):
+        an.key_share(A, [-1])  # checks.positions: the one rule, as agreement.pair_share's
+    with pytest.raises(ValueError, match=r"n \(shares need at least 2 tokens\) .* >= 2, got 1"):
+        an.to_token_shares(np.ones((1, 1)), ["[CLS]"])
     with pytest.raises(ValueError, match=r"keys must have shape \(n,\) = \(5,\) \(one bool per key\)"):
         an.key_share(A, np.ones(4, bool))
 
@@ -87,8 +94,8 @@ def test_offset_weights_are_each_querys_weight_to_its_neighbour_and_their_mean_t
     weights = an.offset_weights(A, 1)
     weights[:] = 0  # a copy, not a view: the maps stay as they were
     assert A[0, 0, 1] == 0.01
-    with pytest.raises(ValueError, match=r"abs\(offset\) .* in 1..3, got 0"):
-        an.offset_weights(A, 0)
+    np.testing.assert_array_equal(an.offset_weights(A, 0), np.diagonal(A, axis1=1, axis2=2))
+    np.testing.assert_array_equal(shares["self"], an.offset_share(maps, 0))  # 0: itself
     with pytest.raises(ValueError, match=r"offset must be a whole number in -3..3"):
         an.offset_weights(A, 4)
 
@@ -272,6 +279,16 @@ def test_pattern_rules_on_synthetic_maps():
     ])
     labels = an.pattern_labels(feat(maps, tokens))
     assert labels[0].tolist() == ["vertical", "diagonal", "vertical+diagonal", "heterogeneous"]
+    special = np.isin(tokens, ["[CLS]", "[SEP]"])  # "vertical" is key_share to [CLS] and [SEP]
+    np.testing.assert_array_equal(feat(maps, tokens)["vertical"][0], an.key_share(maps, special))
+
+
+def test_each_share_is_written_once_in_analysis():
+    """The share to chosen keys (key_share) and the mean of a diagonal (offset_weights: self,
+    previous, next) are each written once; the other measures call them."""
+    source = Path(an.__file__).read_text(encoding="utf-8")
+    assert len(re.findall(r"\[\.\.\., \w+\]\.sum\(-1\)\.mean\(-1\)", source)) == 1, "key_share"
+    assert source.count("np.diagonal(") == 1, "offset_weights"
 
 
 def test_block_pattern_needs_a_pair_that_stays_within_its_sentence():

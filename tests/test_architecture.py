@@ -416,6 +416,9 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("params", "bert_params"): ("(in, out) so the equations read", "layer_params(layer)"),
     ("params", "layer_params"): ("W_Q, b_Q = as_xW(att.self.query)", "W_2, b_2 = as_xW("),
     ("params", "as_xW"): ".T.copy()",
+    # the share to chosen keys (notebooks 03, 04 and tiny.agreement call it); its check is one line
+    ("analysis", "key_share"): "A[..., keys].sum(-1).mean(-1)",
+    ("analysis", "offset_weights"): "np.diagonal(A, offset=offset",
 }
 LANDING = 10  # lines from the `def` a reader lands on to each equation line
 
@@ -457,23 +460,42 @@ def test_attention_and_bert_write_softmax_once():
     assert _calls(ast.parse("np.exp(x)\nnp.sqrt(d_k)\nnp.sqrt(2)"), "np.sqrt", "d_k") == 1
 
 
+def _exponent(node) -> float | None:
+    """The number a power's exponent is (``-0.25``, ``(1 / 4)``), or None if it is not one."""
+    if not all(isinstance(n, ast.Constant | ast.BinOp | ast.UnaryOp | ast.operator | ast.unaryop)
+               for n in ast.walk(node)):
+        return None
+    value = eval(compile(ast.Expression(node), "<exponent>", "eval"), {"__builtins__": {}})
+    return float(value) if isinstance(value, int | float) else None
+
+
 def scale_writers(trees) -> list[str]:
-    """Where 1/√d_k is written: a call of sqrt on d_k (np., math., torch.) or a ``** -0.5``.
-    ``trees``: (label, tree) pairs."""
+    """Where 1/√d_k is written out rather than taken from ``attention_scale``: sqrt (np., math.,
+    torch.) of d_k or of a width read from a shape; a square root of a square root; a power of
+    ±1/4 (d_k^{−1/4} on each side of q·k is 1/√d_k again); ``** -0.5`` of anything, and
+    ``** 0.5`` of d_k or a shape. An argument that calls attention_scale is its scale, not a
+    second one (√s on each side). ``trees``: (label, tree) pairs."""
     found = []
     for label, tree in trees:
         for node in ast.walk(tree):
+            text = ast.unparse(node)
+            width = any(w in text for w in ("d_k", ".shape")) and "attention_scale(" not in text
             if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("sqrt") and \
-                    node.args and "d_k" in ast.unparse(node.args[0]):
-                found.append(f"{label}: {ast.unparse(node)}")
-            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and \
-                    ast.unparse(node.right) in ("-0.5", "(-0.5)"):
-                found.append(f"{label}: {ast.unparse(node)}")
+                    node.args and (width or any(
+                        isinstance(n, ast.Call) and ast.unparse(n.func).endswith("sqrt")
+                        for n in ast.walk(node.args[0]))):
+                found.append(f"{label}: {text}")
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and (
+                    (p := _exponent(node.right)) in (0.25, -0.25, -0.5) or p == 0.5 and width):
+                found.append(f"{label}: {text}")
     return found
 
 
 SCALE_WRITTEN_ON_PURPOSE = {  # exercise checkers that write √d_k out, and why
-    "bertlib/exercises/nb01.py": "its checkers compute what a learner writes by hand, √d_k too",
+    "bertlib/exercises/nb01.py": "notebook 01's answer key is written as its learner writes "
+                                 "attention by hand, before bertlib exists for them: softmax(Q Kᵀ "
+                                 "/ √d_k), d_k read from Q's shape, beside the wrong scales (√d, "
+                                 "none, d_k) whose results it names",
     "bertlib/exercises/nb07.py": "wrong scales (√d_k, √(3·d)) that name a learner's mistake; "
                                  "its right one is attention_scale(3 * d_k)",
 }
@@ -482,13 +504,26 @@ SCALE_WRITTEN_ON_PURPOSE = {  # exercise checkers that write √d_k out, and why
 def test_one_scale_in_all_of_bertlib():
     # family's DeBERTa scale 1/√(3·d_k) is attention_scale(3 * d_k), so family.py is read too
     trees = [(str(path.relative_to(ROOT)), _parsed(path))
-             for path in sorted((ROOT / "bertlib").rglob("*.py"))
-             if str(path.relative_to(ROOT)) not in SCALE_WRITTEN_ON_PURPOSE]
+             for path in sorted((ROOT / "bertlib").rglob("*.py"))]
     found = scale_writers(trees)
-    assert found == ["bertlib/paper/attention.py: math.sqrt(max(d_k, 1))"], (
+    elsewhere = [f for f in found if f.split(":")[0] not in SCALE_WRITTEN_ON_PURPOSE]
+    assert elsewhere == ["bertlib/paper/attention.py: math.sqrt(max(d_k, 1))"], (
         "write 1/√d_k once, in bertlib.paper.attention.attention_scale, and call it: "
-        f"{found}")
-    assert len(scale_writers([("t", ast.parse("a = x ** -0.5\nb = torch.sqrt(d_k)"))])) == 2
+        f"{elsewhere}")
+    stale = [f for f in SCALE_WRITTEN_ON_PURPOSE if not any(w.startswith(f + ":") for w in found)]
+    assert not stale, f"these no longer write √d_k: remove them from SCALE_WRITTEN_ON_PURPOSE {stale}"
+
+
+def test_the_scale_scanner_sees_every_form_of_the_scale():
+    forms = {"x ** -0.5": "x ** (-0.5)", "torch.sqrt(d_k)": "torch.sqrt(d_k)",
+             "d_k ** -0.25": "d_k ** (-0.25)", "d ** (1 / 4)": "d ** (1 / 4)",
+             "np.sqrt(np.sqrt(d))": "np.sqrt(np.sqrt(d))",
+             "Q / math.sqrt(Q.shape[1])": "math.sqrt(Q.shape[1])", "d_k ** 0.5": "d_k ** 0.5",
+             "x ** 0.25": "x ** 0.25"}
+    allowed = ["math.sqrt(attention_scale(d_k))", "var ** 0.5", "np.sqrt(2.0)",
+               "attention_scale(d_k) ** 0.5", "x ** 2"]
+    found = scale_writers([("t", ast.parse("\n".join([*forms, *allowed])))])
+    assert sorted(found) == sorted(f"t: {seen}" for seen in forms.values())
 
 
 def test_parameter_types_are_imported_from_where_they_are_read():
@@ -516,7 +551,8 @@ def test_parameter_types_are_imported_from_where_they_are_read():
 #: module's name without its folder. A new `_check_*` fails until it is listed here with its
 #: reason, and a listed one that is gone fails too: the list is the map of what is not shared.
 PRIVATE_CHECKS = {
-    "analysis": {"_check_tokens": "one word piece per row of the maps"},
+    "analysis": {"_check_tokens": "one word piece per row of the maps",
+                 "_check_keys": "key_share's keys: one bool per key, or positions"},
     "attention": {"_check_softmax": "softmax's x and its where mask",
                   "_check_attention": "Q, K, V and mask of one attention, together",
                   "_check_split": "split_heads' X and h",
@@ -526,8 +562,12 @@ PRIVATE_CHECKS = {
     "bert": {"_check_forward": "the parameters of a model and its key mask",
              "_check_ids": "token ids inside this model's vocabulary and positions",
              "_check_layer": "one layer's X, parameters, h and mask"},
+    "approximations": {"_check_lsh": "LSH's n_buckets (1 or even), n_hashes and a chunk "
+                                     "dividing n, together"},
+    "corpus": {"_check_texts": "each text a sentence or a pair (first, second)"},
     "cost": {"_check_sizes": "the sizes n of a sweep"},
-    "custom": {"_check_prior": "a prior against one layer's query and key"},
+    "custom": {"_check_prior": "a prior against one layer's query and key",
+               "_check_words": "a sentence of the pair: a string or a list of words"},
     "nb03": {"_check_sum": "a learner's answer to one exercise"},
     "family": {"_check_disentangled": "DeBERTa's X, relative positions and projections"},
     "kernels": {"_check_qkv": "Q, K, V as torch tensors of one kernel",
@@ -558,6 +598,61 @@ def test_the_private_check_scanner_sees_module_level_checks(tmp_path):
     tree = ast.parse("def _check_x(a):\n    pass\ndef f():\n    def _check_inner():\n"
                      "        pass\n")
     assert private_checks([(tmp_path / "m.py", tree)]) == {("m", "_check_x")}
+
+
+#: Private functions that raise and are not checks of a public function's arguments: what they
+#: find wrong shows only while they work (a file read, a package imported, a callback's result,
+#: a layout drawn). Any other private function that raises is a check under another name: call
+#: it ``_check_*`` (and list it above) or move it to bertlib.checks. A listed one that no longer
+#: raises fails too.
+RAISE_WHILE_WORKING = {
+    "bert": {"_per_head": "a custom attend returned another shape, known once it ran"},
+    "bertviz_offline": {"_library_source": "a JavaScript file missing from its package"},
+    "custom": {"_read_lexicon": "a relation in the lexicon file with no score, met reading it",
+               "_wordnet_similarity": "nltk or its WordNet data missing, met on import"},
+    "loading": {"_load": "a model that is not a BERT, known once loaded"},
+    "models": {"_tokenize": "a text that gives no word pieces, known once tokenised",
+               "_layers_heads": "sizes read from a model, a run or maps; anything else has none"},
+    "nb03": {"_top_keys": "a word that is not a word piece of the text, known once tokenised"},
+    "variants": {"_block_layout": "more random blocks than a query block has free, known as the "
+                                  "layout is drawn"},
+}
+
+
+#: Private checks whose ``_check_*`` name waits: notebook 09 prints the source of their caller,
+#: so the rename comes with that notebook's next re-execution (and its owner's).
+CHECKS_TO_RENAME = {
+    "grammar": {"_checked": "sentence's construction and max_pp ('pp' needs one); notebook 09 "
+                            "prints grammar.sentence, which calls it"},
+}
+
+
+def raising_private_functions(trees) -> set[tuple[str, str]]:
+    """(module name, function) for every private function (not ``_check_*``, not ``__dunder__``)
+    that holds a ``raise`` statement, at any depth."""
+    return {(path.stem, fn.name) for path, tree in trees for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            and fn.name.startswith("_") and not fn.name.startswith(("_check_", "__"))
+            and any(isinstance(node, ast.Raise) for node in ast.walk(fn))}
+
+
+def test_a_private_function_that_raises_is_a_named_check():
+    found = raising_private_functions(_trees())
+    listed = {(module, name) for table in (RAISE_WHILE_WORKING, CHECKS_TO_RENAME)
+              for module, names in table.items() for name in names}
+    new, gone = sorted(found - listed), sorted(listed - found)
+    assert not new, ("these private functions raise: a check under another name? Call it "
+                     "_check_* and list it in PRIVATE_CHECKS, or move it to bertlib.checks; or, "
+                     f"if the error shows only while it works, list it in RAISE_WHILE_WORKING: {new}")
+    assert not gone, ("remove these from RAISE_WHILE_WORKING or CHECKS_TO_RENAME, they no "
+                      f"longer raise (or were renamed _check_*): {gone}")
+
+
+def test_the_raise_scanner_sees_a_check_under_another_name(tmp_path):
+    tree = ast.parse("def _lsh_checks(n):\n    if n:\n        raise ValueError\n"
+                     "def _check_x(a):\n    raise ValueError\ndef __init__(self):\n    raise X\n"
+                     "def _quiet(a):\n    return a\n")
+    assert raising_private_functions([(tmp_path / "m.py", tree)]) == {("m", "_lsh_checks")}
 
 
 def _notebook_tree(path: Path) -> ast.Module:
@@ -600,3 +695,62 @@ def test_used_by_names_the_notebooks_that_import_each_module():
     assert len(rows) == len(_levels()) and not wrong, "\n".join(wrong)
     assert listed_users("01–03, 05, `benchmarks/`, tools/pretrain_tiny_bert.py") == {
         "01", "02", "03", "05"}
+
+
+def module_users(modules: dict[str, list[Path]]) -> dict[str, set[str]]:
+    """Module -> the other bertlib modules that import it (inside functions too)."""
+    users: dict[str, set[str]] = {}
+    for name, files in modules.items():
+        for target in set().union(*map(_bertlib_imports, files)) & set(modules) - {name}:
+            users.setdefault(target, set()).add(name)
+    return users
+
+
+OUTSIDE = ("tools/", "benchmarks/")  # named in "used by" too: scripts, not bertlib modules
+
+
+def listed_modules(cell: str, modules) -> tuple[set[str], set[str]]:
+    """(the bertlib modules, the tools/ and benchmarks/ paths) a "used by" cell names in
+    backticks: `tiny/mechanism`, `importance` (a module by its name without the folder),
+    `exercises.nb03` (a module of a package: the package). A name that is neither raises
+    AssertionError."""
+    found, outside = set(), set()
+    for name in re.findall(r"`([^`]+)`", cell):
+        if name.startswith(OUTSIDE):
+            outside.add(name)
+            continue
+        unit = [m for m in modules if name.split(".")[0] in (m, m.split("/")[-1])]
+        assert len(unit) == 1, f"{name!r} in a used-by cell names no bertlib module"
+        found.add(unit[0])
+    return found, outside
+
+
+def test_used_by_names_the_modules_that_import_each_module():
+    """The "used by" column names every bertlib module that imports the row's module (a row that
+    says "every module ..." may summarise them, but names none that does not), and each tools/
+    or benchmarks/ path it names imports it."""
+    modules = _modules()
+    users = module_users(modules)
+    rows = re.findall(r"^\| `([a-z_0-9/]+)` \| \d+ \|.*\| ([^|]*) \|$",
+                      MAP.read_text(encoding="utf-8"), re.M)
+    wrong = []
+    for name, cell in rows:
+        listed, outside = listed_modules(cell, modules)
+        actual = users.get(name, set())
+        if listed != actual and ("every module" not in cell or not listed <= actual):
+            wrong.append(f"`{name}`: the table names {sorted(listed)}, the imports say "
+                         f"{sorted(actual)}")
+        wrong += [f"`{name}`: {path} does not import it" for path in sorted(outside)
+                  if not any(name in _bertlib_imports(file) for file in (
+                      sorted((ROOT / path).glob("*.py")) if path.endswith("/") else [ROOT / path]))]
+    assert not wrong, ("docs/ARCHITECTURE.md's used-by column disagrees with the imports; "
+                       "write these rows' modules:\n" + "\n".join(wrong))
+
+
+def test_the_used_by_parser_reads_modules_by_name_and_by_folder():
+    modules = {"hf/importance": [], "tiny/mechanism": [], "exercises": [], "checks": []}
+    assert listed_modules("03; `importance`, `tiny/mechanism`, `exercises.nb03`, `benchmarks/`",
+                          modules) == ({"hf/importance", "tiny/mechanism", "exercises"},
+                                       {"benchmarks/"})
+    with pytest.raises(AssertionError, match="'variants' in a used-by cell names no"):
+        listed_modules("06, `variants`", modules)

@@ -133,6 +133,18 @@ def test_mismatched_n_k_names_both_shapes():
         scaled_dot_product_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((2, 2)))
 
 
+def test_leading_axes_of_q_k_and_v_must_broadcast_and_are_named():
+    Q, K, V = np.ones((2, 3, 4)), np.ones((2, 3, 4)), np.ones((2, 3, 2))
+    with pytest.raises(ValueError, match=r"^the leading \(batch, head\) axes of Q, K, V do not "
+                                         r"broadcast: Q has shape \(2, 3, 4\), K has shape "
+                                         r"\(3, 3, 4\), V has shape \(2, 3, 2\)$"):
+        scaled_dot_product_attention(Q, np.ones((3, 3, 4)), V)  # numpy's own message before
+    with pytest.raises(ValueError, match=r"axes of Q, K, V do not broadcast: .* V has shape "
+                                         r"\(3, 3, 2\)"):
+        scaled_dot_product_attention(Q, K, np.ones((3, 3, 2)))  # V was never checked before
+    assert check_qkv_shapes(Q.shape, (1, 3, 4), (5, 1, 3, 2)) == (5, 2)  # the broadcast lead
+
+
 def test_mask_wrong_shape():
     with pytest.raises(ValueError, match="does not broadcast"):
         scaled_dot_product_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 2)),

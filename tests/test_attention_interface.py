@@ -2,6 +2,9 @@
 hook sees the scores, a registered attention comes with the additive mask, and a layer's
 projection is cut into heads as transformers cuts it."""
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +13,7 @@ from bertlib.hf.attention_interface import (
     eager_attention,
     project_heads_torch,
     register_attention,
+    scaled_scores,
     softmax_weights,
 )
 from bertlib.paper.attention import project_heads
@@ -86,3 +90,21 @@ def test_project_heads_torch_is_the_layers_own_cut_and_the_numpy_projection():
 def test_project_heads_torch_names_what_is_wrong(X, linear, h, error, message):
     with pytest.raises(error, match=message):
         project_heads_torch(X, linear, h)
+
+
+def test_scaled_scores_are_eager_attentions_scores_written_once_in_hf():
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 3, 5, 4, generator=g), torch.randn(2, 3, 6, 4, generator=g)
+    scores = scaled_scores(q, k)
+    assert torch.equal(scores, q @ k.transpose(-1, -2) * 0.5)  # 1/√4
+    assert torch.equal(scaled_scores(q, k, 2.0), q @ k.transpose(-1, -2) * 2.0)
+    seen = []
+    eager_attention(torch.nn.Module(), q, k, torch.randn(2, 3, 6, 4, generator=g), None,
+                    weights_of=lambda module, s, mask: seen.append(s) or softmax_weights(None, s, None))
+    assert torch.equal(seen[0], scores)
+    hf = Path(__file__).resolve().parents[1] / "bertlib" / "hf"
+    scales = [f"{path.name}: {ast.unparse(node)}" for path in sorted(hf.glob("*.py"))
+              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+              if isinstance(node, ast.Call) and ast.unparse(node.func) == "attention_scale"]
+    assert scales == ["attention_interface.py: attention_scale(query.shape[-1])"], (
+        "hf/ scales Q Kᵀ in one place, scaled_scores: call it", scales)

@@ -247,3 +247,31 @@ def test_window_is_the_one_rule_for_a_sliding_windows_w():
         checks.window(5)
     with pytest.raises(ValueError, match=r"w \(the window\) must be a whole number >= 1"):
         checks.window(0)
+
+
+def test_positions_are_whole_numbers_in_0_to_n_minus_1_negative_ones_refused():
+    np.testing.assert_array_equal(checks.positions([0, 2, np.int64(1)], "keys", 3), [0, 2, 1])
+    assert checks.positions((), "global_idx", 3).shape == (0,)  # an empty list is a list
+    with pytest.raises(ValueError, match=r"keys\[1\] must be a whole number in 0\.\.2 \(token "
+                                         r"positions of n = 3 tokens\), got -1"):
+        checks.positions([0, -1], "keys", 3)  # never "the last token"
+    with pytest.raises(ValueError, match=r"keys\[0\] must be .* in 0\.\.2 .* got 3"):
+        checks.positions([3], "keys", 3)
+    with pytest.raises(TypeError, match=r"keys\[0\] must be a whole number"):
+        checks.positions([0.5], "keys", 3)
+    with pytest.raises(ValueError, match=r"keys must be a 1-D list of positions in 0\.\.2, got "
+                                         r"shape \(1, 2\)"):
+        checks.positions([[0, 1]], "keys", 3)
+
+
+def test_within_positions_is_the_one_too_long_for_the_model_check():
+    assert checks.within_positions(512, 512) == 512
+    with pytest.raises(ValueError, match=r"^the input is 513 word pieces long but this model has "
+                                         r"512 positions \(at most 512 pieces including \[CLS\] "
+                                         r"and \[SEP\]\); shorten it$"):
+        checks.within_positions(513, 512)
+    with pytest.raises(ValueError, match=r"^an input is 9 word .* 8 positions .*; leave it out$"):
+        checks.within_positions(9, 8, "leave it out", "an input")
+    with pytest.raises(ValueError, match="the number of word pieces of the input must be a whole "
+                                         "number >= 1, got 0"):
+        checks.within_positions(0, 8)

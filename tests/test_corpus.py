@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from bertlib.hf import corpus as cp
-from bertlib.hf.models import run_bert
+from bertlib.hf.models import encode, run_bert
 from bertlib.lab import analysis as an
+from bertlib.paper.bert import bert_forward
 
 
 def test_load_corpus_gives_hundreds_of_distinct_sentences_and_pairs():
@@ -37,6 +38,21 @@ def test_run_corpus_skips_too_long_sentences_with_a_count():
     assert result.skipped == 1 and result.runs[0].tokens[1] == "a"
     with pytest.raises(ValueError, match="all 1 texts are longer than 512"):
         cp.run_corpus([too_long])
+
+
+def test_too_long_for_the_model_is_one_check_with_one_message():
+    """tokenize_batch, encode and the numpy BERT all call checks.within_positions: a check
+    written again beside it would say it its own way, and fail here."""
+    rule = (r"input is 602 word pieces long but this model has 512 positions \(at most 512 "
+            r"pieces including \[CLS\] and \[SEP\]\); ")
+    too_long = " ".join(["word"] * 600)
+    with pytest.raises(ValueError, match=f"^an {rule}leave it out \\(run_corpus skips such inputs\\)$"):
+        cp.tokenize_batch([too_long, "A short one."])
+    with pytest.raises(ValueError, match=f"^the {rule}shorten it, or pass truncate=True to keep "
+                                         "the first 512$"):
+        encode(too_long)
+    with pytest.raises(ValueError, match=f"^the {rule}shorten it$"):
+        bert_forward(np.full((1, 602), 1000))  # the numpy BERT's ids, its positions' limit
 
 
 def test_run_corpus_rejects_zero_sentences_and_bad_texts():

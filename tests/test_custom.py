@@ -1,8 +1,10 @@
 """Tests for bertlib.hf.custom: the similarity prior and prior-guided attention in the real BERT."""
 
+import ast
 import copy
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -168,6 +170,20 @@ def test_all_ones_prior_equals_standard_attention_exactly_in_all_layers_with_pad
     assert (par.last_hidden_state - ref.last_hidden_state).abs().max() <= ATOL_HIDDEN
     for a, b in zip(par.attentions, ref.attentions, strict=True):
         assert (a - b).abs().max() <= ATOL_ATTENTION
+
+
+def test_prior_weights_are_softmax_of_scores_times_prior_written_once_in_hf():
+    g = torch.Generator().manual_seed(1)
+    scores, S = torch.randn(3, 4, 5, generator=g), torch.rand(4, 5, generator=g)
+    mask = torch.zeros(1, 1, 5).masked_fill(torch.tensor([False] * 4 + [True]), -1e9)
+    assert torch.equal(C.prior_weights(scores, S, mask), torch.softmax(scores * S + mask, -1))
+    assert torch.equal(C.prior_weights(scores, 1.0), torch.softmax(scores, -1))  # S = 1: standard
+    hf = Path(C.__file__).parent  # the product inside a softmax, softmax(scores ⊙ S), once
+    products = [f"{path.name}: {ast.unparse(node)}" for path in sorted(hf.glob("*.py"))
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("softmax_weights")
+                and len(node.args) > 1 and isinstance(node.args[1], ast.BinOp)]
+    assert products == ["custom.py: softmax_weights(None, scores * S, attention_mask)"], products
 
 
 def test_prior_is_applied_only_in_the_chosen_layers(bert):

@@ -65,8 +65,11 @@ def test_one_query_flow_works_every_number_through():
     assert "'cat'" in fig.axes[0].get_title()
     for label in ("4.00", "2.83", "0.625", "÷ √d_k = √2", "z = [0.698, 0.851]",
                   "0.075 × [0.00, 1.00]\n= [0.000, 0.075]",
-                  "weights sum to 1.000"):
+                  "weights sum to 1.000", "+ every row"):
         assert label in words
+    # every row's w_j v_j is joined to the sum (one line from each row, not one arrow from the last)
+    lines = fig.axes[0].lines
+    assert sum(len(set(line.get_ydata())) == 1 for line in lines) == len(toy.TOKENS)
     plt.close(fig)
     with pytest.raises(ValueError, match="query"):
         diagrams.one_query_flow(toy.TOKENS, X @ W_Q, X @ W_K, X @ W_V, query=6)

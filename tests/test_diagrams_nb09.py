@@ -12,8 +12,9 @@ def test_pretraining_step_draws_every_stage_with_its_shape():
     fig = pretraining_step_picture(batch=8, n=5, vocab=30)
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
     for label in ("grammar", "ids (8, 5)", "80 / 10 / 10", "logits (8, 5, 30)", "cross-entropy",
-                  "AdamW"):
+                  "AdamW", "new params"):
         assert label in texts
+    assert "weights" not in texts  # the learned numbers are params; weights are attention's
 
 
 def test_pretraining_step_names_a_bad_size():

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from bertlib import exercises
-from bertlib.exercises import Feedback, reset_tries
+from bertlib.exercises import Feedback, reset_tries, wrong_tries
 from bertlib.exercises.nb01 import (
     ATOL,
+    PENCIL_ATOL,
     check_attention_fn,
     check_causal_guess,
     check_design,
@@ -135,8 +136,21 @@ def _w_q_only_attempt():
 
 
 def test_design_explains_why_w_q_alone_cannot_work():
+    check_design(_w_q_only_attempt())  # the first such try is asked a question (below)
     fb = check_design(_w_q_only_attempt())
     assert not fb and "same key" in fb.message and "not yet" in fb.message
+
+
+def test_design_first_asks_about_the_keys_then_names_them():
+    # learner 26: the first W_Q-only try was told which keys collide and that W_K must change,
+    # the whole insight of the exercise; now the first such try is asked to look at the keys
+    fb = check_design(_w_q_only_attempt())
+    assert not fb.ok and "Look at the keys" in fb.message and "next check names" in fb.message
+    assert "same key" not in fb.message and "W_Q alone" not in fb.message
+    assert "'on'" not in fb.message and "times the key" not in fb.message
+    assert "same key" in check_design(_w_q_only_attempt()).message
+    reset_tries()  # a fresh kernel asks the question again
+    assert "Look at the keys" in check_design(_w_q_only_attempt()).message
 
 
 def test_design_accepts_a_solution():
@@ -179,7 +193,19 @@ def test_window_weights_accept_pencil_precision_and_name_the_gap():
     assert not fb.ok and "a word also sees itself" in fb.message
 
 
+@pytest.mark.parametrize("e, root", [(2.7, math.sqrt(2)), (math.e, 1.4), (2.72, 1.4)])
+def test_window_weights_accept_a_pencils_rounded_e_and_root_without_a_try(e, root):
+    # learner 27: weights worked with e ≈ 2.7 or √2 ≈ 1.4, as the exercise invites ("worked by
+    # pencil is fine"), were told "give more digits" and cost an explained try
+    reset_tries()
+    pencil = np.round(softmax(Q @ K.T * math.log(e) / root, axis=-1, where=window_mask(6)), 3)
+    assert np.abs(pencil - softmax(S, axis=-1, where=window_mask(6))).max() > PENCIL_ATOL
+    assert check_window_weights(pencil).ok
+    assert wrong_tries(check_window_weights) == 0
+
+
 def test_design_names_mats_key_as_a_multiple_of_cats():
+    check_design(_w_q_only_attempt())
     fb = check_design(_w_q_only_attempt())
     assert not fb and "2 times the key of 'cat'" in fb.message and "W_Q alone" in fb.message
 
@@ -207,6 +233,7 @@ def test_design_with_only_w_k_is_checked_not_unanswered():
 def test_design_does_not_blame_w_q_when_only_w_k_changed():
     Wk = W_K.copy()
     Wk[:, 1] = 0  # the keys' second column gone: keys tie or become multiples of "cat"'s
+    check_design(None, Wk)  # the first such try: a question about the keys
     fb = check_design(None, Wk)
     assert not fb.ok and "Note:" in fb.message
     assert "Changing W_Q alone" not in fb.message and "no W_Q" in fb.message
@@ -309,7 +336,7 @@ def test_design_names_a_single_value_not_a_shape(bad):
 def test_window_success_text_is_right_for_the_end_words():
     right = softmax(S, axis=-1, where=window_mask(6))
     message = check_window_weights(right).message
-    assert "two neighbours only" not in message and "first and last word" in message
+    assert "two neighbours only" not in message and "one at either end" in message
 
 
 def test_design_lost_verb_hint_says_only_keys_that_moved():
@@ -464,3 +491,68 @@ def test_window_weights_name_the_model_width_divisor_without_the_weights():
     right = softmax(S, axis=-1, where=mask)
     assert not any(f"{w:.3f}" in fb.message for w in right[mask] if 0 < w < 1)  # no weight given
     assert "pitfall" not in check_window_weights(softmax(S / 3, axis=-1, where=mask)).message
+
+
+def test_window_weights_name_section_3s_scores_and_give_more_digits_only_when_close():
+    # learner 26: X Xᵀ (section 3's scores) windowed got "recompute ..., or give more digits"
+    # for an error of 0.34; the wrong scores are named, and digits are asked for only when the
+    # values are close
+    mask = window_mask(6)
+    for divisor in (1.0, math.sqrt(2)):
+        fb = check_window_weights(softmax(X @ X.T / divisor, axis=-1, where=mask))
+        assert not fb.ok and "X Xᵀ" in fb.message and "Q Kᵀ" in fb.message, fb.message
+        assert "digits" not in fb.message
+    right = softmax(S, axis=-1, where=mask)
+    near = right.copy()
+    near[3, 2:5] += [0.006, -0.006, 0.0]  # beyond a pencil's rounding, of its size: more digits
+    fb = check_window_weights(near)
+    assert not fb.ok and fb.form and "keep 3 decimals in every step" in fb.message, fb.message
+    far = right.copy()
+    far[3, 2:5] += [0.2, -0.2, 0.0]
+    fb = check_window_weights(far)
+    assert not fb.ok and "digits" not in fb.message and "recompute" in fb.message, fb.message
+    fb = check_window_weights(softmax(Q @ K.T / 2, axis=-1, where=mask))  # √d: no optional section
+    assert "section 10" not in fb.message and "width of X" in fb.message
+
+
+def test_window_weights_negative_or_placeholder_weights_are_a_form_not_a_try(monkeypatch):
+    monkeypatch.setattr(exercises, "EXPLAINED_TRIES", 3)
+    reset_tries()
+    for _ in range(4):
+        fb = check_window_weights(-np.eye(6))
+        assert not fb.ok and fb.form and "never negative" in fb.message, fb.message
+        assert "-1.000" in fb.message and "explained try" not in fb.message
+        fb = check_window_weights(np.zeros((6, 6)))
+        assert not fb.ok and fb.form and "placeholder" in fb.message
+    assert exercises.wrong_tries(check_window_weights) == 0
+    assert check_window_weights(np.eye(6)).message.endswith("(explained try 1 of 3)")
+
+
+def test_attention_fn_takes_a_list_of_two_and_names_what_else_came_back():
+    # learner 26: `return [Z, A]` was told "return two things"; it is two things, and passes
+    assert check_attention_fn(lambda Q, K, V: list(loops(Q, K, V))).ok
+    for returned, said in (((1, 2, 3), "a tuple of 3 things"), ({"Z": 1}, "a dict"),
+                           ("ZA", "a str"), (np.zeros((4, 2)), "one array of shape (4, 2)")):
+        fb = check_attention_fn(lambda Q, K, V, r=returned: r)
+        assert not fb.ok and f"returned {said}" in fb.message and "(Z, A)" in fb.message, said
+    fb = check_attention_fn(lambda Q, K, V: (None, loops(Q, K, V)[1]))
+    assert "not answered yet" in fb.message and "None for Z" in fb.message
+    fb = check_attention_fn(lambda Q, K, V: (loops(Q, K, V)[0], None))
+    assert "not answered yet" in fb.message and "None for A" in fb.message
+
+
+def test_attention_fn_a_softmax_applied_twice_is_not_called_wrong_scores():
+    def twice(Q, K, V):
+        A = softmax(softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1), axis=-1)
+        return A @ V, A
+    fb = check_attention_fn(twice)
+    assert not fb.ok and "softmax of a softmax" in fb.message and "scores and divisor are right" \
+        in fb.message and "check the scores" not in fb.message, fb.message
+
+
+def test_design_names_rows_of_different_lengths():
+    fb = check_design([[1, 2], [3]])
+    assert not fb.ok and "the rows of W_Q have different lengths" in fb.message
+    assert "row 1 has 1" in fb.message and "got list" not in fb.message
+    fb = check_design(None, [[0, 0], [0, 1], [2], [0, 1]])
+    assert "the rows of W_K have different lengths" in fb.message and "row 2 has 1" in fb.message

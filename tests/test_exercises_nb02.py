@@ -176,6 +176,24 @@ def test_other_heads_fail_with_what_their_rows_do_and_no_measured_value(det_noun
         assert "rank" not in fb.message and "count from 0" in fb.message
 
 
+@pytest.mark.parametrize("layer, head", [(2, 9), (3, 9)])
+def test_a_sentence_initial_the_looking_at_cls_is_not_counted_as_the_piece_before(
+        layer, head, monkeypatch):
+    # learner 27: "the" at position 1 looking at [CLS] (position 0) was told "the piece before"
+    monkeypatch.setattr(exercises, "EXPLAINED_TRIES", 10**6)
+    at_cls = before = 0
+    for text, _nouns in DET_NOUN_SENTENCES:  # recomputed here: where each "the" looks most
+        run = run_bert(text)
+        for i in [i for i, t in enumerate(run.tokens) if t == "the"]:
+            k = int(run.attentions[layer, head, i].argmax())
+            at_cls += run.tokens[k] == "[CLS]"
+            before += k == i - 1 and run.tokens[k] not in ("[CLS]", "[SEP]")
+    message = check_det_noun_head(layer, head).message
+    times = lambda n: "once" if n == 1 else f"{n} times"  # noqa: E731
+    assert at_cls > 0 and f"'[CLS]' {times(at_cls)}" in message, message
+    assert (f"the piece before {times(before)}" in message) == (before > 0), message
+
+
 def test_a_wrong_heads_message_depends_on_that_head_only(monkeypatch):
     # every wrong head's message must stay the same when every OTHER head's weights change (here:
     # the heads mirrored), so no message carries a rank, a best value or a pointer to another head
@@ -281,19 +299,43 @@ def test_cost_guess():
     assert "number" in check_cost_guess("12").message
 
 
+#: the W_O design task's answer, [head 1 | head 0 backwards]: column c picks concat column RIGHT[c]
+W_O_RIGHT = np.eye(4)[:, [2, 3, 1, 0]]
+
+
 def test_w_o_swap():
     from bertlib.exercises.nb02 import check_w_o_swap
 
-    swap = np.zeros((4, 4))
-    swap[2:, :2] = swap[:2, 2:] = np.eye(2)
-    assert check_w_o_swap(swap).ok
+    assert check_w_o_swap(W_O_RIGHT).ok
+    assert "permutation" not in check_w_o_swap(W_O_RIGHT).message  # a term the lesson never taught
     assert "identity" in check_w_o_swap(np.eye(4)).message
     assert "(4, 4)" in check_w_o_swap(np.eye(3)).message
     half = np.eye(4)
-    half[:, :2] = swap[:, :2]
+    half[:, :2] = W_O_RIGHT[:, :2]
     assert "[0, 1] are right" in check_w_o_swap(half).message
     fb = check_w_o_swap(-np.eye(4))
     assert "no output column is right yet" in fb.message and "C @" not in fb.message
+
+
+def test_w_o_swap_refuses_and_names_rows_and_columns_traded():
+    # learner 27: the old target [head 1 | head 0] was its own transpose, so reading W_O's rows
+    # as the output columns passed; the new target's transpose is wrong, and named
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    assert not np.allclose(W_O_RIGHT, W_O_RIGHT.T)
+    fb = check_w_o_swap(W_O_RIGHT.T)
+    assert not fb.ok and "transpose" in fb.message and "rows and columns traded" in fb.message
+
+
+def test_w_o_swap_first_wrong_try_does_not_state_the_solution():
+    # learner 27: the first wrong try quoted the solution's key sentence ("column c of W_O
+    # decides which concatenated column lands there")
+    from bertlib.exercises.nb02 import check_w_o_swap
+
+    for wrong in (-np.eye(4), np.ones((4, 4)), np.zeros((4, 4))):
+        message = check_w_o_swap(wrong).message
+        assert "decides" not in message and "W_O[:, c]" not in message, message
+        assert "concatenated column lands there" not in message
 
 
 def test_batched_split_heads():
@@ -319,36 +361,31 @@ def test_split_heads_names_a_non_array_and_a_lambda():
     assert fb.ok and "<lambda>" not in fb.message
 
 
-def test_w_o_swap_names_reversed_columns_within_heads():
+def test_w_o_swap_names_one_head_in_the_other_order():
     from bertlib.exercises.nb02 import check_w_o_swap
 
-    fb = check_w_o_swap(np.eye(4)[::-1])  # anti-diagonal: heads swapped, each head's columns too
-    assert not fb.ok and "reversed" in fb.message
-    assert check_w_o_swap(np.eye(4)[[2, 3, 0, 1]]).ok
+    fb = check_w_o_swap(np.eye(4)[::-1])  # anti-diagonal: head 1 backwards, head 0 right
+    assert not fb.ok and "head 0 is in the right place" not in fb.message
+    assert "head 1 goes forwards" in fb.message
+    fb = check_w_o_swap(np.eye(4)[[2, 3, 0, 1]])  # the plain swap [head 1 | head 0]
+    assert not fb.ok and "head 0 is in the right place" in fb.message
+    assert "columns 2 and 3 swapped" in fb.message and "head 0 goes backwards" in fb.message
 
 
-def test_w_o_swap_names_zero_columns_and_one_head_reversed():
+def test_w_o_swap_names_zero_columns():
     from bertlib.exercises.nb02 import check_w_o_swap
 
     fb = check_w_o_swap(np.zeros((4, 4)))
     assert not fb.ok and "all 0" in fb.message and "multiplied by" not in fb.message
-    one_zero = np.eye(4)[[2, 3, 0, 1]]
+    one_zero = W_O_RIGHT.copy()
     one_zero[:, 3] = 0
     assert "column(s) [3] of your W_O are all 0" in check_w_o_swap(one_zero).message
-    head0_reversed = np.eye(4)[[3, 2, 0, 1]]  # row r: concat column r lands in output column
-    fb = check_w_o_swap(head0_reversed)
-    assert not fb.ok and "head 0 is in the right place" in fb.message
-    assert "columns 2 and 3 swapped" in fb.message
-    head1_reversed = np.eye(4)[[2, 3, 1, 0]]
-    assert "head 1 is in the right place" in check_w_o_swap(head1_reversed).message
 
 
 def test_w_o_swap_names_a_scaled_permutation():
     from bertlib.exercises.nb02 import check_w_o_swap
 
-    swap = np.zeros((4, 4))
-    swap[2:, :2] = swap[:2, 2:] = np.eye(2)
-    fb = check_w_o_swap(2 * swap)
+    fb = check_w_o_swap(2 * W_O_RIGHT)
     assert not fb.ok and "multiplied by [2.0, 2.0, 2.0, 2.0]" in fb.message
 
 
@@ -373,7 +410,7 @@ def test_cost_guess_never_reveals_the_ratio_on_a_wrong_guess():
 def test_w_o_swap_zero_column_hint_does_not_spell_out_the_matrix():
     from bertlib.exercises.nb02 import check_w_o_swap
 
-    half = np.eye(4)[[2, 3, 0, 1]]
+    half = W_O_RIGHT.copy()
     half[:, 2:] = 0
     fb = check_w_o_swap(half)
     assert not fb.ok and "all 0" in fb.message and "a 1 in the row" not in fb.message
@@ -452,3 +489,50 @@ def test_split_heads_with_a_shape_typed_in_is_told_to_work_for_any_sizes(batched
     # a function wrong for another reason is not told about typed sizes
     fb = check_split_heads(lambda X, h: X.reshape(*X.shape[:-2], h, X.shape[-2], -1), batched)
     assert not fb.ok and "must work for any" not in fb.message
+
+
+@pytest.mark.parametrize("heads_first", [
+    lambda X, h: np.stack(np.split(X, h, axis=-1), axis=0),
+    lambda X, h: tuple(np.split(X, h, axis=-1)),
+])
+def test_batched_heads_stacked_before_the_batch_are_named_not_called_one_sentence(heads_first):
+    # learner 26: np.split along the features, stacked, gives (h, batch, n, d_k): it handles the
+    # batch, yet was told "your function splits one sentence ... n and d are the last two axes"
+    assert check_split_heads(heads_first).ok  # right for one sentence
+    fb = check_split_heads(heads_first, batched=True)
+    assert not fb.ok and "the batch axis must stay first" in fb.message, fb.message
+    assert "(2, 5, 3, 4)" in fb.message and "splits one sentence" not in fb.message
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_split_heads_h_and_d_k_swapped_in_the_reshape_is_not_called_typed_in(batched):
+    # learner 26: reshape(..., d // h, h) gave the shape for the other h, and the learner was
+    # sent looking for an h typed in; the sizes swap with h, so the slip is named
+    def swapped(X, h):
+        return np.swapaxes(X.reshape(*X.shape[:-1], X.shape[-1] // h, h), -2, -3)
+
+    fb = check_split_heads(swapped, batched=batched)
+    assert not fb.ok and "traded places" in fb.message and "typed in" not in fb.message, fb.message
+    assert "counts the heads" in fb.message and "reshape(" not in fb.message
+    fb = check_split_heads(lambda X, h: X.reshape(*X.shape[:-2], 3, 4, 2).swapaxes(-2, -3),
+                           batched=batched)  # h = 4 typed in: still asked about it
+    assert not fb.ok and "is h typed in?" in fb.message and "traded places" not in fb.message
+
+
+def test_split_heads_a_size_divided_with_slash_is_told_about_whole_numbers():
+    # learner 26: X.shape[2] / h passed numpy's bare "'float' object cannot be interpreted ..."
+    def slash(X, h):
+        b, n, d = X.shape
+        return X.reshape(b, n, h, d / h).transpose(0, 2, 1, 3)
+
+    fb = check_split_heads(slash, batched=True)
+    assert not fb.ok and "raised TypeError" in fb.message and "is a float" in fb.message
+    assert "//" in fb.message and "8 / 2 = 4.0" in fb.message
+
+
+def test_det_noun_head_echoes_numpy_integers_as_plain_numbers():
+    # learner 26: layer=(np.int64(2), np.int64(8)) was echoed as "(np.int64(2), np.int64(8))"
+    fb = check_det_noun_head((np.int64(2), np.int64(8)), None)
+    assert "(layer = 2, head = 8)" in fb.message and "as tuple (2, 8)" in fb.message
+    assert "int64" not in fb.message
+    assert "as ndarray [2, 8]" in check_det_noun_head(np.array([2, 8]), None).message

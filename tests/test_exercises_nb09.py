@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from bertlib.exercises import nb09
+from bertlib.tiny.agreement import build_tokenizer
 from bertlib.tiny.pretrain import new_model, tiny_config
-from bertlib.tiny.probes import build_tokenizer
 from bertlib.tiny.runs import COMMITTED, load_run
 
 V = build_tokenizer().get_vocab_size()

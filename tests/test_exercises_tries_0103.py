@@ -78,7 +78,7 @@ LIMITED = [
     (nb01.check_causal_guess, ("sat",), ("mat",), ("cat",)),
     (nb01.check_window_weights, (np.full((6, 6), 1 / 6),), (np.eye(6),), (WINDOW,)),
     (nb02.check_cost_guess, (5,), (144,), (12,)),
-    (nb02.check_w_o_swap, (np.eye(4),), (np.eye(4)[::-1],), (np.eye(4)[[2, 3, 0, 1]],)),
+    (nb02.check_w_o_swap, (np.eye(4),), (np.eye(4)[::-1],), (np.eye(4)[:, [2, 3, 1, 0]],)),
     (nb02.check_det_noun_head, (0, 0), (1, 8), None),
     (nb03.check_position_guess, (0.5,), (-0.5,), None),
     (nb03.check_heads, ([(0, 0)],), ([(5, 0)],), None),
@@ -154,6 +154,15 @@ def test_cosine_and_the_public_helpers():
     assert exercises.is_complex([1j]) and not exercises.is_complex([1.0])
     assert "row 1 has 1" in exercises.ragged_message([[1, 2], [3]], "W")
     assert exercises.attempt_note(None) == ""
+    # described: what a learner's function returned (learner 26: a list, a 3-tuple, a dict)
+    said = [exercises.described(x) for x in ([1, 2], (1, 2, 3), [0], {"a": 1}, "ZA", np.ones((4, 2)))]
+    assert said == ["a list of 2 things", "a tuple of 3 things", "a list of 1 thing", "a dict",
+                    "a str", "one array of shape (4, 2)"]
+    # as_answer_array names rows of different lengths, as every checker's answers may have them
+    fb = exercises.as_answer_array([[1, 2], [3]], "W_Q", (2, 2))
+    assert fb.form and "the rows of W_Q have different lengths" in fb.message and "row 1 has 1" \
+        in fb.message and "got list" not in fb.message
+    assert "got object" in exercises.as_answer_array(object(), "W").message
 
 
 def test_the_shared_helpers_of_01_to_03():
@@ -188,8 +197,13 @@ def test_form_errors_of_the_limited_checkers_are_explained_on_every_try():
         assert "counted from 0" in nb02.check_det_noun_head(6, 0).message
         assert "between -1 and 1" in nb03.check_position_guess(3).message
         assert "answer with" in nb01.check_causal_guess("dog").message
+        # learner 26: the np.zeros placeholder used up a try; negative "weights" are no weights
+        assert "placeholder" in nb01.check_window_weights(np.zeros((6, 6))).message
+        assert "never negative" in nb01.check_window_weights(-np.eye(6)).message
+        assert "different lengths" in nb02.check_w_o_swap([[1, 0, 0, 0], [0, 1]]).message
     assert all(wrong_tries(c) == 0 for c in (check_heads, nb02.check_det_noun_head,
-                                              nb03.check_position_guess, nb01.check_causal_guess))
+                                              nb03.check_position_guess, nb01.check_causal_guess,
+                                              nb01.check_window_weights, nb02.check_w_o_swap))
 
 
 def test_how_far_apart_says_which_way_and_a_band_never_the_gap():

@@ -209,9 +209,12 @@ def test_banded_attention_rejects_odd_window(torch_qkv):
 
 def test_kernels_reject_leading_axes_that_do_not_broadcast(torch_qkv):
     Q, K, V = torch_qkv((2, 5, 8))
-    with pytest.raises(ValueError, match=r"leading \(batch, head\) axes of Q, K and V do not "
-                                         r"broadcast: Q \(2,\), K \(3,\), V \(2,\)"):
+    with pytest.raises(ValueError, match=r"leading \(batch, head\) axes of Q, K, V do not broadcast: "
+                                         r"Q has shape \(2, 5, 8\), K has shape \(3, 5, 8\), V has "
+                                         r"shape \(2, 5, 8\)$"):
         naive_attention(Q, torch.cat([K, K[:1]]), V)
+    with pytest.raises(ValueError, match=r"leading .* do not broadcast: .* V has shape \(3, 5, 8\)"):
+        tiled_attention(Q, K, torch.cat([V, V[:1]]))  # V's leading axes too, as numpy's
 
 
 def test_banded_attention_rejects_a_window_that_is_not_a_positive_whole_number(torch_qkv):

@@ -1,4 +1,4 @@
-"""Tests of bertlib.tiny.mechanism: heads ablated together, the number probe, activation patching."""
+"""Tests of bertlib.tiny.mechanism: heads ablated together, the number sentence_set, activation patching."""
 
 import copy
 
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from bertlib.hf.ablation import ablated_heads
+from bertlib.tiny import agreement
 from bertlib.tiny import grammar as g
 from bertlib.tiny import mechanism as mech
-from bertlib.tiny import probes
 
 
 def test_head_groups_are_singles_pairs_within_a_layer_and_layers():
@@ -30,89 +30,44 @@ def test_cross_layer_groups_pair_every_head_with_every_head_of_a_later_layer():
 
 
 def test_agreement_correct_is_measure_s_correct_without_padding(tok, tiny):
-    probe = probes.make_probe(tok, g.generate(20, g.CONSTRUCTIONS, seed=5, split="test"))
-    assert len(set(probe.length)) > 2  # rows of several lengths, so the padding is really cut
-    expected = probes.measure_probe(tiny, probe)["correct"]
-    assert np.array_equal(mech.agreement_correct(tiny, probe), expected)
-
-
-def test_control_labels_flip_a_coin_per_noun_and_the_verb_probe_has_one_row_per_layer(tok, tiny):
-    probe = probes.make_probe(tok, g.generate(40, g.CONSTRUCTIONS, seed=6, split="test"))
-    control = mech.control_labels(tok, probe)
-    nouns = [tok.id_to_token(int(i)).removesuffix("s")
-             for i in probe.ids[np.arange(len(probe.ids)), probe.subject]]
-    by_noun = {}
-    for noun, c in zip(nouns, control, strict=True):
-        assert by_noun.setdefault(noun, c) == c  # singular and plural share one label
-    assert 0 < control.mean() < 1 and np.array_equal(control, mech.control_labels(tok, probe))
-    scores = mech.verb_number_probe(tiny, probe, control)
-    assert scores.shape == (2, len(mech.PROBE_COLUMNS))
-    assert ((scores[:, [0, 1, 3]] >= 0) & (scores[:, [0, 1, 3]] <= 1)).all()
-
-
-def test_the_conflict_rows_catch_a_probe_that_reads_the_nearest_noun():
-    rng = np.random.default_rng(0)
-    subject = rng.random(400) < 0.5
-    nearest = np.where(rng.random(400) < 0.3, ~subject, subject)  # 30 % conflict rows
-    control = rng.random(400) < 0.5
-    noise = rng.normal(size=(400, 6))
-    reads_nearest = noise + 3.0 * nearest[:, None]
-    reads_subject = noise + 3.0 * subject[:, None]
-    s_all, c, s_conflict, near = mech.number_probe_controls(reads_nearest, subject, nearest,
-                                                             control)
-    assert 0.6 < s_all < 0.85 and s_conflict < 0.2 and near > 0.9 and abs(c - 0.5) < 0.15
-    s_all, _, s_conflict, near = mech.number_probe_controls(reads_subject, subject, nearest,
-                                                             control)
-    assert s_all > 0.9 and s_conflict > 0.9 and near < 0.85
-    same = mech.number_probe_controls(reads_subject, subject, subject, control)
-    assert np.isnan(same[2])  # no conflict row: nothing to score
-    with pytest.raises(ValueError, match="nearest"):
-        mech.number_probe_controls(reads_subject, subject, nearest[:-1], control)
+    sentence_set = agreement.make_sentence_set(tok, g.generate(20, g.CONSTRUCTIONS, seed=5, split="test"))
+    assert len(set(sentence_set.length)) > 2  # rows of several lengths, so the padding is really cut
+    expected = agreement.measure_on(tiny, sentence_set)["correct"]
+    assert np.array_equal(mech.agreement_correct(tiny, sentence_set), expected)
 
 
 def test_ablated_heads_switches_off_exactly_the_listed_heads(tok, tiny):
-    probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
-    before = probes.measure_probe(tiny, probe)
+    sentence_set = agreement.make_sentence_set(tok, g.generate(4, seed=0, split="test"))
+    before = agreement.measure_on(tiny, sentence_set)
     with ablated_heads([(0, 0), (0, 1)], model=tiny):
-        during = probes.measure_probe(tiny, probe)
+        during = agreement.measure_on(tiny, sentence_set)
     assert np.allclose(during["subject"][0], 0.0) and not np.allclose(during["subject"][1], 0.0)
-    assert np.allclose(probes.measure_probe(tiny, probe)["p_right"], before["p_right"])
+    assert np.allclose(agreement.measure_on(tiny, sentence_set)["p_right"], before["p_right"])
     with pytest.raises(ValueError, match=r"head must be a whole number in 0..1"):
         with ablated_heads([(0, 2)], model=tiny):
             pass
 
 
 def test_ablation_grid_row_zero_is_the_intact_model(tok, tiny):
-    probe = probes.make_probe(tok, g.generate(12, g.CONSTRUCTIONS, seed=0, split="test"))
-    labels, names, acc = mech.ablation_grid(tiny, probe, mech.head_groups(2, 2))
-    table = probes.agreement_table(probe, probes.measure_probe(tiny, probe)["correct"])
+    sentence_set = agreement.make_sentence_set(tok, g.generate(12, g.CONSTRUCTIONS, seed=0, split="test"))
+    labels, names, acc = mech.ablation_grid(tiny, sentence_set, mech.head_groups(2, 2))
+    table = agreement.agreement_table(sentence_set, agreement.measure_on(tiny, sentence_set)["correct"])
     assert labels[0] == "none" and names == list(table)
     assert acc.shape == (1 + 4 + 2 + 2, len(names))
     assert np.allclose(acc[0], [table[n]["model"] for n in names])
-    verdicts = mech.ablated_correct(tiny, probe, mech.head_groups(2, 2))
-    assert np.array_equal(mech.ablation_table(probe, verdicts)[1], acc)  # one pass, two uses
+    verdicts = mech.ablated_correct(tiny, sentence_set, mech.head_groups(2, 2))
+    assert np.array_equal(mech.ablation_table(sentence_set, verdicts)[1], acc)  # one pass, two uses
     with pytest.raises(ValueError, match="groups, rows"):
-        mech.ablation_table(probe, verdicts[0])
+        mech.ablation_table(sentence_set, verdicts[0])
     with ablated_heads([(0, 1), (1, 0)], model=tiny):
-        off = probes.agreement_table(probe, probes.measure_probe(tiny, probe)["correct"])
-    labels, _, acc = mech.ablation_grid(tiny, probe, mech.cross_layer_groups(2, 2))
+        off = agreement.agreement_table(sentence_set, agreement.measure_on(tiny, sentence_set)["correct"])
+    labels, _, acc = mech.ablation_grid(tiny, sentence_set, mech.cross_layer_groups(2, 2))
     assert np.allclose(acc[labels.index("L0H1+L1H0")], [off[n]["model"] for n in names])
-    base, drops = mech.ablation_drops(tiny, probe, mech.cross_layer_groups(2, 2))
-    whole = probes.measure_probe(tiny, probe)["correct"].mean()
+    base, drops = mech.ablation_drops(tiny, sentence_set, mech.cross_layer_groups(2, 2))
+    whole = agreement.measure_on(tiny, sentence_set)["correct"].mean()
     assert base == pytest.approx(whole) and drops.shape == (4,)
     n = np.array([table[k]["n"] for k in names])  # the overall drop is the rows' weighted mean
     assert drops[1] == pytest.approx(whole - (acc[labels.index("L0H1+L1H0")] * n).sum() / n.sum())
-
-
-def test_number_probe_finds_a_planted_direction_and_not_random_labels():
-    rng = np.random.default_rng(0)
-    y = rng.random(400) < 0.5
-    x = rng.standard_normal((400, 8))
-    x[:, 3] += np.where(y, 2.0, -2.0)
-    acc, control = mech.number_probe(x, y, rng.random(400) < 0.5)
-    assert acc > 0.9 and 0.35 < control < 0.65
-    with pytest.raises(ValueError, match="labels must have shape"):
-        mech.number_probe(x, y[:10], y)
 
 
 def test_minimal_pairs_flip_the_subject_and_its_verbs_only(tok):
@@ -128,46 +83,64 @@ def test_minimal_pairs_flip_the_subject_and_its_verbs_only(tok):
 
 def test_patching_the_whole_input_of_the_verb_row_reproduces_the_flipped_sentence(tok, tiny):
     a, b = mech.minimal_pairs(tok, g.generate(8, seed=4, split="test"))
-    flipped = probes.measure_probe(tiny, b)["log_odds"]  # right/wrong of b = wrong/right of a
+    flipped = agreement.measure_on(tiny, b)["log_odds"]  # right/wrong of b = wrong/right of a
     # patching the last layer at the verb gives the verb exactly the flipped sentence's output
     last = tiny.config.num_hidden_layers
     assert np.array_equal(mech.patch_flip(tiny, a, b, last, "verb"), flipped > 0)
     none = mech.patch_flip(tiny, a, a, 1, "subject")  # patching from itself changes nothing
-    assert np.array_equal(none, probes.measure_probe(tiny, a)["log_odds"] < 0)
+    assert np.array_equal(none, agreement.measure_on(tiny, a)["log_odds"] < 0)
     with pytest.raises(ValueError, match="where must be one of"):
         mech.patch_flip(tiny, a, b, 1, "object")
     assert torch.is_grad_enabled()
 
 
+def test_patch_flips_is_patch_flip_at_every_layer_and_position(tok, tiny):
+    sentences = g.generate(40, g.CONSTRUCTIONS, seed=8, split="test")
+    a, b = mech.minimal_pairs(tok, sentences)
+    assert len(set(a.length)) > 2  # rows of several lengths: the padding is really cut
+    tiny = copy.deepcopy(tiny)  # weights 3 times the initial ones: patches that flip choices
+    with torch.no_grad():
+        for p in tiny.parameters():
+            p.mul_(3)
+    fast = mech.patch_flips(tiny, a, b)
+    assert fast.shape == (tiny.config.num_hidden_layers + 1, len(mech.POSITIONS), len(a.verb))
+    plain = [[mech.patch_flip(tiny, a, b, layer, where) for where in mech.POSITIONS]
+             for layer in range(tiny.config.num_hidden_layers + 1)]
+    assert np.array_equal(fast, np.array(plain))
+    assert fast.any() and not fast.all()  # some patches flip and some do not: the test can fail
+    with pytest.raises(ValueError, match="original's ids"):
+        mech.patch_flips(tiny, a, agreement.subset(b, slice(1, None)))
+
+
 def test_mean_ablation_with_zero_means_is_zero_ablation_and_keeps_the_mean_otherwise(tok, tiny):
-    probe = probes.make_probe(tok, g.generate(24, g.CONSTRUCTIONS, seed=4, split="test"))
+    sentence_set = agreement.make_sentence_set(tok, g.generate(24, g.CONSTRUCTIONS, seed=4, split="test"))
     groups = mech.head_groups(2, 2)[:3] + mech.cross_layer_groups(2, 2)[:1]
-    means = mech.head_means(tiny, probe)
+    means = mech.head_means(tiny, sentence_set)
     assert means.shape == (2, tiny.config.hidden_size) and np.abs(means).sum() > 0
-    base, zero = mech.ablation_drops(tiny, probe, groups)
-    same = mech.mean_ablation_drops(tiny, probe, groups, np.zeros_like(means))
+    base, zero = mech.ablation_drops(tiny, sentence_set, groups)
+    same = mech.mean_ablation_drops(tiny, sentence_set, groups, np.zeros_like(means))
     assert same[0] == base and np.allclose(same[1], zero)
     # a head replaced by its own mean over the sentences: its average contribution stays
-    _, mean = mech.mean_ablation_drops(tiny, probe, groups)
+    _, mean = mech.mean_ablation_drops(tiny, sentence_set, groups)
     assert mean.shape == (len(groups),)
     with pytest.raises(ValueError, match="means"):
-        mech.mean_ablation_drops(tiny, probe, groups, np.zeros((3, 5)))
+        mech.mean_ablation_drops(tiny, sentence_set, groups, np.zeros((3, 5)))
 
 
 def test_ablated_correct_is_each_group_switched_off_in_turn(tok, tiny):
-    probe = probes.make_probe(tok, g.generate(30, g.CONSTRUCTIONS, seed=7, split="test"))
+    sentence_set = agreement.make_sentence_set(tok, g.generate(30, g.CONSTRUCTIONS, seed=7, split="test"))
     tiny = copy.deepcopy(tiny)  # weights 3 times the initial ones: heads whose removal matters
     with torch.no_grad():
         for p in tiny.parameters():
             p.mul_(3)
     groups = mech.head_groups(2, 2) + mech.cross_layer_groups(2, 2)
-    expected = [mech.agreement_correct(tiny, probe)]
+    expected = [mech.agreement_correct(tiny, sentence_set)]
     for _, heads in groups:  # the plain way: one group at a time, one forward pass each
         with ablated_heads(heads, "zero", tiny):
-            expected.append(mech.agreement_correct(tiny, probe))
-    fast = mech.ablated_correct(tiny, probe, groups)
-    assert fast.shape == (len(groups) + 1, len(probe.verb))
+            expected.append(mech.agreement_correct(tiny, sentence_set))
+    fast = mech.ablated_correct(tiny, sentence_set, groups)
+    assert fast.shape == (len(groups) + 1, len(sentence_set.verb))
     assert np.array_equal(fast, np.array(expected))
     assert not (fast[1:] == fast[0]).all()  # some group changes some verb: the test can fail
     with pytest.raises(ValueError, match="layer must be a whole number in 0..1"):
-        mech.ablated_correct(tiny, probe, [("L2H0", [(2, 0)])])
+        mech.ablated_correct(tiny, sentence_set, [("L2H0", [(2, 0)])])

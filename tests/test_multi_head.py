@@ -328,7 +328,8 @@ def test_nan_input_names_the_array(where):
 
 def test_cross_attention_input_with_other_d():
     Ws, _ = random_weights(4, seed=0)
-    with pytest.raises(ValueError, match=r"X_kv must have the same d.*\(3, 4\).*\(5, 6\)"):
+    with pytest.raises(ValueError, match=r"X and X_kv must share d \(their last axis\): X has shape "
+                                         r"\(3, 4\), X_kv has shape \(5, 6\)$"):
         multi_head_attention(np.ones((3, 4)), *Ws, 2, X_kv=np.ones((5, 6)))
 
 

@@ -7,10 +7,9 @@ import torch
 from bertlib.checks import IGNORE_INDEX
 from bertlib.hf.ablation import ablated_head
 from bertlib.paper.mlm import mask_batch
+from bertlib.tiny import agreement, linear_probe
 from bertlib.tiny import grammar as g
-from bertlib.tiny import mechanism as mech
 from bertlib.tiny import pretrain as pt
-from bertlib.tiny import probes
 
 
 def test_config_needs_hidden_divisible_by_heads():
@@ -41,8 +40,8 @@ def test_recipe_checks_its_numbers_and_builds_its_config():
 
 def test_mlm_step_loss_is_transformers_own_and_it_updates_the_weights(tok):
     model = pt.new_model(pt.Recipe(**SMALL).config(tok.get_vocab_size()), 0)
-    ids, attention = probes.encode_texts(tok, [s.text for s in g.generate(8, seed=1)])
-    special = [tok.token_to_id(s) for s in probes.SPECIALS]
+    ids, attention = agreement.encode_texts(tok, [s.text for s in g.generate(8, seed=1)])
+    special = [tok.token_to_id(s) for s in agreement.SPECIALS]
     masked = mask_batch(ids, tok.token_to_id("[MASK]"), tok.get_vocab_size(), special,
                         np.random.default_rng(0))
     x, a, y = (torch.as_tensor(v) for v in (masked.input_ids, attention, masked.labels))
@@ -56,8 +55,8 @@ def test_mlm_step_loss_is_transformers_own_and_it_updates_the_weights(tok):
 
 
 def test_mlm_step_takes_numpy_arrays_as_the_same_tensors(tok):
-    ids, attention = probes.encode_texts(tok, [s.text for s in g.generate(4, seed=2)])
-    special = [tok.token_to_id(s) for s in probes.SPECIALS]
+    ids, attention = agreement.encode_texts(tok, [s.text for s in g.generate(4, seed=2)])
+    special = [tok.token_to_id(s) for s in agreement.SPECIALS]
     masked = mask_batch(ids, tok.token_to_id("[MASK]"), tok.get_vocab_size(), special, 0)
     batches = [(masked.input_ids, attention, masked.labels)]
     batches.append(tuple(torch.as_tensor(v) for v in batches[0]))
@@ -92,15 +91,15 @@ def test_mlm_step_names_a_bad_batch_before_it_steps(tok, tiny):
 
 def test_training_is_deterministic_and_lowers_the_loss(tok):
     torch.set_num_threads(1)
-    probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
+    check_set = agreement.make_sentence_set(tok, g.generate(4, seed=0, split="test"))
     recipe = pt.Recipe(**SMALL)
-    control = mech.control_labels(tok, probe)
+    control = linear_probe.control_labels(tok, check_set)
     runs, seen = [], []
     for _ in range(2):
         model = pt.new_model(recipe.config(tok.get_vocab_size()), 0)
-        runs.append(pt.train(model, tok, recipe, probe, snapshot_steps=(0, 30), progress=False,
+        runs.append(pt.train(model, tok, recipe, check_set, snapshot_steps=(0, 30), progress=False,
                              on_record=lambda r: seen.append(r.steps[-1]),
-                             number_probe=lambda m, p: mech.verb_number_probe(m, p, control)))
+                             number_probe=lambda m, p: linear_probe.verb_number_probe(m, p, control)))
     a, b = runs
     assert np.array_equal(a.loss, b.loss) and np.array_equal(a.log_odds, b.log_odds)
     assert a.steps == [0, 10, 20, 30] and sorted(a.snapshots) == [0, 30]
@@ -109,26 +108,26 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
     assert a.log_odds.shape == (4,) and a.number_probe.shape == (4, 2, 4)  # (T, layers, columns)
     assert np.array_equal(a.number_probe, b.number_probe, equal_nan=True)
     assert a.loss[-5:].mean() < a.loss[:5].mean()
-    first = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, probe,
+    first = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, check_set,
                      steps=10, progress=False)
     assert np.array_equal(first.loss, a.loss[:10])  # the first steps of the same recipe
-    plain = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, probe,
+    plain = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, check_set,
                      progress=False)
     assert plain.number_probe is None and np.array_equal(plain.loss, a.loss)  # same training
     with pytest.raises(ValueError, match=r"steps must be a whole number in 1..30"):
-        pt.train(model, tok, recipe, probe, steps=31)
+        pt.train(model, tok, recipe, check_set, steps=31)
     with pytest.raises(TypeError, match="recipe must be a bertlib.tiny.pretrain.Recipe"):
-        pt.train(model, tok, 30, probe)
+        pt.train(model, tok, 30, check_set)
 
 
 def test_ablation_changes_only_inside_the_block_and_checks_its_range(tok, tiny):
-    probe = probes.make_probe(tok, g.generate(4, seed=0, split="test"))
-    before = probes.measure_probe(tiny, probe)["p_right"]
+    check_set = agreement.make_sentence_set(tok, g.generate(4, seed=0, split="test"))
+    before = agreement.measure_on(tiny, check_set)["p_right"]
     with ablated_head(1, 0, "zero", tiny):
-        during = probes.measure_probe(tiny, probe)
+        during = agreement.measure_on(tiny, check_set)
     assert np.allclose(during["subject"][1, 0], 0.0)
     assert not np.allclose(during["p_right"], before)
-    assert np.allclose(probes.measure_probe(tiny, probe)["p_right"], before)
+    assert np.allclose(agreement.measure_on(tiny, check_set)["p_right"], before)
     with pytest.raises(ValueError, match=r"layer must be a whole number in 0..1 \(2 layers\)"):
         with ablated_head(2, 0, "zero", tiny):
             pass
@@ -154,7 +153,7 @@ def test_training_batches_are_the_tokenizer_s_own_encoding(tok):
     ids, attention = pt._batch_ids(tok, 64, rng, g.TRAIN_CONSTRUCTIONS, 2)
     seed = int(again.integers(2**31))  # the same draw _batch_ids makes
     texts = [s.text for s in g.generate(64, g.TRAIN_CONSTRUCTIONS, seed, max_pp=2)]
-    expected = probes.encode_texts(tok, texts)
+    expected = agreement.encode_texts(tok, texts)
     assert np.array_equal(ids, expected[0]) and np.array_equal(attention, expected[1])
     assert (attention == 0).any()  # sentences of several lengths: the padding is checked too
 
@@ -185,3 +184,28 @@ def test_the_tiny_bert_is_the_numpy_bert_of_the_equations():
     real = flags.astype(bool)
     assert np.abs(ours.hidden_states - torch.stack(out.hidden_states).numpy())[:, real].max() < 1e-5
     assert np.abs(ours.attentions - torch.stack(out.attentions).numpy()).max() < 1e-5
+
+
+def test_train_steps_as_the_plain_per_parameter_adamw_would(tok):
+    """train's AdamW makes one foreach call for all parameters: the same numbers as the plain
+    per-parameter loop (foreach=False), step by step, here replayed by hand."""
+    torch.set_num_threads(1)
+    recipe = pt.Recipe(**SMALL)
+    check_set = agreement.make_sentence_set(tok, g.generate(4, seed=0, split="test"))
+    fast = pt.new_model(recipe.config(tok.get_vocab_size()), 0)
+    history = pt.train(fast, tok, recipe, check_set, steps=4, progress=False)
+    model = pt.new_model(recipe.config(tok.get_vocab_size()), 0)
+    plain = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay,
+                              foreach=False)
+    schedule = pt._schedule(plain, recipe.warmup, recipe.steps)
+    rng, (mask_id, vocab, special) = np.random.default_rng(recipe.seed), agreement.masking_ids(tok)
+    losses = []
+    for _ in range(4):  # train's loop, by hand: the same draws in the same order
+        ids, attention = pt._batch_ids(tok, recipe.batch_size, rng, recipe.constructions,
+                                       recipe.max_pp)
+        masked = mask_batch(ids, mask_id, vocab, special, rng, recipe.mask_prob)
+        losses.append(pt.mlm_step(model, plain, masked.input_ids, attention, masked.labels))
+        schedule.step()
+    assert np.array_equal(history.loss, losses)
+    assert all(torch.equal(a, b) for a, b in zip(fast.parameters(), model.parameters(),
+                                                 strict=True))

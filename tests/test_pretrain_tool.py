@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertlib.tiny import grammar, probes, runs
+from bertlib.tiny import agreement, grammar, runs
 from bertlib.tiny import pretrain as pt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,10 +37,10 @@ def test_the_script_reproduces_the_start_of_a_committed_run():
     equal to float32 rounding; another CPU's kernels drift by far less than 0.05."""
     recipe = pt.Recipe(seed=1)
     torch.set_num_threads(1)
-    tok = probes.build_tokenizer()
+    tok = agreement.build_tokenizer()
     model = pt.new_model(recipe.config(tok.get_vocab_size()), recipe.seed)
-    probe = probes.make_probe(tok, grammar.generate(4, seed=recipe.probe_seed, split="test"))
-    run = pt.train(model, tok, recipe, probe, steps=40, progress=False)
+    check_set = agreement.make_sentence_set(tok, grammar.generate(4, seed=recipe.check_seed, split="test"))
+    run = pt.train(model, tok, recipe, check_set, steps=40, progress=False)
     saved = np.load(SAVED / "seed1" / "history.npz")["loss"][:40]
     assert np.abs(run.loss - saved).max() < 0.05
 

@@ -4,20 +4,19 @@ import numpy as np
 import pytest
 import torch
 
+from bertlib.tiny import agreement, linear_probe, runs
 from bertlib.tiny import grammar as g
-from bertlib.tiny import mechanism as mech
 from bertlib.tiny import pretrain as pt
-from bertlib.tiny import probes, runs
 
 
 def _train_small(tok, seed):
     recipe = pt.Recipe(layers=1, heads=2, hidden=16, steps=6, batch_size=8, warmup=2, every=3,
                        seed=seed)
-    probe = probes.make_probe(tok, g.generate(3, seed=0, split="test"))
+    check_set = agreement.make_sentence_set(tok, g.generate(3, seed=0, split="test"))
     model = pt.new_model(recipe.config(tok.get_vocab_size()), seed)
-    control = mech.control_labels(tok, probe)
-    return model, recipe, pt.train(model, tok, recipe, probe, progress=False,
-                                   number_probe=lambda m, p: mech.verb_number_probe(m, p, control))
+    control = linear_probe.control_labels(tok, check_set)
+    return model, recipe, pt.train(model, tok, recipe, check_set, progress=False,
+                                   number_probe=lambda m, p: linear_probe.verb_number_probe(m, p, control))
 
 
 def test_a_saved_run_loads_back_equal(tok, tmp_path):
@@ -30,7 +29,7 @@ def test_a_saved_run_loads_back_equal(tok, tmp_path):
     assert np.array_equal(run.history["loss"], history.loss)
     assert run.history["heads/subject"].shape == run.history["heads/subject_far"].shape == (3, 1, 2)
     assert np.array_equal(run.history["number_probe"], history.number_probe, equal_nan=True)
-    ids = torch.as_tensor(probes.encode_texts(tok, ["the cat sleeps"])[0])
+    ids = torch.as_tensor(agreement.encode_texts(tok, ["the cat sleeps"])[0])
     with torch.no_grad():
         assert torch.allclose(run.model(input_ids=ids).logits, model(input_ids=ids).logits)
 
@@ -90,12 +89,25 @@ def test_seeds_tried_adds_a_readers_own_seed_of_the_same_recipe_once(tok, tmp_pa
 
 
 def test_the_conflict_rows_counted_are_those_the_number_probe_scores(tok):
-    probe = runs.number_probe_set(tok)
-    plural, nearest, _ = probes.plural_of(probe)
-    n = runs.conflict_rows(probe)
+    check_set = runs.number_probe_set(tok)
+    plural, nearest, _ = agreement.plural_of(check_set)
+    n = runs.conflict_rows(check_set)
     assert 0 < n < len(plural) / 2
     # a feature that is the nearest noun's number: the conflict-rows column scores it 0 on n rows
     near = np.c_[nearest.astype(float), np.zeros(len(nearest))]
-    scores = mech.number_probe_controls(near, plural, nearest, np.zeros(len(plural), bool))
-    assert scores[mech.PROBE_COLUMNS.index("subject, conflict rows")] == 0
+    scores = linear_probe.number_probe_controls(near, plural, nearest, np.zeros(len(plural), bool))
+    assert scores[linear_probe.PROBE_COLUMNS.index("subject, conflict rows")] == 0
     assert n == int((plural != nearest)[int(round(len(plural) / 2)):].sum())
+
+
+def test_a_run_saved_before_the_check_set_was_renamed_loads_the_same(tok, tmp_path):
+    import json
+
+    model, recipe, history = _train_small(tok, 5)
+    folder = runs.save_run(tmp_path / "seed5", model, recipe, history)
+    saved = json.loads((folder / "recipe.json").read_text())
+    old = {{"check_sentences": "probe_sentences", "check_seed": "probe_seed"}.get(k, k): v
+           for k, v in saved.items()}  # the names the check set's fields had before
+    assert "probe_seed" in old and "check_seed" not in old
+    (folder / "recipe.json").write_text(json.dumps(old))
+    assert runs.load_run(folder).recipe == recipe

@@ -103,7 +103,7 @@ def test_bad_window_says_why(numpy_qkv, w, why):
 
 def test_global_index_that_is_not_a_position_is_named(numpy_qkv):
     Q, K, V = numpy_qkv()
-    with pytest.raises(TypeError, match="every global_idx entry must be a whole number"):
+    with pytest.raises(TypeError, match=r"global_idx\[0\] must be a whole number"):
         sliding_window_attention(Q, K, V, 4, global_idx=[0.5])
 
 
@@ -115,7 +115,8 @@ def test_window_must_be_a_whole_number():
 @pytest.mark.parametrize("bad", [[24], [-1], [0, 30]])
 def test_global_index_out_of_range_is_named(numpy_qkv, bad):
     Q, K, V = numpy_qkv()
-    with pytest.raises(ValueError, match=r"positions run 0\.\.23"):
+    with pytest.raises(ValueError, match=r"global_idx\[\d\] must be a whole number in 0\.\.23 "
+                                         r"\(token positions of n = 24 tokens\)"):
         sliding_window_attention(Q, K, V, 4, global_idx=bad)
 
 

@@ -6,15 +6,15 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from bertlib.pictures.widgets.fill_mask import FillMaskExplorer, fill_mask_figure  # noqa: E402
+from bertlib.tiny import agreement  # noqa: E402
 from bertlib.tiny import pretrain as pt  # noqa: E402
-from bertlib.tiny import probes  # noqa: E402
 
 TEXT = "the dog [MASK] the cat"
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    tok = probes.build_tokenizer()
+    tok = agreement.build_tokenizer()
     return pt.new_model(pt.tiny_config(tok.get_vocab_size(), layers=2, heads=2, hidden=16), 0), tok
 
 

@@ -9,7 +9,7 @@ run.
     python tools/pretrain_tiny_bert.py --history-only --seed K OUT   recipe and history, no model
 
 Each run folder holds model.safetensors + config.json (a BertForMaskedLM), recipe.json and
-history.npz (evaluation steps, loss per step, agreement accuracy and log-odds on the probe,
+history.npz (evaluation steps, loss per step, agreement accuracy and log-odds on the check set,
 per-head shares, the number probe at the masked verb with its controls on a larger set of held-out
 sentences, attention snapshots, the final agreement table on notebook 09's test sentences);
 notebook 09 reads it
@@ -33,7 +33,7 @@ COMMITTED_SEEDS = (0, 1, 2, 3, 4)
 #: kept after their readers reported them learning late; 517 and 623, the next two readers'),
 #: so that notebook 09 counts how many of the seeds tried learn within the recipe's steps.
 HISTORY_SEEDS = (31, 44, 517, 623)
-#: Steps at which the attention maps of the probe's first sentence are saved.
+#: Steps at which the attention maps of the check set's first sentence are saved.
 SNAPSHOT_STEPS = (0, 100, 300, 600, 1000)
 
 
@@ -42,22 +42,20 @@ def build(out: Path, seed: int, progress: bool = False, with_model: bool = True)
     and history only)."""
     import torch
 
-    from bertlib.tiny import grammar, probes, runs
-    from bertlib.tiny import mechanism as mech
+    from bertlib.tiny import agreement, grammar, linear_probe, runs
     from bertlib.tiny import pretrain as pt
 
     torch.set_num_threads(1)
     recipe = pt.Recipe(seed=seed)
-    tok = probes.build_tokenizer()
+    tok = agreement.build_tokenizer()
     model = pt.new_model(recipe.config(tok.get_vocab_size()), recipe.seed)
-    probe = probes.make_probe(tok, grammar.generate(recipe.probe_sentences,
-                                                    grammar.CONSTRUCTIONS,
-                                                    seed=recipe.probe_seed, split="test"))
+    check_set = agreement.make_sentence_set(tok, grammar.generate(
+        recipe.check_sentences, grammar.CONSTRUCTIONS, seed=recipe.check_seed, split="test"))
     number = runs.number_probe_set(tok)  # the held-out sentences of the history's number probe
-    control = mech.control_labels(tok, number)
-    history = pt.train(model, tok, recipe, probe, progress=progress,
+    control = linear_probe.control_labels(tok, number)
+    history = pt.train(model, tok, recipe, check_set, progress=progress,
                        snapshot_steps=[s for s in SNAPSHOT_STEPS if s <= recipe.steps],
-                       number_probe=lambda m, _: mech.verb_number_probe(m, number, control))
+                       number_probe=lambda m, _: linear_probe.verb_number_probe(m, number, control))
     return runs.save_run(out, model, recipe, history, runs.final_table(model, tok), with_model)
 
 

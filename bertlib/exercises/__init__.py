@@ -22,7 +22,8 @@ tries are explained, so that a loop over answers learns nothing more than right 
 
 Shared by the checkers of several notebooks: :func:`calls_library` (does a learner's function
 hand its work to the bertlib function the exercise asks them to write?), :func:`fitted_divisor`
-(the scaling a learner's softmax used) and :func:`count_try` (a hint that waits for a second try).
+(the scaling a learner's softmax used), :func:`count_try` (a hint that waits for a second try)
+and :func:`described` (what a learner's function returned, in words).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ def as_answer_array(answer, what: str, shape: tuple[int, ...] | None = None, *, 
     what: the answer's name in the messages ("the weights", "W_O"). shape: the shape required
     (None = any); layout: its axes' names, e.g. "(n, d)"; why: a few words after the shape, e.g.
     ", one row per query". dtype: float (default), or None to keep the answer's own (a bool mask).
+    Rows of different lengths are told which row differs (:func:`ragged_message`).
     """
     if answer is None:
         return not_answered(todo)
@@ -93,9 +95,9 @@ def as_answer_array(answer, what: str, shape: tuple[int, ...] | None = None, *, 
         answer = answer.detach().cpu().numpy()
     try:
         a = np.asarray(answer) if dtype is None else np.asarray(answer, dtype=dtype)
-    except (TypeError, ValueError):
-        return form_error(f"expected {what} as an array of numbers, got "
-                               f"{type(answer).__name__}")
+    except (TypeError, ValueError):  # rows of different lengths are named, else the type
+        return form_error(ragged_message(answer, what) or f"expected {what} as an array of "
+                          f"numbers, got {type(answer).__name__}")
     if shape is not None and a.shape != tuple(shape):
         want = f"{layout} = {tuple(shape)}" if layout else f"{tuple(shape)}"
         return form_error(f"wrong shape: {what} should have shape {want}{why}; yours has "
@@ -232,6 +234,16 @@ def call_answer(fn: Callable, *args, when: str = "", todo: str = TODO):
     return result, None
 
 
+def described(value) -> str:
+    """What a learner's function returned, in words: "a tuple of 3 things", "a list of 1 thing",
+    "one array of shape (4, 2)", "a dict"."""
+    if isinstance(value, tuple | list):
+        return f"a {type(value).__name__} of {len(value)} thing{'s' * (len(value) != 1)}"
+    shape = getattr(value, "shape", None)
+    return f"one array of shape {tuple(shape)}" if shape is not None else (
+        f"a {type(value).__name__}")
+
+
 def cosine(u: np.ndarray, v: np.ndarray) -> float:
     """cos(u, v) = u·v / (‖u‖ ‖v‖) of two vectors of one length (d,); nan if one is all 0."""
     norms = float(np.linalg.norm(u) * np.linalg.norm(v))
@@ -250,7 +262,9 @@ def ragged_message(value, name: str) -> str:
     except TypeError:
         return f"{name} mixes rows and single numbers: every row needs one entry per column"
     first = lengths[0]
-    i = next((k for k, n in enumerate(lengths) if n != first), 1)
+    i = next((k for k, n in enumerate(lengths) if n != first), None)
+    if i is None:  # rows of one length, uneven deeper down: not this message's case
+        return ""
     return (f"the rows of {name} have different lengths: row 0 has {first} entries, row {i} has "
             f"{lengths[i]} (a list built in a loop that is not emptied for each new row?)")
 

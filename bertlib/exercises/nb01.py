@@ -1,9 +1,8 @@
 """Checkers for notebook 01's "Try it" exercises, on the toy sentence "The cat sat on the mat".
 
-Each checker takes the learner's answer and returns a :class:`~bertlib.exercises.Feedback` that
-names the mistake it recognises (a forgotten 1/√d_k, a softmax over the wrong axis, keys used
-where values belong, a mask applied after the softmax, ...). An unanswered stub (``None``) gets a
-"not answered yet" message, never an exception.
+Each returns a :class:`~bertlib.exercises.Feedback` naming the mistake it recognises (a forgotten
+1/√d_k, a softmax over the wrong axis, values swapped for keys, a mask after the softmax, ...);
+an unanswered stub (``None``) gets "not answered yet", never an exception.
 
 - :func:`check_causal_guess`: under a causal mask, which word "cat" attends to most (predict).
 - :func:`check_attention_fn`: a learner's attention written with loops, on random inputs.
@@ -26,6 +25,8 @@ from bertlib.exercises import (
     attempt_note,
     call_answer,
     calls_library,
+    count_try,
+    described,
     explained_tries,
     fitted_divisor,
     form_error,
@@ -52,17 +53,14 @@ def toy_qkv(W_Q: np.ndarray | None = None, W_K: np.ndarray | None = None):
     return X @ (W_Q0 if W_Q is None else W_Q), X @ (W_K0 if W_K is None else W_K), X @ W_V0
 
 
-def _close(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=ATOL))
+def _close(a: np.ndarray, b: np.ndarray, atol: float = ATOL) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=atol))
 
 
 @explained_tries("section 11 and the scores of 'cat' in section 5")
 def check_causal_guess(word) -> Feedback:
-    """Predict-then-check: under a causal mask, which word does "cat" attend to most?
-
-    word: a token of the toy sentence (str). The answer is computed here: the argmax of row "cat"
-    of softmax(Q Kᵀ / √d_k) with keys after "cat" excluded.
-    """
+    """Predict-then-check: under a causal mask, which word (a str) does "cat" attend to most? The
+    answer is computed here: the argmax of row "cat" of the causal softmax(Q Kᵀ / √d_k)."""
     word = as_answer_word(word, "your guess", sorted(set(toy.TOKENS)),
                           todo="replace None with a word in quotes, e.g. 'the'")
     if isinstance(word, Feedback):
@@ -89,13 +87,7 @@ def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
         return Feedback(False, "your rows sum to 1, but A is the scores divided by their row sum: "
                                "softmax exponentiates first (e^s for each score s), then divides "
                                "by the row sum of those")
-    c = fitted_divisor(A, S, ATOL)
-    base = next((b for b, ln in (("2", math.log(2)), ("10", math.log(10)))
-                 if c is not None and abs(c * ln - math.sqrt(3)) < 1e-6), None)
-    if base is not None:
-        return Feedback(False, f"your divisor √d_k is right, but you raised {base} to the scores: "
-                               "softmax uses e (np.exp), not another base")
-    if c is not None:
+    if (c := fitted_divisor(A, S, ATOL)) is not None:
         return Feedback(False, _divisor_message(c))
     off = float(np.abs(A - softmax(S / math.sqrt(3), axis=-1)).max())
     if off < 1e-2:
@@ -104,11 +96,20 @@ def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
     if not _close(A.sum(axis=1), np.ones(4)):
         return Feedback(False, f"the rows of A must sum to 1 (within {ATOL:g}), yours sum "
                                f"to {np.round(A.sum(axis=1), 6).tolist()}")
-    return Feedback(False, "A is not softmax(Q Kᵀ / √d_k): check the scores q_i · k_j")
+    if _close(A, softmax(softmax(S / math.sqrt(3), axis=-1), axis=-1)):
+        return Feedback(False, "your scores and divisor are right, but A is the softmax of a "
+                               "softmax: the softmax is applied once, to the scaled scores")
+    return Feedback(False, "A is not softmax(Q Kᵀ / √d_k), nor a slip this checker knows: check "
+                           "the scores q_i · k_j, then each step after them")
 
 
 def _divisor_message(c: float) -> str:
-    """A fitted divisor c ≠ √3: √(a whole number) is a wrong divisor, anything else a factor."""
+    """A fitted divisor c ≠ √3: e raised to other bases (c = √3 / ln b), √(a whole number) a
+    wrong divisor, anything else a factor."""
+    base = next((b for b in (2, 10) if abs(c * math.log(b) - math.sqrt(3)) < 1e-6), None)
+    if base is not None:
+        return (f"your divisor √d_k is right, but you raised {base} to the scores: softmax uses e "
+                "(np.exp), not another base")
     if abs(c * c - round(c * c)) > 1e-6 or c < 1:  # the scores were multiplied somewhere
         return (f"your scores are {math.sqrt(3) / c:.2f} × the right ones (q_i · k_j / √d_k): "
                 "check what you multiplied and what you divided by")
@@ -122,11 +123,9 @@ def _divisor_message(c: float) -> str:
 def check_attention_fn(fn: Callable) -> Feedback:
     """Check a learner's ``fn(Q, K, V) -> (Z, A)``: A = softmax(Q Kᵀ / √d_k) per row, Z = A V.
 
-    Tried on random inputs with n_q = 4 queries, n_k = 5 keys, d_k = 3, d_v = 2 (all different, so
-    a swapped axis or keys in place of values changes a shape or a number).
-    Q: (4, 3), K: (5, 3), V: (5, 2); expected Z: (4, 2), A: (4, 5), rows of A summing to 1.
-    A function that hands the work to bertlib's own ``scaled_dot_product_attention`` is refused
-    (see :func:`~bertlib.exercises.calls_library`), as the exercise says "no bertlib".
+    Tried on random Q (4, 3), K (5, 3), V (5, 2), so Z is (4, 2) and A (4, 5) (all sizes differ:
+    a swapped axis or keys for values shows). A function that hands the work to bertlib's own
+    ``scaled_dot_product_attention`` is refused (:func:`~bertlib.exercises.calls_library`).
     """
     if calls_library(fn, scaled_dot_product_attention):
         return Feedback(False, "your function calls bertlib's scaled_dot_product_attention, the "
@@ -136,41 +135,33 @@ def check_attention_fn(fn: Callable) -> Feedback:
     result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())
     if error is not None:
         return error
-    if not isinstance(result, tuple) or len(result) != 2:
-        return Feedback(False, "return two things: (Z, A), the outputs and the weights")
-    ragged = [ragged_message(r, name) for r, name in zip(result, "ZA", strict=True)]
-    ragged = [m for m in ragged if m]
+    if _pair(result) is None:
+        return Feedback(False, f"your function returned {described(result)}: return two things, "
+                               "(Z, A), the outputs and the weights")
+    result = _pair(result)
+    ragged = [m for r, name in zip(result, "ZA", strict=True) if (m := ragged_message(r, name))]
     if ragged:
         return Feedback(False, ragged[-1])  # A's problem first: Z is built from A
     if [np.shape(r) for r in result] == [(4, 5), (4, 2)]:
         return Feedback(False, "you returned the weights first: the order is (Z, A), outputs "
                                "then weights")
-    A = as_answer_array(result[1], "A", (4, 5), layout="(n_q, n_k)", why=", one row per query")
-    Z = as_answer_array(result[0], "Z")
-    for r in (A, Z):
-        if isinstance(r, Feedback):
-            return r
+    A = as_answer_array(result[1], "A", (4, 5), layout="(n_q, n_k)", why=", one row per query",
+                        todo="your function returns None for A, the second of (Z, A): compute it")
+    Z = as_answer_array(result[0], "Z", todo="your function returns None for Z, the first of "
+                                             "(Z, A): compute it")
+    if isinstance(form := A if isinstance(A, Feedback) else Z, Feedback):
+        return form
     S = Q @ K.T
-    divisors = {"√d_k": math.sqrt(3), "none": 1.0, "d_k": 3.0}
-    for name, div in divisors.items():
-        for axis in (-1, 0):
-            if _close(A, softmax(S / div, axis=axis)):
-                mistakes = []
-                if name == "none":
-                    mistakes.append("you forgot to divide the scores by √d_k")
-                if name == "d_k":
-                    mistakes.append("you divided by d_k; the divisor is its square root, √d_k")
-                if axis == 0:
-                    mistakes.append("your softmax runs down the columns: each query's ROW must "
-                                    "sum to 1")
-                if mistakes:
-                    return Feedback(False, "; and ".join(mistakes))
-                break
-        else:
-            continue
-        break
-    else:
+    fits = [(div, axis) for div in (math.sqrt(3), 1.0, 3.0) for axis in (-1, 0)
+            if _close(A, softmax(S / div, axis=axis))]
+    if not fits:
         return _a_not_softmax(A, S)
+    div, axis = fits[0]
+    mistakes = ["you forgot to divide the scores by √d_k"] * (div == 1) + [
+        "you divided by d_k; the divisor is its square root, √d_k"] * (div == 3) + [
+        "your softmax runs down the columns: each query's ROW must sum to 1"] * (axis == 0)
+    if mistakes:
+        return Feedback(False, "; and ".join(mistakes))
     if Z.shape == (4, 3) and _close(Z, A @ K):
         return Feedback(False, "A is right, but Z averages the keys; it must average the values")
     if Z.shape != (4, 2):
@@ -180,6 +171,11 @@ def check_attention_fn(fn: Callable) -> Feedback:
     return _other_shape(fn)
 
 
+def _pair(result) -> tuple | None:
+    """(Z, A) from what a learner's function returned: a tuple or a list of two things."""
+    return tuple(result) if isinstance(result, tuple | list) and len(result) == 2 else None
+
+
 def _other_shape(fn: Callable) -> Feedback:
     """The verdict once (4, 5, 3, 2) passed: is fn also right with 6 queries, 7 keys, d_k = 2,
     d_v = 4? A size typed in (range(4), math.sqrt(3)) shows here."""
@@ -187,8 +183,8 @@ def _other_shape(fn: Callable) -> Feedback:
     Q, K, V = rng.normal(size=(6, 2)), rng.normal(size=(7, 2)), rng.normal(size=(7, 4))
     A = softmax(Q @ K.T / math.sqrt(2), axis=-1)
     result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())
-    pair = error is None and isinstance(result, tuple) and len(result) == 2
-    got = [as_answer_array(r, "r") for r in result] if pair else []
+    pair = _pair(result) if error is None else None
+    got = [as_answer_array(r, "r") for r in pair] if pair else []
     if pair and all(not isinstance(g, Feedback) and _close(g, w)
                     for g, w in zip(got, (A @ V, A), strict=True)):
         return Feedback(True, "correct on random inputs with 4 queries, 5 keys, d_k = 3, d_v = 2 "
@@ -202,12 +198,9 @@ def _other_shape(fn: Callable) -> Feedback:
 
 def check_design(W_Q, W_K=None) -> Feedback:
     """Design task: edit the toy's W_Q (4, 2), and W_K (4, 2) if needed, so that "mat" attends most
-    to "cat" (weight on "cat" strictly larger than on any other key) while "cat" still attends
-    most to "sat", the head's original job. W_Q None or W_K None = the toy's own (not both).
-
-    Says how close an answer is: the weight on "cat", the word that beats it and by how much; and
-    why W_Q alone cannot work (keys that tie with, or are multiples of, the key of "cat").
-    """
+    to "cat" (strictly more than to any other key) while "cat" still attends most to "sat". W_Q
+    None or W_K None = the toy's own (not both). Says how close an answer is, and (from the second
+    such try on) which keys no W_Q can get past: ties with, or multiples of, the key of "cat"."""
     if W_Q is None and W_K is None:
         return not_answered()
     arrays = _design_matrices(W_Q, W_K)
@@ -265,10 +258,8 @@ def _design_matrices(W_Q, W_K):
 
 
 def _lost_verb_hint(Q, K, i_cat: int, winner: str, W_Q, W_K) -> str:
-    """Hint when "cat" no longer attends most to "sat": ask about the matrix the learner changed.
-
-    Only keys that really moved are said to have moved (a W_K edit may leave these two alone).
-    """
+    """Hint when "cat" no longer attends most to "sat": ask about the matrix the learner changed
+    (only keys that really moved are said to have moved: a W_K edit may leave these two alone)."""
     toy_K = toy.projections()[1]
     changed_q = not np.allclose(Q[i_cat], toy_qkv()[0][i_cat])  # the query of 'cat' moved
     changed_k = not np.allclose(W_K, toy_K)
@@ -311,9 +302,11 @@ def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False)
                      "so any query that scores 'cat' high scores 'mat' itself higher")
     if not hints:
         return ""
-    if keys_changed:
-        return ". Note: " + "; and ".join(hints) + ". With these keys no W_Q can fix that"
-    return ". Note: " + "; and ".join(hints) + ". Changing W_Q alone cannot fix that"
+    if count_try("nb01.keys") == 1:  # first a question; the keys in the way from the next try
+        return (". Look at the keys (section 4 printed K): can any query score 'cat' above "
+                "every other key? If you are stuck, the next check names the keys in the way")
+    fix = "With these keys no W_Q can" if keys_changed else "Changing W_Q alone cannot"
+    return ". Note: " + "; and ".join(hints) + f". {fix} fix that"
 
 
 def window_mask(n: int, radius: int = 1) -> np.ndarray:
@@ -322,42 +315,44 @@ def window_mask(n: int, radius: int = 1) -> np.ndarray:
     return band(np.arange(n), np.arange(n), radius)
 
 
-#: Tolerance for the window weights, which the notebook invites you to work out by pencil: a
-#: weight rounded to 3 decimals is off by at most 0.0005, so 1e-3 accepts it; the closest two
-#: mistakes below still differ by more than 0.01.
+#: Tolerance for the window weights (worked by pencil): 3 decimals are off by <= 0.0005, so 1e-3,
+#: widened by what a pencil's e and √d_k move them (:func:`_pencil_weights`); slips differ > 0.01.
 PENCIL_ATOL = 1e-3
 
 
-def _near(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=PENCIL_ATOL))
+def _pencil_weights(raw: np.ndarray, root: float, mask: np.ndarray) -> tuple[np.ndarray, float]:
+    """(softmax(raw / root) in the window, its tolerance: PENCIL_ATOL plus the most that a pencil's
+    e ≈ 2.7 or 2.72 and root to 1 or 2 decimals move a weight, as an answer with them is right)."""
+    w = {(e, r): softmax(raw * math.log(e) / r, axis=-1, where=mask)
+         for e in (2.7, 2.72, math.e) for r in (round(root, 1), round(root, 2), root)}
+    return w[math.e, root], PENCIL_ATOL + max(float(np.abs(v - w[math.e, root]).max())
+                                              for v in w.values())
 
 
-def _window_row_message(a: np.ndarray, right: np.ndarray, mask: np.ndarray) -> str:
-    zero = np.abs(a.sum(axis=1)) <= PENCIL_ATOL
-    if zero.any():
-        return (f"{'every row' if zero.all() else f'row {int(zero.argmax())}'} of your weights "
-                "sums to 0 (still zeros?): each row is one query's softmax weights, which sum to 1")
-    i = int(np.argmax(np.abs(a - right).max(axis=1) > PENCIL_ATOL))  # the first wrong row
+def _window_row_message(a: np.ndarray, right: np.ndarray, mask, tol: float) -> Feedback:
+    i = int(np.argmax(np.abs(a - right).max(axis=1) > tol))  # the first wrong row
     window = [j for j in range(_N) if mask[i, j]]
     given = [j for j in range(_N) if abs(a[i, j]) > PENCIL_ATOL]
     where = f"row {i} (query {toy.TOKENS[i]!r})"
     if given != window:
-        missing = [j for j in window if j not in given]
-        self_note = " (a word also sees itself)" if i in missing else ""
-        return (f"{where} gives weight to positions {given}, but its window is positions "
-                f"{window}{self_note}")
-    off = float(np.abs(a[i] - right[i]).max())
-    if abs(a[i].sum() - 1) > PENCIL_ATOL:
-        return (f"{where} puts weight on the right positions {window} but sums to "
-                f"{a[i].sum():.3f}: a softmax row sums to 1")
-    return (f"{where} puts weight on the right positions {window}, but its values are off by up "
-            f"to {off:.4f} (accepted: {PENCIL_ATOL:g}, i.e. 3 decimals): recompute the softmax "
-            f"of those scaled scores, or give more digits")
+        note = " (a word also sees itself)" * (i not in given)
+        return Feedback(False, f"{where} gives weight to positions {given}, but its window is "
+                               f"positions {window}{note}")
+    if abs(a[i].sum() - 1) > tol:
+        return Feedback(False, f"{where} puts weight on the right positions {window} but sums to "
+                               f"{a[i].sum():.3f}: a softmax row sums to 1")
+    off = float(np.abs(a[i] - right[i]).max())  # below 0.01 a rounding-size miss: never a try
+    return Feedback(False, f"{where} puts weight on the right positions {window}, but its values "
+                    f"are off by up to {off:.4f} (accepted: {tol:.4f}): " + (
+                        "a rounding-size miss: keep 3 decimals in every step (not counted as a "
+                        "try)" if off < 0.01 else "recompute them from that row's scaled scores "
+                        "Q Kᵀ / √d_k, then their softmax"), form=off < 0.01)
 
 
 def _window_slip(a: np.ndarray, Q: np.ndarray, K: np.ndarray, mask: np.ndarray) -> str | None:
     """The message for the known wrong weights (a mask, a scaling, an axis) that ``a`` equals."""
-    S, d, d_k = Q @ K.T / math.sqrt(Q.shape[1]), toy.embeddings().shape[1], Q.shape[1]
+    X, d_k = toy.embeddings(), Q.shape[1]
+    S, d = Q @ K.T / math.sqrt(d_k), X.shape[1]
     also = f" (or by d_k = {d_k} itself, equal to √d here)" * math.isclose(d_k, math.sqrt(d))
     slips = ((softmax(S, axis=-1) * mask, "you zeroed the far words after the softmax, so rows no "
               "longer sum to 1; set their scores to -inf BEFORE the softmax"),
@@ -367,24 +362,25 @@ def _window_slip(a: np.ndarray, Q: np.ndarray, K: np.ndarray, mask: np.ndarray) 
              (softmax(Q @ K.T, axis=-1, where=mask), "the window is right, but you forgot to "
               "divide the scores by √d_k"),
              (softmax(Q @ K.T / math.sqrt(d), axis=-1, where=mask), "the window is right, but you "
-              f"divided the scores by √d = √{d} (d = {d}, the width of X: section 10's √d pitfall)"
-              f"{also}; a head divides by √d_k, with d_k the width of its queries and keys"),
+              f"divided the scores by √d = √{d} (d = {d}, the width of X, a common pitfall){also};"
+              " a head divides by √d_k, with d_k the width of its queries and keys"),
+             *((softmax(X @ X.T / c, axis=-1, where=mask), "the window is right, but these are "
+                "the scores X Xᵀ of section 3 (each word's vector against the others'): a head "
+                "scores queries against keys, Q Kᵀ") for c in (1.0, math.sqrt(d_k))),
              (softmax(S, axis=-1, where=mask).T, "that is the right matrix transposed: row i must "
               "be query i's weights over the keys (each row sums to 1), not column i"),
              (softmax(S, axis=-1), "no mask applied: these are the full bidirectional weights"),
              (softmax(S, axis=-1, where=causal_mask(_N)), "that is the causal mask; the window "
               "lets a word see one word on EACH side"))
-    return next((message for wrong, message in slips if _near(a, wrong)), None)
+    return next((message for wrong, message in slips if _close(a, wrong, PENCIL_ATOL)), None)
 
 
 @explained_tries("sections 6 and 11 (a mask sets scores to -inf before the softmax)")
 def check_window_weights(weights) -> Feedback:
-    """Exercise: the toy's weights when word i sees only words i−1, i, i+1, shape (6, 6): softmax
-    over each row of Q Kᵀ / √d_k with the scores outside the window set to −∞ before the softmax,
-    so each row spreads over at most three keys and sums to 1. Answers within ``PENCIL_ATOL``
-    (3 decimals, pencil precision) of the exact weights count as right; a known slip is named."""
-    ragged = "" if weights is None else ragged_message(weights, "your weight matrix")
-    if ragged:
+    """Exercise: the toy's (6, 6) weights when word i sees only words i−1, i, i+1: softmax over
+    each row of Q Kᵀ / √d_k, the scores outside the window set to −∞ first. Answers within
+    ``PENCIL_ATOL`` (3 decimals), widened by a pencil's e ≈ 2.7 and √2 ≈ 1.4, count as right."""
+    if weights is not None and (ragged := ragged_message(weights, "your weight matrix")):
         return form_error(ragged)
     if is_complex(weights):
         return form_error("your weight matrix has complex numbers; attention weights are "
@@ -396,19 +392,24 @@ def check_window_weights(weights) -> Feedback:
     a = as_answer_array(weights, "your weight matrix", (_N, _N), why=", one row per query")
     if isinstance(a, Feedback):
         return a
+    if not a.any():  # the np.zeros placeholder: a form, never a try
+        return form_error("every row of your weights sums to 0 (all zeros: still the "
+                          "placeholder?): each row is one query's softmax weights, summing to 1")
+    if (a < -PENCIL_ATOL).any():
+        i, j = (int(x) for x in np.argwhere(a < -PENCIL_ATOL)[0])
+        return form_error(f"row {i} gives position {j} the weight {a[i, j]:.3f}: softmax weights "
+                          "are never negative (each is e^s / Σ e^s, between 0 and 1)")
     Q, K, _ = toy_qkv()
-    S = Q @ K.T / math.sqrt(Q.shape[1])
-    mask = window_mask(_N)
-    right = softmax(S, axis=-1, where=mask)
-    if _near(a, right):
+    S, mask = Q @ K.T / math.sqrt(Q.shape[1]), window_mask(_N)
+    right, tol = _pencil_weights(Q @ K.T, math.sqrt(Q.shape[1]), mask)
+    if _close(a, right, tol):
         return Feedback(True, "correct: every word spreads its attention over itself and its "
-                              "neighbours only (two in the middle, one for the first and last "
-                              "word)")
-    slip = _window_slip(a, Q, K, mask)
-    if slip is not None:
+                              "neighbours only (two in the middle, one at either end)")
+    if (slip := _window_slip(a, Q, K, mask)) is not None:
         return Feedback(False, slip)
     raw = [np.where(mask, S, 0.0), np.where(mask, Q @ K.T, 0.0), S, Q @ K.T]
-    if not _near(a.sum(axis=1), np.ones(_N)) and any(_near(a, r) for r in raw):
+    if not _close(a.sum(axis=1), np.ones(_N), PENCIL_ATOL) and any(
+            _close(a, r, PENCIL_ATOL) for r in raw):
         return Feedback(False, "these are scores, not weights: the rows don't sum to 1. Did you "
                                "apply the softmax?")
     outside = np.abs(a) * ~mask > PENCIL_ATOL
@@ -416,4 +417,4 @@ def check_window_weights(weights) -> Feedback:
         i, j = (int(x) for x in np.argwhere(outside)[0])
         return Feedback(False, f"query {toy.TOKENS[i]!r} (position {i}) gives {a[i, j]:.3f} to "
                                f"position {j}, more than one word away")
-    return Feedback(False, _window_row_message(a, right, mask))
+    return _window_row_message(a, right, mask, tol)

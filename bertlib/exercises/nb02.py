@@ -3,7 +3,7 @@
 - :func:`check_cost_guess`: predict, then check: how many times the parameters grow when every
   head gets the full model width d instead of d / h.
 - :func:`check_split_heads`: a learner's ``split_heads``, for one sentence or a batch.
-- :func:`check_w_o_swap`: design W_O so that the toy's output lists head 1 before head 0.
+- :func:`check_w_o_swap`: design W_O so that the toy's output lists head 1, then head 0 backwards.
 - :func:`check_det_noun_head`: find the real model's head that links "the" to its noun.
 
 An unanswered stub (``None``) gets a "not answered yet" message, never an exception.
@@ -22,10 +22,10 @@ from bertlib.exercises import (
     attempt_note,
     call_answer,
     calls_library,
+    described,
     explained_tries,
     form_error,
     not_answered,
-    ragged_message,
 )
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import check_layer_head, run_bert
@@ -67,12 +67,11 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         got, error = call_answer(fn, X.copy(), h, when=f"with X of shape {X.shape} and h = {h}")
         if batched and (single := _one_sentence_only(fn, X, h, got, error)) is not None:
             return single
-        if error is not None and "cannot reshape array" in error.message:  # numpy's words alone
-            return Feedback(False, f"{error.message}: a shape typed in for one example? "
-                                   f"{_any_sizes(X)}")
+        if error is not None and (numpy_said := _numpy_error(error, X)) is not None:
+            return numpy_said
         if error is None and not hasattr(got, "shape") and not isinstance(got, list | tuple):
             return Feedback(False, f"with X of shape {X.shape} and h = {h} your function returned "
-                                   f"a {type(got).__name__}; it should return an array")
+                                   f"{described(got)}; it should return an array")
         got = as_answer_array(got, "the result", dtype=None) if error is None else error
         if isinstance(got, Feedback):
             return got
@@ -88,7 +87,8 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
         if got.shape != want.shape:
             return Feedback(False, f"with X of shape {X.shape} and h = {h} the result should have "
                                    f"shape {'(batch, h, n, d / h)' if batched else '(h, n, d / h)'}"
-                                   f" = {want.shape}, got {got.shape}{_cut_elsewhere(got, X, h)}")
+                                   f" = {want.shape}, got {got.shape}"
+                                   f"{_cut_elsewhere(fn, got, X, h)}")
         if np.array_equal(got, want):
             continue
         first = want[(0,) * len(lead)][0]
@@ -104,13 +104,26 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     return _typed_sizes(*call_answer(fn, X2.copy(), 3), X2, 3, X.shape)
 
 
+def _numpy_error(error: Feedback, X: np.ndarray) -> Feedback | None:
+    """numpy's bare words for a shape that cannot be, explained: a shape typed in for one
+    example, or a size computed with / (a float); None for any other error."""
+    if "cannot reshape array" in error.message:
+        return Feedback(False, f"{error.message}: a shape typed in for one example? "
+                               f"{_any_sizes(X)}")
+    if "'float' object cannot be interpreted as an integer" in error.message:
+        return Feedback(False, f"{error.message}: a size computed with / is a float (8 / 2 = "
+                               "4.0) even when it divides evenly, and a shape takes whole "
+                               "numbers, as // gives them")
+    return None
+
+
 def _one_sentence_only(fn: Callable, X: np.ndarray, h: int, got, error: Feedback | None
                        ) -> Feedback | None:
     """The Feedback for a function written for one sentence that fails on the batch X (batch, n,
     d): it raised there or gave the wrong shape, yet on X[0] alone, (n, d), it splits right."""
     want = split_heads(X, h)
-    try:
-        if error is None and np.shape(got) == want.shape:
+    try:  # the right shape, or its axes in another order (heads before the batch): judged below
+        if error is None and sorted(np.shape(got)) == sorted(want.shape):
             return None
     except ValueError:  # a ragged list: judged below
         pass
@@ -137,18 +150,31 @@ def _typed_sizes(got, error: Feedback | None, X: np.ndarray, h: int, first: tupl
                            f"({' or '.join(map(str, first))})? {_any_sizes(X)}")
 
 
-def _cut_elsewhere(got: np.ndarray, X: np.ndarray, h: int) -> str:
+def _cut_elsewhere(fn: Callable, got: np.ndarray, X: np.ndarray, h: int) -> str:
     """"" unless ``got``, of X's size and the right number of axes, is cut at other sizes than
-    split_heads(X, h): then ask whether h, or another size, was typed in."""
+    split_heads(X, h): then name h and d // h swapped (fn gives each h the other's shape), or ask
+    whether h, or another size, was typed in."""
     want = split_heads(X, h).shape
     if got.size != X.size or got.ndim != len(want):
         return ""
     other = next((k for k in (2, 4) if k != h and got.shape == split_heads(X, k).shape), None)
+    if other is not None and _shape_of(call_answer(fn, X.copy(), other)[0]) == want:
+        return (f", the shape for h = {other}, and with h = {other} yours has the shape for h = "
+                f"{h}: the number of heads and the size of each head, d // h, traded places. "
+                "Which axis of your result counts the heads?")
     if other is not None:
         return f", the shape for h = {other}: is h typed in? {_any_sizes(X)}"
     if sorted(got.shape) != sorted(want):  # not the right axes in another order: other sizes
         return f": a size typed in, or read from the wrong axis of X? {_any_sizes(X)}"
     return ""
+
+
+def _shape_of(result) -> tuple | None:
+    """np.shape of a learner's result, or None when it has none (a ragged list, None)."""
+    try:
+        return None if result is None else np.shape(result)
+    except ValueError:
+        return None
 
 
 def _any_sizes(X: np.ndarray) -> str:
@@ -188,11 +214,13 @@ def check_det_noun_head(layer, head) -> Feedback:
     for name, value in (("layer", layer), ("head", head)):
         if isinstance(value, tuple | list | np.ndarray):
             items = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
-            shown = (items if len(items) == 2 and all(isinstance(x, int | np.integer)
-                                                      for x in items) else ["…", "…"])
+            items = [x.item() if isinstance(x, np.generic) else x for x in items]  # 2, not int64(2)
+            shown = (items if len(items) == 2 and all(isinstance(x, int) for x in items)
+                     else ["…", "…"])
+            plain = tuple(items) if isinstance(value, tuple) else items
             return form_error(f"give layer and head separately, one whole number each "
                               f"(layer = {shown[0]}, head = {shown[1]}), not both in "
-                              f"`{name}` as {type(value).__name__} {value!r}")
+                              f"`{name}` as {type(value).__name__} {plain!r}")
     if layer is None and head is None:
         return not_answered("replace None with two whole numbers: layer, head")
     if layer is None or head is None:
@@ -214,15 +242,19 @@ def check_det_noun_head(layer, head) -> Feedback:
 
 
 def _det_noun_miss(layer: int, head: int, pairs) -> str:
-    """What a wrong head does: how often "the" looks most at its noun, itself, a neighbour, ...
-    there (what the learner's own rows show); never a share, a rank or another head."""
+    """What a wrong head does: how often "the" looks most at its noun, itself, [CLS] or [SEP]
+    (counted apart from the neighbours), the next piece, the piece before, ... there (what the
+    learner's own rows show); never a share, a rank or another head."""
     kinds = []
     for text, i, j in pairs:
         run = run_bert(text)
         k = int(run.attentions[layer, head, i].argmax())
-        kinds.append("its noun" if k == j else "itself" if k == i else "the next piece"
-                     if k == i + 1 else "the piece before" if k == i - 1 else repr(run.tokens[k])
-                     if run.tokens[k] in ("[CLS]", "[SEP]") else "another word")
+        # [CLS]/[SEP] apart, before the neighbours: a sentence-initial "the" (position 1) has
+        # [CLS] as the piece before, and looking there is not a previous-word pattern
+        special = run.tokens[k] in ("[CLS]", "[SEP]")
+        kinds.append("its noun" if k == j else "itself" if k == i else repr(run.tokens[k])
+                     if special else "the next piece" if k == i + 1 else "the piece before"
+                     if k == i - 1 else "another word")
     counts = sorted({kind: kinds.count(kind) for kind in kinds}.items(), key=lambda kv: -kv[1])
     looks = ", ".join(f"{kind} {'once' if n == 1 else f'{n} times'}" for kind, n in counts)
     return (f"not layer {layer}, head {head}: there, over the {len(pairs)} cases, 'the' looks "
@@ -262,16 +294,20 @@ def check_cost_guess(guess, h: int = 12) -> Feedback:
                            "h·d_k for d_k = d and for d_k = d / h")
 
 
-@explained_tries("section 4 (column c of W_O decides what lands in output column c)")
+#: The W_O design task's target: output column c carries concatenated column _W_O_ORDER[c], i.e.
+#: [head 1 | head 0 backwards]. Not its own transpose, so a W_O read the wrong way round fails.
+_W_O_ORDER = (2, 3, 1, 0)
+
+
+@explained_tries("section 4 (what concat @ W_O puts in one output column)")
 def check_w_o_swap(W_O) -> Feedback:
-    """Design task: a (4, 4) W_O for the toy's two heads that outputs [head 1 | head 0].
+    """Design task: a (4, 4) W_O for the toy's two heads that outputs [head 1 | head 0 backwards].
 
     With the concatenation C = [head 0 | head 1] (6, 4), the output C W_O must hold head 1's two
-    columns first, then head 0's. Says which output columns are already right.
+    columns first, then head 0's second column, then its first. The target is not its own
+    transpose, so rows and columns of W_O mixed up is a wrong answer, and named. Says which
+    output columns are already right.
     """
-    ragged = "" if W_O is None else ragged_message(W_O, "W_O")
-    if ragged:
-        return form_error(ragged)
     W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
                         "output (n, 4))")
     if isinstance(W, Feedback):
@@ -279,18 +315,20 @@ def check_w_o_swap(W_O) -> Feedback:
     X = toy.embeddings()
     W_Q, W_K, W_V, I = toy.two_head_projections()
     concat, _ = multi_head_attention(X, W_Q, W_K, W_V, I, 2)  # W_O = I: the concatenation
-    want = np.hstack([concat[:, 2:], concat[:, :2]])
-    got = concat @ W
+    target = np.eye(4)[:, list(_W_O_ORDER)]  # column c holds a 1 in row _W_O_ORDER[c]
+    want, got = concat @ target, concat @ W
     right = [c for c in range(4) if np.allclose(got[:, c], want[:, c], atol=1e-9)]
     if len(right) == 4:
-        return Feedback(True, "correct: output columns 0-1 now carry head 1, columns 2-3 head 0; "
-                              "W_O is a permutation matrix")
+        return Feedback(True, "correct: output columns 0-1 carry head 1, columns 2-3 head 0 "
+                              "backwards; each column of your W_O holds one 1, which picks the "
+                              "one concatenated column that lands there")
     if np.allclose(got, concat, atol=1e-9):
         return Feedback(False, "this W_O leaves the order as it was ([head 0 | head 1]): it acts "
                                "like the identity")
-    if np.allclose(got, concat[:, ::-1], atol=1e-9):
-        return Feedback(False, "the heads are in the right places, but each head's two columns "
-                               "come out reversed: a head's columns keep their own order")
+    if np.allclose(got, concat @ target.T, atol=1e-9):
+        return Feedback(False, "this is the right W_O with rows and columns traded (its "
+                               "transpose): check which index of W_O belongs to the output "
+                               "column in concat @ W_O")
     slip = _swap_slip(W, got, want)
     if slip is not None:
         return Feedback(False, slip)
@@ -300,25 +338,25 @@ def check_w_o_swap(W_O) -> Feedback:
                                f"multiplied by {[round(s, 3) for s in scale]}: moving a column "
                                "must leave its values as they are")
     which = f"output columns {right} are right" if right else "no output column is right yet"
-    return Feedback(False, f"{which}; output column c is concat @ W_O[:, c] (the heads' "
-                           "concatenation times column c of W_O), so column c of W_O decides "
-                           "which concatenated column lands there")
+    return Feedback(False, f"{which}; write out what concat @ W_O puts in one output column, "
+                           "say column 0, as a sum over the entries of W_O")
 
 
 def _swap_slip(W: np.ndarray, got: np.ndarray, want: np.ndarray) -> str | None:
-    """A named slip of the W_O design task: zero columns, or one head's two columns reversed."""
+    """A named slip of the W_O design task: zero columns, or one head's two columns in the other
+    order than the target's."""
     zero = [c for c in range(4) if np.allclose(W[:, c], 0, atol=1e-12)]
     if zero:
         return (f"column(s) {zero} of your W_O are all 0, so output column(s) {zero} are 0 "
-                "whatever the heads say: column c of W_O decides what lands in output "
-                "column c")
+                "whatever the heads say")
     for head, block in ((1, [0, 1]), (0, [2, 3])):  # output columns 0-1 carry head 1, 2-3 head 0
         rest = [c for c in range(4) if c not in block]
         if (np.allclose(got[:, rest], want[:, rest], atol=1e-9)
                 and np.allclose(got[:, block], want[:, block[::-1]], atol=1e-9)):
-            return (f"head {head} is in the right place, but its two columns come out in "
-                    f"reverse order (output columns {block[0]} and {block[1]} swapped): within "
-                    "a head the columns keep their own order")
+            order = "forwards" if head == 1 else "backwards"
+            return (f"head {head} is in the right place, but its two columns come out in the "
+                    f"other order (output columns {block[0]} and {block[1]} swapped): head "
+                    f"{head} goes {order}")
     return None
 
 

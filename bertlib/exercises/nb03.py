@@ -1,16 +1,14 @@
 """Checkers for notebook 03's "Try it" exercises, on the BERT that ``load_bert()`` returns
 (the answer is computed on the model in use); ``None`` gets "not answered yet", never a raise.
 
-1. :func:`check_embeddings` (reproduce): the sum S = W_word[t] + W_pos[0…n−1] + W_type[s] of a
-   sentence *pair*, (n, d), and E = LayerNorm(S) (asking for S too means ``hidden_states[0]``
-   alone does not pass). Names each missing or misplaced piece of the sum or the LayerNorm.
+1. :func:`check_embeddings` (reproduce): S = W_word[t] + W_pos[0…n−1] + W_type[s] of a sentence
+   *pair* and E = LayerNorm(S), both (n, d) (S too, so ``hidden_states[0]`` alone cannot pass).
 2. :func:`check_position_guess` (predict, then check): the input cosine of *bank* at 2 positions.
 3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
-   [CLS] and [SEP] left out, goes to another word. Names 1-based numbering, (head, layer) order,
-   special tokens left in, the words read backwards, and the wrong pairs of a short list.
-4. :func:`check_bank_sentence` (design): a sentence whose *bank*, after the last layer, is closer
-   to the river *bank* than to the money *bank* (and than a context-free *bank*), no river words.
-Checkers 2 and 3 explain only the first three wrong tries (see ``explained_tries``).
+   [CLS] and [SEP] left out, goes to another word.
+4. :func:`check_bank_sentence` (design): a sentence whose final *bank* is closer to the river
+   *bank* than to the money *bank* (as a context-free *bank* is not), without river words.
+Each names the slips it knows; 2 and 3 explain only the first three wrong tries.
 """
 
 from __future__ import annotations
@@ -56,7 +54,8 @@ BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
 #: A guess up to this far *below* the measured cosine counts as right: wide enough for a guess
-#: reasoned from section 3's row lengths (the solution's 0.93; it bounds the difference above).
+#: reasoned from section 3's printed means (the row lengths, the cosine of positions 4 apart):
+#: the solution's 0.93, or 0.92 with the token-type row left out.
 GUESS_TOLERANCE = 0.04
 #: A guess up to this far *above* the measured cosine counts as right: a right reasoning rounded
 #: up, not 0.97 (rows four apart taken to be as alike as neighbours, 0.85) nor "say 0.99".
@@ -65,10 +64,9 @@ GUESS_ABOVE = 0.01
 NEAR_ONE = 0.98
 #: Exercise 4: a river-side margin below this still passes, and the message calls it narrow.
 NARROW_MARGIN = 0.02
-#: Exercise 4's baseline: *bank* with no context. A design must lean further to the river side.
+#: Exercise 4's baseline, *bank* with no context: a design must end nearer the river bank.
 BANK_NEUTRAL = "There is a bank."
-#: Exercise 4 must not use a word containing one of these words of the lesson's river sentences
-#: (copying is no design): the model reads "riverbank" as river + ##bank, whatever the spelling.
+#: Exercise 4 bans words containing these, the river sentences' (copying is no design; riverbank).
 FORBIDDEN = ("river", "water", "stream")
 
 
@@ -89,25 +87,25 @@ def _embedding_variants(pair: tuple[str, str], model=None) -> tuple[dict, tuple]
     n = len(ids)
     word = w.word[ids].astype(np.float64)
     pos, typ, typ_a = w.position[:n], w.token_type[types], w.token_type[np.zeros_like(types)]
-
-    def ln(x):
-        return layer_norm(x, w.emb_gamma, w.emb_beta, w.eps)
-
     b = int(np.argmax(types == 1)) if types.any() else n  # sentence B's first piece
     restart = w.position[np.r_[np.arange(b), np.arange(n - b)]]  # B counted from 0 again
     sums = {"right": word + pos + typ, "all segment A": word + pos + typ_a,
             "positions restart": word + restart + typ,
             "positions from 1": word + w.position[1:n + 1] + typ,
             "no position": word + typ, "no token type": word + pos, "word only": word}
-    out = {name: (S, ln(S)) for name, S in sums.items()}
-    S = sums["right"]  # then two LayerNorms of the right sum that go wrong
-    for name, axis, ddof in (("variance d - 1", -1, 1), ("token axis", 0, 0)):
+    out = {name: (S, layer_norm(S, w.emb_gamma, w.emb_beta, w.eps)) for name, S in sums.items()}
+    S = sums["right"]  # then LayerNorms of the right sum that go wrong: (axis, ddof, γ and β)
+    for name, (axis, ddof, learned) in _LAYER_NORM_SLIPS.items():
         mu, var = S.mean(axis, keepdims=True), S.var(axis, ddof=ddof, keepdims=True)
-        out[name] = (S, w.emb_gamma * (S - mu) / np.sqrt(var + w.eps) + w.emb_beta)
+        x = (S - mu) / np.sqrt(var + w.eps)
+        out[name] = (S, w.emb_gamma * x + w.emb_beta if learned else x)
     pieces = model.tokenizer.convert_ids_to_tokens(ids.tolist())
     return out, (pieces, types, w.token_type)
 
 
+#: The LayerNorms of the right sum that go wrong: name -> (axis, ddof, with γ and β).
+_LAYER_NORM_SLIPS = {"variance d - 1": (-1, 1, True), "token axis": (0, 0, True),
+                     "whole matrix": (None, 0, True), "no γ, β": (-1, 0, False)}
 _EMBED_HINTS = {
     "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
                      "first [SEP] belong to sentence B and add the token-type row of segment 1 "
@@ -126,6 +124,10 @@ _EMBED_HINTS = {
                       "ddof=1); LayerNorm divides by d, the number of features (ddof=0)",
     "token axis": "your LayerNorm takes the mean and variance over the tokens (axis 0); it "
                   "normalises each token over its own d features (the last axis)",
+    "whole matrix": "your LayerNorm takes one mean and variance over the whole (n, d) array; it "
+                    "normalises each token over its own d features (the last axis)",
+    "no γ, β": "your LayerNorm stops at (x − μ)/√(σ² + ε): it then scales each feature by the "
+               "learned γ and shifts it by β, the embedding LayerNorm's own (section 3's formula)",
 }
 
 
@@ -192,9 +194,8 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     why = " (one row per word piece, [CLS] and both [SEP] included)"
     summed = as_answer_array(summed, "summed", shape, layout="(n, d)", why=why)
     E = as_answer_array(E, "E", shape, layout="(n, d)", why=why)
-    for answer in (summed, E):
-        if isinstance(answer, Feedback):
-            return answer
+    if isinstance(form := summed if isinstance(summed, Feedback) else E, Feedback):
+        return form
     wrong = _check_sum(summed, variants, pieces)
     if wrong is not None:
         return wrong
@@ -205,7 +206,7 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     if found == "S right":
         return Feedback(False, "`summed` is right, but E equals it: the LayerNorm is missing "
                                "(γ (x − μ)/√(σ² + ε) + β over the features of each token)")
-    if found in ("E variance d - 1", "E token axis"):
+    if found is not None and found[2:] in _LAYER_NORM_SLIPS:
         return Feedback(False, f"`summed` is right, but {_EMBED_HINTS[found[2:]]}")
     worst = float(np.abs(E - variants["right"][1]).max())
     return Feedback(False, f"`summed` is right, but E differs from its LayerNorm by up to "
@@ -223,13 +224,12 @@ def bank_cosine(layer: int = 0, model=None) -> float:
     return cosine(_bank_vector(BANK_FIRST, layer, model), _bank_vector(BANK_RIVER, layer, model))
 
 
-@explained_tries("section 3's printed row lengths and neighbour cosines")
+@explained_tries("section 3's printed row lengths and cosines of positions k apart")
 def check_position_guess(guess, model=None) -> Feedback:
     """Check a guess of :func:`bank_cosine` at the input (layer 0), measured on the model. Right
-    from GUESS_TOLERANCE below it to GUESS_ABOVE above: the lesson's reasoning (p₁ − p₅ at most
-    one position row long, section 3) bounds the cosine from below (0.93 for the bundled 0.956);
-    above, a reasoned value rounded up passes (0.96), 0.97 does not. Only the first wrong try is
-    told which way and roughly how far (how_far_apart): on every try, guesses could halve in."""
+    from GUESS_TOLERANCE below it to GUESS_ABOVE above: reasoned from section 3's means (lengths,
+    the cosine of positions 4 apart), 0.93 passes for the bundled 0.956, 0.97 does not. Only the
+    first wrong try is told which way and roughly how far (else guesses could halve in)."""
     guess = as_answer_number(guess, "your guess (a cosine)", -1.0, 1.0,
                              todo="write your guess, a number between -1 and 1, in `guess`, "
                                   "then run this cell again")
@@ -242,8 +242,8 @@ def check_position_guess(guess, model=None) -> Feedback:
                               f"above): the cosine is {measured:.3f} (you said {guess:.3f}, "
                               f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
                               "piece, but a different position embedding: similar, not the same")
-    why = ("Before another number, reason it out: what does the position row add, is it the same "
-           "at piece 1 and piece 5, how long is it next to the word row (section 3)?")
+    why = ("Before another number, reason it out: what does the position row add, how long is it "
+           "next to the word row, how alike are rows four places apart (section 3)?")
     if guess > 0.999 or guess < 0:  # "identical" or "opposite": ideas to unlearn, on any try
         idea = ("identical vectors would give 1; what else does E add?" if guess > 0 else "a "
                 "negative cosine: vectors pointing apart, yet both share word and type rows.")
@@ -399,8 +399,8 @@ def _sentence_problem(text, model) -> Feedback | None:
 
 def check_bank_sentence(text, model=None) -> Feedback:
     """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
-    BANK_RIVER's than to BANK_MONEY's, and lean further that way than BANK_NEUTRAL's, without
-    any word that contains a word of FORBIDDEN."""
+    BANK_RIVER's than to BANK_MONEY's (and, should BANK_NEUTRAL's already lean that way, further
+    than it), without any word that contains a word of FORBIDDEN."""
     if text is None:
         return _not_answered("write your sentence in `my_sentence`")
     problem = _sentence_problem(text, model)
@@ -411,10 +411,10 @@ def check_bank_sentence(text, model=None) -> Feedback:
     numbers = f"cos to the river bank {to_river:.3f}, to the money bank {to_money:.3f}"
     if lean > max(0.0, neutral):
         narrow = ": a narrow win; can you widen it?" if lean < NARROW_MARGIN else ""
-        return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side"
-                              f"{narrow}")
-    side, where = ("river" if neutral > 0 else "money"), ("ahead" if lean > 0 else "behind")
-    return Feedback(False, f"not yet: {numbers}, so the river side is {where} by {abs(lean):.3f}; "
+        return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side{narrow}")
+    where, side = ("ahead" if lean > 0 else "behind"), ("river" if neutral > 0 else "money")
+    over = "further to the river side than that" if neutral > 0 else "over, nearer the river bank"
+    return Feedback(False, f"not yet: {numbers}, so the river side is {where} by {abs(lean):.2g}; "
                            f"with no context ({BANK_NEUTRAL!r}) bank leans to the {side} side by "
-                           f"{abs(neutral):.3f}, and your words must pull it further to the river "
-                           "side than that. Which words go with a bank you can sit on?")
+                           f"{abs(neutral):.3f}: pull it {over}. Which words go with a bank you "
+                           "can sit on?")

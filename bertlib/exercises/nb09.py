@@ -19,9 +19,9 @@ from bertlib.exercises import (
 )
 from bertlib.lab.claims import chance_interval
 from bertlib.tiny import grammar
+from bertlib.tiny.agreement import build_tokenizer, make_sentence_set, plural_of, subset
 from bertlib.tiny.mechanism import agreement_correct
 from bertlib.tiny.pretrain import tiny_config
-from bertlib.tiny.probes import build_tokenizer, make_probe, plural_of, subset
 
 __all__ = ["HEAD_SHARE", "subject_heads", "check_runs_prediction", "check_attractor_prediction",
            "check_design", "design_parameters", "ATTRACTOR_TEST", "ATTRACTOR_TRAINED", "OWN_TEST",
@@ -157,18 +157,19 @@ def check_attractor_prediction(guess, model) -> Feedback:
                                f"max_pp={recipe.get('max_pp')}: with attractors. Train one on "
                                f"('simple', 'comp') with max_pp=0 and give that one")
     tok = build_tokenizer()
-    own = make_probe(tok, grammar.generate(OWN_TEST, ("simple", "comp"), seed=2, split="test",
-                                           max_pp=0))
+    own = make_sentence_set(tok, grammar.generate(OWN_TEST, ("simple", "comp"), seed=2,
+                                                  split="test", max_pp=0))
     learned = float(agreement_correct(model, own).mean())
     if learned < OWN_LEARNED:
         return Feedback(False, f"your model gets only {learned:.2f} of the verbs right on its own "
                                f"kind of sentences (simple, comp; {OWN_LEARNED} needed): it has "
                                f"not learned agreement yet, so its attractor accuracy would tell "
                                f"nothing. Train it longer (the recipe's steps) and check again")
-    probe = make_probe(tok, grammar.generate(ATTRACTOR_TEST, ("pp",), seed=2, split="test"))
-    subject_plural, nearest_plural, _ = plural_of(probe)
+    attractor_set = make_sentence_set(tok, grammar.generate(ATTRACTOR_TEST, ("pp",), seed=2,
+                                                            split="test"))
+    subject_plural, nearest_plural, _ = plural_of(attractor_set)
     hard = subject_plural != nearest_plural  # after a phrase whose noun has the other number
-    measured = float(agreement_correct(model, subset(probe, hard)).mean())
+    measured = float(agreement_correct(model, subset(attractor_set, hard)).mean())
     if not recipe and measured >= ATTRACTOR_TRAINED:  # no recipe recorded: judged by its score
         return Feedback(False, f"this model gets {measured:.2f} of the attractor verbs right: it "
                                f"looks trained with attractors. Give the model you trained on "
@@ -219,7 +220,7 @@ def design_parameters(vocab_size: int, heads: int) -> int:
 def check_design(config) -> Feedback:
     """Check a BertConfig for the design task: DESIGN_LAYERS layers, heads of width
     DESIGN_HEAD_WIDTH, as many heads as fit in DESIGN_BUDGET parameters of BertForMaskedLM, the
-    grammar's vocabulary (tokenizer of bertlib.tiny.probes), tiny_config's feed-forward width
+    grammar's vocabulary (tokenizer of bertlib.tiny.agreement), tiny_config's feed-forward width
     (4 · hidden). The most heads that fit is computed here by building the models."""
     if config is None:
         return not_answered("build a config with bertlib.tiny.pretrain.tiny_config and assign it")

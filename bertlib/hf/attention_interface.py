@@ -15,7 +15,8 @@ import torch
 from bertlib.checks import has_shape, heads_dividing, kind
 from bertlib.paper.attention import attention_scale
 
-__all__ = ["register_attention", "softmax_weights", "eager_attention", "project_heads_torch"]
+__all__ = ["register_attention", "softmax_weights", "scaled_scores", "eager_attention",
+           "project_heads_torch"]
 
 
 def register_attention(name: str, fn) -> None:
@@ -48,6 +49,14 @@ def softmax_weights(module, scores, attention_mask):
     return torch.softmax(scores, dim=-1)
 
 
+def scaled_scores(query, key, scaling=None):
+    """Q Kᵀ · scaling, scaling = 1/√d_k unless given: the scores of :func:`eager_attention`, also
+    for code that reads a layer's scores without running its attention (finetune.link_effects).
+    query (..., n_q, d_k), key (..., n_k, d_k) tensors -> (..., n_q, n_k)."""
+    scaling = attention_scale(query.shape[-1]) if scaling is None else scaling
+    return torch.matmul(query, key.transpose(-2, -1)) * scaling
+
+
 def eager_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
                     weights_of=softmax_weights, **kwargs):
     """Scaled dot-product attention as transformers' eager implementation computes it:
@@ -62,8 +71,7 @@ def eager_attention(module, query, key, value, attention_mask, scaling=None, dro
     Returns (output (batch, n, h, d_k), weights (batch, h, n, n)): transformers'
     ``AttentionInterface`` signature.
     """
-    scaling = attention_scale(query.shape[-1]) if scaling is None else scaling
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    scores = scaled_scores(query, key, scaling)  # Q Kᵀ · scaling
     weights = weights_of(module, scores, attention_mask)
     weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bertlib.checks import items, text, whole
+from bertlib.checks import items, text, whole, within_positions
 from bertlib.hf.loading import load_bert, max_positions
 from bertlib.hf.models import batch_runs
 
@@ -64,7 +64,7 @@ class CorpusRuns(NamedTuple):
     skipped: int
 
 
-def _text_parts(texts: Sequence[Text]) -> list[tuple[str, str | None]]:
+def _check_texts(texts: Sequence[Text]) -> list[tuple[str, str | None]]:
     """Each text as (first, second or None), after checking the list once."""
     parts = []
     for k, entry in enumerate(items(texts, "texts", "sentences or pairs (first, second)")):
@@ -102,7 +102,7 @@ def run_corpus(texts: Sequence[Text], model=None, max_pieces: int | None = None,
     ``texts``. Raises ValueError for an empty corpus, for one where every text is skipped, and
     for empty or whitespace-only texts.
     """
-    parts = _text_parts(texts)
+    parts = _check_texts(texts)
     whole(batch_size, "batch_size", 1)
     model = model or load_bert()
     limit = max_positions(model)
@@ -132,15 +132,13 @@ def tokenize_batch(texts: Sequence[Text], model=None) -> dict:
     Raises TypeError / ValueError for an empty list or an empty text, a mix of sentences and
     pairs, or an input longer than the model's positions (run_corpus skips those instead).
     """
-    parts = _text_parts(texts)
+    parts = _check_texts(texts)
     model = model or load_bert()
     if len({b is None for _, b in parts}) > 1:
         raise ValueError("give either only sentences or only pairs in one call")
     enc = _tokenize(parts, model)
-    n, limit = enc["input_ids"].shape[1], max_positions(model)
-    if n > limit:
-        raise ValueError(f"an input is {n} word pieces long but the model has {limit} "
-                         "positions: leave it out (run_corpus skips such inputs)")
+    within_positions(enc["input_ids"].shape[1], max_positions(model),
+                     "leave it out (run_corpus skips such inputs)", "an input")
     return enc
 
 

@@ -42,23 +42,10 @@ from bertlib.hf.attention_interface import eager_attention, register_attention, 
 from bertlib.hf.loading import LoadedBert, bert_module, load_bert
 from bertlib.hf.models import encode
 
-__all__ = [
-    "PRIOR_ATTENTION",
-    "MODES",
-    "SOURCES",
-    "STOP_WORDS",
-    "SERIES_STOP_WORDS",
-    "PUNCTUATION",
-    "FIRST_SEP",
-    "RELATION_SCORES",
-    "strip_punctuation",
-    "PriorGate",
-    "PriorAttention",
-    "load_lexicon",
-    "similarity_prior",
-    "prior_attention_forward",
-    "use_prior_attention",
-]
+__all__ = ["PRIOR_ATTENTION", "MODES", "SOURCES", "STOP_WORDS", "SERIES_STOP_WORDS", "PUNCTUATION",
+           "FIRST_SEP", "RELATION_SCORES", "strip_punctuation", "PriorGate", "PriorAttention",
+           "load_lexicon", "similarity_prior", "prior_weights", "prior_attention_forward",
+           "use_prior_attention"]
 
 #: The name under which the prior-guided attention is registered with transformers.
 PRIOR_ATTENTION = "bertlib_prior"
@@ -124,7 +111,8 @@ def _read_lexicon(path: str) -> tuple[tuple[tuple[str, str], float], ...]:
     return tuple(table.items())
 
 
-def _as_sentence(x: str | Sequence[str], name: str) -> str:
+def _check_words(x: str | Sequence[str], name: str) -> str:
+    """A sentence of the pair: a string, or a list of words joined by spaces (else TypeError)."""
     if isinstance(x, str):
         return x
     if isinstance(x, Sequence) and all(isinstance(w, str) for w in x):
@@ -239,7 +227,7 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
     for words, value in (lexicon or {}).items():
         number(value, f"the lexicon similarity of {words}", 0.0, 1.0)
     model = model or load_bert()
-    a, b = _as_sentence(tokens_a, "tokens_a"), _as_sentence(tokens_b, "tokens_b")
+    a, b = _check_words(tokens_a, "tokens_a"), _check_words(tokens_b, "tokens_b")
     if punctuation == "remove":
         a, b = strip_punctuation(a), strip_punctuation(b)
     enc = encode(a, b, model)
@@ -319,6 +307,14 @@ def _check_prior(prior, query, key, layer: int):
     return prior.to(query.dtype)[:, None]
 
 
+def prior_weights(scores, S, attention_mask=None):
+    """The prior-guided attention weights, softmax(scores ⊙ S + mask): the one place the prior
+    meets the scores (prior_attention_forward, finetune.link_effects). scores: (..., n_q, n_k) =
+    Q Kᵀ · s; S: the prior, broadcasting to them (S = 1: the standard weights); attention_mask:
+    the additive mask, or None. Returns the weights, the scores' shape."""
+    return softmax_weights(None, scores * S, attention_mask)
+
+
 def prior_attention_forward(module, query, key, value, attention_mask, scaling: float | None = None,
                             dropout: float = 0.0, prior=None, **kwargs):
     """The attention function registered as :data:`PRIOR_ATTENTION` (transformers' signature).
@@ -338,7 +334,7 @@ def prior_attention_forward(module, query, key, value, attention_mask, scaling: 
     S = _check_prior(prior, query, key, module.layer_idx)
 
     def weights_of(module, scores, attention_mask):
-        guided = softmax_weights(module, scores * S, attention_mask)
+        guided = prior_weights(scores, S, attention_mask)
         if settings.mode == "multiply":
             return guided
         g = settings.gate()

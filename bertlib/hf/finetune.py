@@ -20,10 +20,9 @@ import numpy as np
 import torch
 
 from bertlib.checks import as_array, items, kind, one_of, same_shape, whole
-from bertlib.hf.attention_interface import project_heads_torch, softmax_weights
-from bertlib.hf.custom import PRIOR_ATTENTION, similarity_prior, strip_punctuation
+from bertlib.hf.attention_interface import project_heads_torch, scaled_scores
+from bertlib.hf.custom import PRIOR_ATTENTION, prior_weights, similarity_prior, strip_punctuation
 from bertlib.hf.loading import LoadedBert, bert_module, load_bert
-from bertlib.paper.attention import attention_scale
 
 __all__ = ["StsPair", "PairBatch", "load_pairs", "pair_batch", "pair_cosines", "eval_cosines",
            "fine_tune", "spearman", "LinkEffects", "link_effects", "batch_word_ids"]
@@ -264,7 +263,7 @@ def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
             # kept in torch float32, as BERT's layer computes them: the signs counted here are
             # the model's own (the numpy project_heads gives float64, so other scores)
             Q, K = (project_heads_torch(X, f, h) for f in (layer.query, layer.key))  # (h, n, d_k)
-            scores = Q @ K.transpose(-1, -2) * attention_scale(Q.shape[-1])  # (h, n, n)
+            scores = scaled_scores(Q, K)  # (h, n, n), as eager_attention's
         S = batch.prior[0]
         negatives += int((scores[:, S == 0] < 0).sum())
         total += int((S == 0).sum()) * h
@@ -293,8 +292,8 @@ def _links_of(scores, S, words, in_b, pieces) -> list:
             keys = [k for k in range(len(words)) if words[k] == wb]
             control = S[q].clone()
             control[keys] = 0
-            weights = [softmax_weights(None, scores[:, q] * row, None)[:, keys].sum(-1).mean()
-                       .item() for row in (torch.ones_like(S[q]), S[q], control)]  # custom's
+            weights = [prior_weights(scores[:, q], row)[:, keys].sum(-1).mean().item()
+                       for row in (torch.ones_like(S[q]), S[q], control)]
             zeroed = in_b & (S[q] == 0)
             text = ["".join(pieces[k].removeprefix("##") for k in range(len(words))
                             if words[k] == w) for w in (wa, wb)]

@@ -69,13 +69,10 @@ def _tokenize(text, text_pair, model: LoadedBert, truncate: bool) -> tuple[dict,
     enc = model.tokenizer(text, text_pair, return_tensors="pt", truncation=False, verbose=False)
     n = int(enc["input_ids"].shape[1])
     dropped = 0
+    if not truncate:
+        checks.within_positions(n, limit, "shorten it, or pass truncate=True to keep the "
+                                f"first {limit}")
     if n > limit:
-        if not truncate:
-            raise ValueError(
-                f"the input is {n} word pieces long but this model has {limit} positions "
-                f"(at most {limit} pieces including [CLS] and [SEP]); shorten it, or pass "
-                f"truncate=True to keep the first {limit}"
-            )
         enc = model.tokenizer(text, text_pair, return_tensors="pt", truncation=True,
                               max_length=limit)
         dropped = n - int(enc["input_ids"].shape[1])

@@ -31,6 +31,7 @@ from bertlib.checks import (
     has_shape,
     items,
     number,
+    positions,
     same_shape,
     whole,
 )
@@ -78,6 +79,15 @@ def check_maps(attentions, atol: float = 1e-3) -> np.ndarray:
     return attention_rows(A, "attentions", atol, index="(layer, head, query)")
 
 
+def _check_keys(A, keys) -> tuple[np.ndarray, np.ndarray]:
+    """key_share's maps (..., n, n) and its keys: (n,) bool, or positions (checks.positions)."""
+    A, bools = attention_stack(A), np.asarray(keys)
+    if bools.dtype != bool:
+        return A, positions(keys, "keys", A.shape[-1])
+    has_shape(bools, "keys", (A.shape[-1],), "(n,)", "(one bool per key)")
+    return A, bools
+
+
 def _check_tokens(tokens: Sequence[str], n: int) -> list[str]:
     """tokens as a list, after checking there is one word piece per row of the maps."""
     count = len(tokens) if isinstance(tokens, list | tuple) else f"a {type(tokens).__name__} of"
@@ -114,16 +124,12 @@ def to_token_shares(attentions, tokens: Sequence[str]) -> dict[str, np.ndarray]:
     Clark et al. counted "." and "," only.
     Returns a dict of (layers, heads) arrays. Needs n >= 2. Each class's share is
     :func:`key_share` with the keys picked by token text (a real sentence pair has two [SEP]s,
-    wherever the pieces fall); tiny.probes.measure_probe picks them by position.
+    wherever the pieces fall); tiny.agreement.measure_on picks them by position.
     """
     A = check_maps(attentions)
-    n = A.shape[-1]
-    tokens = _check_tokens(tokens, n)
-    if n < 2:
-        raise ValueError(f"shares need at least 2 tokens, got n = {n}")
+    tokens = _check_tokens(tokens, whole(A.shape[-1], "n (shares need at least 2 tokens)", 2))
     shares = {name: key_share(A, keys) for name, keys in token_classes(tokens).items()}
-    shares["self"] = np.diagonal(A, axis1=-2, axis2=-1).mean(-1)
-    shares["previous"], shares["next"] = offset_share(A, -1), offset_share(A, 1)
+    shares["self"], shares["previous"], shares["next"] = (offset_share(A, k) for k in (0, -1, 1))
     return shares
 
 
@@ -131,30 +137,23 @@ def key_share(A, keys) -> np.ndarray:
     """share = (1/n) Σ_i Σ_{j ∈ keys} A[..., i, j]: the attention a head gives a set of keys,
     summed over the keys and averaged over the n queries (the one share to chosen keys).
     A: (..., n, n); keys: (n,) bool (e.g. a class of :func:`token_classes`) or positions in
-    −n..n−1 (0: [CLS]; n − 1: a probe row's one [SEP]). Returns (...)."""
-    A = attention_stack(A)
-    n = A.shape[-1]
-    keys = np.asarray(keys)
-    if keys.dtype == bool:
-        has_shape(keys, "keys", (n,), "(n,)", "(one bool per key)")
-    else:
-        keys = np.array([whole(j, f"keys[{i}]", -n, n - 1) for i, j in enumerate(keys.tolist())],
-                        dtype=int)
+    0..n−1 (checks.positions: 0 is [CLS], n − 1 a test row's one [SEP], notebook 09).
+    Returns (...)."""
+    A, keys = _check_keys(A, keys)
     return A[..., keys].sum(-1).mean(-1)
 
 
 def offset_share(A, offset: int) -> np.ndarray:
-    """The mean of :func:`offset_weights`: (..., n, n) -> (...), −1: the previous-token share."""
+    """Mean of :func:`offset_weights`: (..., n, n) -> (...); −1: previous-token share, 0: self."""
     return offset_weights(A, offset).mean(-1)
 
 
 def offset_weights(A, offset: int) -> np.ndarray:
     """A[..., i, i + offset]: each query i's weight to the token ``offset`` away (−1: previous,
-    +1: next), where i + offset is inside the sequence. (..., n, n) -> (..., n − |offset|)."""
+    +1: next, 0: itself) where i + offset is in the sequence. (..., n, n) -> (..., n − |offset|)."""
     A = attention_stack(A)
     n = A.shape[-1]
     offset = whole(offset, "offset", -(n - 1), n - 1, why="(-1: previous token, +1: next)")
-    whole(abs(offset), "abs(offset) (an offset of 0 is no neighbour)", 1, n - 1)
     return np.diagonal(A, offset=offset, axis1=-2, axis2=-1).copy()
 
 
@@ -324,10 +323,9 @@ def pattern_features(attentions, tokens: Sequence[str],
     tokens = _check_tokens(tokens, n)
     classes = token_classes(tokens)
     special = classes["[CLS]"] | classes["[SEP]"]
-    idx = np.arange(n)
-    near = band(idx, idx, 1)  # |i − j| ≤ 1
+    near = band(np.arange(n), np.arange(n), 1)  # |i − j| ≤ 1
     features = {
-        "vertical": A[..., special].sum(-1).mean(-1),
+        "vertical": key_share(A, special),
         "diagonal": (A * (near & ~special[None, :])).sum(-1).mean(-1),
     }
     for key in ("far_mass", "within_segment", "within_chance"):

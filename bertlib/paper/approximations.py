@@ -18,6 +18,8 @@ sparse patterns of :mod:`bertlib.paper.variants` do.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from bertlib.checks import as_array, same_shape, whole
@@ -141,7 +143,7 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
 
     Idea: exp(qᵀk) = E_ω[φ(q)ᵀφ(k)] with φ(x) = exp(ωᵀx − ‖x‖²/2)/√m, so the softmax's n×n
     matrix factors into φ(Q) φ(K)ᵀ and the product can be taken in the cheap order.
-        Q' = Q/d_k^{1/4}, K' = K/d_k^{1/4} (so q'·k' = q·k/√d_k), ω: (m, d_k) orthogonal,
+        Q' = Q √s, K' = K √s, s = 1/√d_k (so q'·k' = q·k · s), ω: (m, d_k) orthogonal,
         out = D⁻¹ φ(Q') (φ(K')ᵀ V),  D = diag(φ(Q') (φ(K')ᵀ 1_n)).
     Rows of φ(Q') and the whole of φ(K') are rescaled by a constant before exp (it cancels in
     D⁻¹), so nothing overflows. The estimate improves as m grows.
@@ -154,9 +156,9 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
     m = whole(m, "m (the number of random features)", 1)
     d_k = Q.shape[1]
     omega = orthogonal_features(m, d_k, seed).astype(Q.dtype)
-    c = d_k ** -0.25
-    log_q = _log_features(Q * c, omega)
-    log_k = _log_features(K * c, omega)
+    root_s = math.sqrt(attention_scale(d_k))  # half the scale on each side: q'·k' = q·k · s
+    log_q = _log_features(Q * root_s, omega)
+    log_k = _log_features(K * root_s, omega)
     phi_q = np.exp(log_q - log_q.max(axis=1, keepdims=True))  # (n, m)
     phi_k = np.exp(log_k - log_k.max())  # (n, m)
     numerator = phi_q @ (phi_k.T @ V)  # (n, d_v) via an (m, d_v) summary
@@ -170,7 +172,7 @@ def performer_attention(Q, K, V, m: int, seed: int | None = 0, return_weights: b
 # ---------------------------------------------------------------- Reformer: LSH
 
 
-def _lsh_checks(n: int, n_buckets, n_hashes, chunk) -> tuple[int, int, int]:
+def _check_lsh(n: int, n_buckets, n_hashes, chunk) -> tuple[int, int, int]:
     n_buckets = whole(n_buckets, "n_buckets", 1)
     if n_buckets > 1 and n_buckets % 2:
         raise ValueError(
@@ -198,7 +200,7 @@ def lsh_buckets(X, n_buckets: int, n_hashes: int = 1, seed: int | None = 0) -> n
     n_buckets: 1 (everyone together) or even. Returns (n_hashes, n) ints in 0..n_buckets−1.
     """
     X = as_array(X, "X", 2, layout="(n, d)")
-    n_buckets, n_hashes, _ = _lsh_checks(X.shape[0], n_buckets, n_hashes, X.shape[0])
+    n_buckets, n_hashes, _ = _check_lsh(X.shape[0], n_buckets, n_hashes, X.shape[0])
     return _buckets(X, n_buckets, n_hashes, seed)
 
 
@@ -248,7 +250,7 @@ def lsh_pattern(Q, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     """
     Q = as_array(Q, "Q", 2, layout="(one head, a 2-D (n, d) array)")
     n = Q.shape[0]
-    n_buckets, n_hashes, chunk = _lsh_checks(n, n_buckets, n_hashes, chunk)
+    n_buckets, n_hashes, chunk = _check_lsh(n, n_buckets, n_hashes, chunk)
     mask = np.zeros((n, n), dtype=bool)
     for order, keys, allowed in _lsh_rounds(Q, n_buckets, n_hashes, seed, chunk)[1]:
         rows = np.broadcast_to(order[:, :, None], allowed.shape)
@@ -277,7 +279,7 @@ def lsh_attention(Q, V, n_buckets: int, n_hashes: int = 1, seed: int | None = 0,
     """
     Q, _, V = check_one_head(Q, Q, V)
     n, d = Q.shape
-    n_buckets, n_hashes, chunk = _lsh_checks(n, n_buckets, n_hashes, chunk)
+    n_buckets, n_hashes, chunk = _check_lsh(n, n_buckets, n_hashes, chunk)
     norms = np.linalg.norm(Q, axis=1, keepdims=True)
     K = np.divide(Q, norms, out=np.zeros_like(Q), where=norms > 0)
     buckets, rounds = _lsh_rounds(Q, n_buckets, n_hashes, seed, chunk)

@@ -184,20 +184,28 @@ def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np
 
 # ---------------------------------------------------------------- the checks, once at the edge
 
-def check_qkv_shapes(Q_shape, K_shape, V_shape) -> None:
-    """Raise ValueError unless Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v) fit.
-
-    Takes shapes (tuples or torch.Size), so numpy and torch code share one check; the message
-    names what disagrees and all three shapes.
-    """
-    Q_shape, K_shape, V_shape = tuple(Q_shape), tuple(K_shape), tuple(V_shape)
+def check_qkv_shapes(Q_shape, K_shape, V_shape, names=("Q", "K", "V"), width="d_k"
+                     ) -> tuple[int, ...]:
+    """The one rule for Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v), numpy or torch:
+    Q and K share d_k, K and V the keys n_k, and the leading (batch, head) axes of all three
+    broadcast. Shapes: tuples or torch.Size; names and width: what the caller calls the three
+    and d_k (multi_head_attention checks X, X_kv, X_kv of width d). Returns the leading axes
+    they broadcast to; a ValueError names what disagrees and every shape."""
+    (Q, K, V), (q, k, v) = (tuple(Q_shape), tuple(K_shape), tuple(V_shape)), names
+    try:
+        lead = np.broadcast_shapes(Q[:-2], K[:-2], V[:-2])
+    except ValueError:
+        lead = None
+    shapes = dict(zip(names, (Q, K, V), strict=True))  # a name given twice is listed once
     problems = [why for bad, why in (
-        (Q_shape[-1] != K_shape[-1], "Q and K must share d_k (their last axis)"),
-        (K_shape[-2] != V_shape[-2], "K and V must have the same number of keys n_k "
-                                     "(second-last axis)")) if bad]
+        (Q[-1] != K[-1], f"{q} and {k} must share {width} (their last axis)"),
+        (K[-2] != V[-2], f"{k} and {v} must have the same number of keys n_k (second-last axis)"),
+        (lead is None, f"the leading (batch, head) axes of {', '.join(shapes)} do not broadcast"))
+        if bad]
     if problems:
-        raise ValueError(f"{'; '.join(problems)}: Q has shape {Q_shape}, K has {K_shape}, "
-                         f"V has {V_shape}")
+        raise ValueError(f"{'; '.join(problems)}: "
+                         + ", ".join(f"{name} has shape {shape}" for name, shape in shapes.items()))
+    return lead
 
 
 def check_one_head(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -275,13 +283,7 @@ def _check_multi_head(X, X_kv, W, biases, h, mask):
     X_kv = X if X_kv is None else as_array(X_kv, "X_kv", min_ndim=2, layout="(..., n_k, d)")
     d = X.shape[-1]
     h = heads_dividing(h, d)
-    try:
-        lead = np.broadcast_shapes(X.shape[:-2], X_kv.shape[:-2])
-    except ValueError:
-        lead = None
-    if X_kv.shape[-1] != d or lead is None:
-        raise ValueError(f"X_kv must have the same d as X (last axis), and leading (batch) axes "
-                         f"that broadcast with X's: X has shape {X.shape}, X_kv has {X_kv.shape}")
+    lead = check_qkv_shapes(X.shape, X_kv.shape, X_kv.shape, ("X", "X_kv", "X_kv"), "d")
     if biases is None:
         biases = (None,) * 4
     elif not isinstance(biases, list | tuple) or len(biases) != 4:

@@ -36,7 +36,7 @@ from bertlib.checks import (
     kind,
     same_shape,
     vocab_ids,
-    whole,
+    within_positions,
 )
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import encode
@@ -154,9 +154,7 @@ def _key_mask_per_head(attention_mask, shape: tuple[int, ...]) -> np.ndarray | N
 def _check_ids(params: BertParams, input_ids, token_type_ids):
     """embed's (token ids t, token types s, n): ids inside the vocabulary, n within positions."""
     t = vocab_ids(input_ids, "input_ids", params.word.shape[0])
-    n_max = params.position.shape[0]
-    n = whole(t.shape[-1] if t.ndim else 0, "n, the number of tokens (input_ids has shape "
-              "(..., n))", 1, n_max, why=f"(the model has {n_max} positions)")
+    n = within_positions(t.shape[-1] if t.ndim else 0, params.position.shape[0])
     s = np.zeros_like(t) if token_type_ids is None else vocab_ids(
         token_type_ids, "token_type_ids", params.token_type.shape[0])
     same_shape(s, t, ("token_type_ids", "input_ids"))

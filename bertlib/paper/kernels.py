@@ -31,16 +31,7 @@ __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "bande
 # --------------------------------------------------------------------------- input checks
 
 
-def _broadcast(what: str, **shapes) -> torch.Size:
-    """The shape the named shapes broadcast to, or a ValueError naming them all."""
-    try:
-        return torch.broadcast_shapes(*shapes.values())
-    except RuntimeError:
-        listed = ", ".join(f"{name} {tuple(shape)}" for name, shape in shapes.items())
-        raise ValueError(f"{what} do not broadcast: {listed}") from None
-
-
-def _check_qkv(Q, K, V) -> torch.Size:
+def _check_qkv(Q, K, V) -> tuple[int, ...]:
     """Check Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); return the leading axes."""
     for name, t in (("Q", Q), ("K", K), ("V", V)):
         hint = " (use torch.from_numpy)" if isinstance(t, np.ndarray) else ""
@@ -51,9 +42,7 @@ def _check_qkv(Q, K, V) -> torch.Size:
         has_shape(t, name, (..., None, None), "(n, d)")  # at least 2 axes
         if t.device.type != "meta":  # a meta tensor has a shape but no values
             check_finite(t, name)
-    check_qkv_shapes(Q.shape, K.shape, V.shape)
-    return _broadcast("the leading (batch, head) axes of Q, K and V",
-                      Q=Q.shape[:-2], K=K.shape[:-2], V=V.shape[:-2])
+    return check_qkv_shapes(Q.shape, K.shape, V.shape)
 
 
 def _check_tiled(Q, K, V, block, mask, scale) -> tuple[int, float]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from bertlib.checks import as_array, whole
+from bertlib.checks import as_array, positions, whole
 from bertlib.hf.loading import bert_module
 from bertlib.hf.models import check_layer_head
 from bertlib.hf.params import BertParams, LayerParams, bert_params
@@ -51,10 +51,8 @@ __all__ = [
 
 
 def _global_positions(global_idx, n: int) -> np.ndarray:
-    """Sorted unique global positions, each a whole number in 0..n−1."""
-    why = f"(token positions run 0..{n - 1}, n={n})"
-    return np.unique(np.array([whole(i, "every global_idx entry", 0, n - 1, why=why)
-                               for i in global_idx], dtype=int))
+    """Sorted unique global positions, each in 0..n−1 (checks.positions, the one rule)."""
+    return np.unique(positions(global_idx, "global_idx", n))
 
 
 def sliding_window_pattern(n: int, w: int, global_idx=()) -> np.ndarray:

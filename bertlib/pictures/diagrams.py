@@ -170,7 +170,13 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
             arrow(ax, (x0, y), (x1, y))
     z = w @ V
     box(ax, (9.6, 0.45), f"sum: z = {fmt(z, 3)}", "output", width=2.6, height=0.6, fontsize=8)
-    arrow(ax, (9.6, top - 1.0 * n - 0.35), (9.6, 0.75))
+    right, rows = 11.15, [top - 1.0 * (j + 1) for j in range(n)]
+    for y in rows:  # every row's w_j v_j goes into the sum, not the last row's alone
+        ax.plot([10.9, right], [y, y], color="#333333", linewidth=1)
+    ax.plot([right, right], [rows[0], 0.45], color="#333333", linewidth=1)
+    arrow(ax, (right, 0.45), (10.9, 0.45))
+    ax.text(right + 0.2, (rows[0] + rows[-1]) / 2, "+ every row", rotation=90, ha="center",
+            va="center", fontsize=8)
     ax.text(6.8, 0.45, f"weights sum to {w.sum():.3f}", ha="center", va="center", fontsize=8)
     return fig
 
@@ -403,6 +409,6 @@ def pretraining_step_picture(batch: int = 128, n: int = 16, vocab: int = 102):
     arrow(ax, (8.25, top), (9.3, top))
     arrow(ax, (10.6, top - 0.4), (10.6, low + 0.5))
     arrow(ax, (9.3, low), (8.25, low))
-    arrow(ax, (7.0, low + 0.4), (9.6, top - 0.4), "new weights", offset=(-0.6, 0.0))
+    arrow(ax, (7.0, low + 0.4), (9.6, top - 0.4), "new params", offset=(-0.6, 0.0))
     return fig
 

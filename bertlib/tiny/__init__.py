@@ -1,3 +1,4 @@
 """Notebook 09's world: the generated language, the tiny BERT pre-trained on it, what it learned
-(probes, causal tests) and its committed training runs.
+(the agreement test on sets of test sentences, causal tests, a linear probe) and its committed
+training runs.
 """

@@ -1,15 +1,16 @@
 """Pre-train a tiny BERT on the language of :mod:`bertlib.tiny.grammar` and watch what it learns.
 
 The recipe is BERT's (Devlin et al. 2019): a word-level tokenizer with [CLS] [SEP] [MASK] [PAD]
-[UNK] (:func:`bertlib.tiny.probes.build_tokenizer`), 15 % of tokens chosen with 80 / 10 / 10
+[UNK] (:func:`bertlib.tiny.agreement.build_tokenizer`), 15 % of tokens chosen with 80 / 10 / 10
 corruption (:func:`bertlib.paper.mlm.mask_batch`), ``transformers.BertForMaskedLM`` with a small
 ``BertConfig``, AdamW with linear warm-up and decay. Next-sentence prediction is left out: the
 generated sentences are independent, so any sentence is as good a "next" one as any other and NSP
 would have nothing to learn.
 
-While training, :func:`train` runs :func:`bertlib.tiny.probes.measure_probe` on fixed probe
-sentences (every verb masked in turn): per head, the share of attention to the previous / next
-token, to [CLS] / [SEP] and from the masked verb to its true subject; and the agreement accuracy.
+While training, :func:`train` runs :func:`bertlib.tiny.agreement.measure_on` on a fixed check set
+of held-out sentences (every verb masked in turn): per head, the share of attention to the
+previous / next token, to [CLS] / [SEP] and from the masked verb to its true subject; and the
+agreement accuracy.
 
 The model is transformers' own ``BertForMaskedLM`` with its eager attention (softmax(Q Kᵀ/√d_k) V,
 the equation of :func:`bertlib.paper.attention.scaled_dot_product_attention`), not bertlib's
@@ -42,13 +43,13 @@ from bertlib.checks import (
 from bertlib.paper.attention import softmax
 from bertlib.paper.mlm import mask_batch, mlm_loss
 from bertlib.tiny import grammar
-from bertlib.tiny.probes import (
+from bertlib.tiny.agreement import (
     SPECIALS,
-    Probe,
+    SentenceSet,
     encode_texts,
     logits_and_attentions,
     masking_ids,
-    measure_probe,
+    measure_on,
 )
 
 __all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
@@ -96,10 +97,11 @@ class Recipe:
     layers, heads, hidden: the model (:func:`tiny_config`). steps, batch_size: sentences drawn
     fresh every step. lr, warmup: AdamW's peak learning rate and its linear warm-up (then a
     linear fall to 0 at ``steps``); weight_decay: AdamW's (decoupled) weight decay. seed:
-    initialisation, sentences and masks. every: probe measurements every this many steps.
+    initialisation, sentences and masks. every: measurements on the check set every this many steps.
     mask_prob: share of tokens chosen for the loss (BERT: 0.15), then 80 / 10 / 10 [MASK] /
     random / kept. max_pp, constructions: the training language
-    (:func:`bertlib.tiny.grammar.generate`). probe_sentences, probe_seed: the held-out probe.
+    (:func:`bertlib.tiny.grammar.generate`). check_sentences, check_seed: the check set (held-out
+    sentences per construction, grammar seed).
     """
 
     layers: int = 2
@@ -115,8 +117,8 @@ class Recipe:
     mask_prob: float = 0.15
     max_pp: int = 2
     constructions: tuple[str, ...] = grammar.TRAIN_CONSTRUCTIONS
-    probe_sentences: int = 60
-    probe_seed: int = 1
+    check_sentences: int = 60
+    check_seed: int = 1
 
     def __post_init__(self):
         for name in ("layers", "heads", "hidden", "steps", "batch_size", "every"):
@@ -137,17 +139,17 @@ class Recipe:
 
 class History(NamedTuple):
     """What :func:`train` recorded. steps: (T,) evaluation steps (0 = before training);
-    loss: (S,) training loss per step; accuracy: (T,) agreement accuracy on the probe;
+    loss: (S,) training loss per step; accuracy: (T,) agreement accuracy on the check set;
     log_odds: (T,) mean log p(right form) − log p(wrong form) at the masked verb;
-    heads: name -> (T, L, H) shares (see :func:`bertlib.tiny.probes.measure_probe`;
+    heads: name -> (T, L, H) shares (see :func:`bertlib.tiny.agreement.measure_on`;
     "subject_far" is the verb -> subject share on the rows whose subject is not the previous
     word); snapshots: step -> attention maps
-    (L, H, N, N) of the probe's first row; seconds: CPU time of the training loop;
+    (L, H, N, N) of the check set's first row; seconds: CPU time of the training loop;
     number_probe: (T, L, C) what ``train``'s number_probe returned at each evaluation step, e.g.
-    (T, L, 4) from :func:`bertlib.tiny.mechanism.verb_number_probe`: a linear probe's test accuracy
-    for the subject's number at the masked verb after each layer, on the control task, on the
-    conflict rows, and a nearest-noun probe's (columns: mechanism.PROBE_COLUMNS), or None when
-    not measured."""
+    (T, L, 4) from :func:`bertlib.tiny.linear_probe.verb_number_probe`: a linear probe's test
+    accuracy for the subject's number at the masked verb after each layer, on the control task,
+    on the conflict rows, and a nearest-noun probe's (columns: linear_probe.PROBE_COLUMNS), or
+    None when not measured."""
 
     steps: list[int]
     loss: np.ndarray
@@ -161,7 +163,7 @@ class History(NamedTuple):
 
 def _batch_ids(tokenizer, n: int, rng: np.random.Generator, constructions: Sequence[str],
                max_pp: int) -> tuple[np.ndarray, np.ndarray]:
-    """n fresh training sentences as :func:`bertlib.tiny.probes.encode_texts` encodes them (the
+    """n fresh training sentences as :func:`bertlib.tiny.agreement.encode_texts` encodes them (the
     same arrays, tested): every word is one token, so a dictionary look-up per word does it."""
     seed = int(rng.integers(2**31))
     sents = grammar.generate(n, constructions, seed, max_pp=max_pp)
@@ -199,26 +201,26 @@ def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
 
 
 class _Recorder:
-    """What :func:`train` measures on the probe at its evaluation steps."""
+    """What :func:`train` measures on the check set at its evaluation steps."""
 
-    def __init__(self, model, probe: Probe, snapshot_steps: Sequence[int], number_probe):
-        self.model, self.probe, self.snapshot_steps = model, probe, snapshot_steps
+    def __init__(self, model, check_set: SentenceSet, snapshot_steps: Sequence[int], number_probe):
+        self.model, self.check_set, self.snapshot_steps = model, check_set, snapshot_steps
         self.steps, self.accuracy, self.log_odds, self.heads, self.snapshots = [], [], [], {}, {}
         self.number_probe, self.number, self.losses = number_probe, [], []
 
     def __call__(self, step: int) -> None:
         self.model.eval()
-        m = measure_probe(self.model, self.probe)
+        m = measure_on(self.model, self.check_set)
         self.steps.append(step)
         self.accuracy.append(m["correct"].mean())
         self.log_odds.append(m["log_odds"].mean())
         for key in ("subject", "subject_far", "previous", "next", "[CLS]", "[SEP]"):
             self.heads.setdefault(key, []).append(m[key])
         if self.number_probe is not None:
-            self.number.append(self.number_probe(self.model, self.probe))
+            self.number.append(self.number_probe(self.model, self.check_set))
         if step in self.snapshot_steps:
-            self.snapshots[step] = logits_and_attentions(self.model, self.probe.ids[:1],
-                                                         self.probe.attention_mask[:1])[1][0]
+            self.snapshots[step] = logits_and_attentions(self.model, self.check_set.ids[:1],
+                                                         self.check_set.attention_mask[:1])[1][0]
 
     def history(self, losses: list[float], seconds: float) -> History:
         return History(self.steps, np.array(losses), np.array(self.accuracy),
@@ -227,12 +229,12 @@ class _Recorder:
                        None if self.number_probe is None else np.array(self.number))
 
 
-def train(model, tokenizer, recipe: Recipe, probe: Probe, steps=None, **watch) -> History:
-    """Masked-LM pre-training, the first ``steps`` (default all) of the recipe; ``watch``, all
-    optional: progress=True (a text bar), on_record(recorder) after each measurement of probe,
-    number_probe(model, probe) -> (L, C) measured too, snapshot_steps: steps whose maps are kept."""
-    loop = _Loop(model, tokenizer, recipe, probe, steps, **watch)  # checks, seeds, measurements
-    optimizer = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay)
+def train(model, tokenizer, recipe: Recipe, check_set: SentenceSet, steps=None, **watch) -> History:
+    """Masked-LM pre-training, the first ``steps`` (default all) of the recipe. ``watch`` (see
+    _Loop): progress, on_record(recorder), number_probe(model, check_set), snapshot_steps."""
+    loop = _Loop(model, tokenizer, recipe, check_set, steps, **watch)  # checks, seeds, measurements
+    optimizer = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay,
+                                  foreach=True)  # the per-parameter loop's numbers, in one call
     schedule = _schedule(optimizer, recipe.warmup, recipe.steps)  # linear warm-up, linear decay
     for step, (ids, attention) in loop.batches():  # (B, N) word ids and 1/0 padding flags
         masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
@@ -244,10 +246,12 @@ def train(model, tokenizer, recipe: Recipe, probe: Probe, steps=None, **watch) -
 
 class _Loop:
     """Everything :func:`train` does around the masked-LM step, with train's options (its
-    docstring names them): every ``recipe.every`` steps (and at 0 and the end) it runs
-    :func:`bertlib.tiny.probes.measure_probe` on ``probe``, and ``number_probe(model, probe)``
-    when given (e.g. :func:`bertlib.tiny.mechanism.verb_number_probe` with its control labels
-    on a probe set of its own, as ``tools/pretrain_tiny_bert.py`` passes), then
+    docstring names them; all optional): progress=True (a text bar, stderr); snapshot_steps:
+    steps whose attention maps are kept; every ``recipe.every`` steps (and at 0 and the end) it runs
+    :func:`bertlib.tiny.agreement.measure_on` on ``check_set``, and
+    ``number_probe(model, check_set)`` when given (e.g.
+    :func:`bertlib.tiny.linear_probe.verb_number_probe` with its control labels on a sentence set
+    of its own, as ``tools/pretrain_tiny_bert.py`` passes), then
     ``on_record(recorder)`` (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
     ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None or False) History's
     number_probe is None; measuring never changes the training. Deterministic for a given seed
@@ -255,7 +259,7 @@ class _Loop:
     model's config records the recipe (``config.bertlib_recipe``).
     """
 
-    def __init__(self, model, tokenizer, recipe, probe, steps, *, snapshot_steps=(),
+    def __init__(self, model, tokenizer, recipe, check_set, steps, *, snapshot_steps=(),
                  progress: bool = True, on_record: Callable | None = None,
                  number_probe: Callable | None = None):
         kind(recipe, "recipe", Recipe, "a bertlib.tiny.pretrain.Recipe")
@@ -264,7 +268,7 @@ class _Loop:
         self.mask_id, self.vocab, self.special = masking_ids(tokenizer)
         self.rng = np.random.default_rng(recipe.seed)
         torch.manual_seed(recipe.seed)
-        self.record = _Recorder(model, probe, snapshot_steps, number_probe or None)
+        self.record = _Recorder(model, check_set, snapshot_steps, number_probe or None)
         self.snapshot_steps, self.on_record = snapshot_steps, on_record
         self.record(0)
         self.bar = _progress(self.steps, progress)

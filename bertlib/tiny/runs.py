@@ -22,7 +22,7 @@ import numpy as np
 
 from bertlib.checks import kind, one_of, text, whole
 from bertlib.lab.claims import Subject
-from bertlib.tiny import grammar, probes
+from bertlib.tiny import agreement, grammar
 from bertlib.tiny.pretrain import History, Recipe
 
 __all__ = ["ENV", "COMMITTED", "HISTORY_ONLY", "Run", "run_folders", "save_run", "load_run",
@@ -132,8 +132,9 @@ def final_table(model, tokenizer) -> dict[str, np.ndarray]:
     ("construction · role") and "final/accuracy" (K,)."""
     test = grammar.generate(TEST_PER_CONSTRUCTION * len(grammar.CONSTRUCTIONS),
                             grammar.CONSTRUCTIONS, seed=TEST_SEED, split="test")
-    probe = probes.make_probe(tokenizer, test)
-    table = probes.agreement_table(probe, probes.measure_probe(model, probe)["correct"])
+    sentence_set = agreement.make_sentence_set(tokenizer, test)
+    correct = agreement.measure_on(model, sentence_set)["correct"]
+    table = agreement.agreement_table(sentence_set, correct)
     return {"final/rows": np.array(list(table)),
             "final/accuracy": np.array([row["model"] for row in table.values()])}
 
@@ -162,8 +163,14 @@ def load_histories(path=HISTORY_ONLY) -> list[tuple[str, Recipe, dict]]:
     return out
 
 
+#: Recipe fields renamed since runs were first saved (the check set was once called the probe):
+#: a folder written before the rename loads the same.
+_RENAMED = {"probe_sentences": "check_sentences", "probe_seed": "check_seed"}
+
+
 def _recipe(folder: Path) -> Recipe:
-    recipe = json.loads((folder / "recipe.json").read_text())
+    recipe = {_RENAMED.get(k, k): v for k, v in json.loads((folder / "recipe.json").read_text())
+              .items()}
     return Recipe(**{**recipe, "constructions": tuple(recipe["constructions"])})
 
 
@@ -188,16 +195,17 @@ def seeds_tried(runs, kept=(COMMITTED, HISTORY_ONLY)) -> list[tuple[str, Recipe,
                    if run.recipe.seed not in seeds and {**run.recipe.to_json(), "seed": 0} == base]
 
 
-def number_probe_set(tokenizer) -> probes.Probe:
+def number_probe_set(tokenizer) -> agreement.SentenceSet:
     """The held-out sentences (R verb rows) on which a run's history "number_probe" is measured
     while training (tools/pretrain_tiny_bert.py)."""
-    return probes.make_probe(tokenizer, grammar.generate(
+    return agreement.make_sentence_set(tokenizer, grammar.generate(
         NUMBER_PROBE_SENTENCES, grammar.CONSTRUCTIONS, seed=NUMBER_PROBE_SEED, split="test"))
 
 
-def conflict_rows(probe: probes.Probe, train_share: float = 0.5) -> int:
-    """How many rows the number probe's "subject, conflict rows" column scores on ``probe``: its
-    test rows (after the first round(train_share · R)) whose nearest noun before the verb has
-    the other number than the subject (as bertlib.tiny.mechanism.number_probe_controls)."""
-    plural, nearest, _ = probes.plural_of(probe)
+def conflict_rows(sentence_set: agreement.SentenceSet, train_share: float = 0.5) -> int:
+    """How many rows the number probe's "subject, conflict rows" column scores on
+    ``sentence_set``: its test rows (after the first round(train_share · R)) whose nearest noun
+    before the verb has the other number than the subject (as
+    bertlib.tiny.linear_probe.number_probe_controls)."""
+    plural, nearest, _ = agreement.plural_of(sentence_set)
     return int((plural != nearest)[int(round(train_share * len(plural))):].sum())

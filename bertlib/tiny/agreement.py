@@ -1,13 +1,17 @@
-"""What the tiny BERT of notebook 09 has learned, read from outside: the word-level tokenizer of
-:mod:`bertlib.tiny.grammar`'s language, and the probes.
+"""The agreement test of notebook 09's tiny BERT, read from outside: the word-level tokenizer of
+:mod:`bertlib.tiny.grammar`'s language, sets of test sentences, and what a model does on them.
 
-A probe is a fixed set of sentences with every verb masked in turn (:func:`make_probe`);
-:func:`measure_probe` runs it and returns, per head, the share of attention from each token to the
-previous / next token and to [CLS] / [SEP], and from the masked verb to its true subject noun (the
-ground truth of the grammar), beside the agreement accuracy: how often the right verb form is more
-probable than the wrong one (Linzen et al. 2016; Goldberg 2019 masks the verb in the same way).
-:func:`agreement_table` sets that accuracy beside the nearest-noun and first-noun shortcuts.
-Training is in :mod:`bertlib.tiny.pretrain`, which records these measures while it trains.
+A :class:`SentenceSet` is a fixed set of sentences with every verb masked in turn, one row per
+verb (:func:`make_sentence_set`); :func:`measure_on` runs a model on it and returns the agreement
+accuracy, how often the right verb form is more probable than the wrong one (Linzen et al. 2016;
+Goldberg 2019 masks the verb in the same way), and per head the share of attention from each
+token to the previous / next token and to [CLS] / [SEP], and from the masked verb to its true
+subject noun (the ground truth of the grammar). :func:`agreement_table` sets that accuracy beside
+the nearest-noun and first-noun shortcuts. Training is in :mod:`bertlib.tiny.pretrain`, which
+measures a set of its own (the check set) while it trains.
+
+"Probe" in notebook 09 means only the linear classifier of :mod:`bertlib.tiny.linear_probe`
+(Hewitt & Liang 2019), never a set of sentences.
 """
 
 from __future__ import annotations
@@ -22,14 +26,15 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from tokenizers.processors import TemplateProcessing
 
-from bertlib.checks import attention_stack, items, same_shape, token_batch
+from bertlib.checks import attention_stack, items, positions, same_shape, token_batch, whole
 from bertlib.lab.analysis import key_share, offset_share
 from bertlib.paper.attention import softmax
 from bertlib.tiny import grammar
 
 __all__ = ["SPECIALS", "build_tokenizer", "MaskingIds", "encode_texts", "logits_and_attentions",
-           "masking_ids", "pair_share", "first_crossing", "Probe", "make_probe", "subset",
-           "measure_probe", "agreement_table", "plural_of", "accuracy_by"]
+           "hidden_states", "masking_ids", "pair_share", "first_crossing", "SentenceSet",
+           "make_sentence_set", "subset", "measure_on", "agreement_table", "plural_of",
+           "accuracy_by"]
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -65,7 +70,7 @@ class MaskingIds(NamedTuple):
 
 def masking_ids(tokenizer) -> MaskingIds:
     """The tiny tokenizer's [MASK] id, vocabulary size and SPECIALS' ids, read in one place
-    (the training loop, mlm_accuracy and make_probe all take them from here)."""
+    (the training loop, mlm_accuracy and make_sentence_set all take them from here)."""
     return MaskingIds(tokenizer.token_to_id("[MASK]"), tokenizer.get_vocab_size(),
                       [tokenizer.token_to_id(s) for s in SPECIALS])
 
@@ -83,12 +88,9 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 def pair_share(A, queries: Sequence[int], keys: Sequence[int]) -> np.ndarray:
     """Mean over pairs (q, k) of A[..., q, k]: e.g. each verb's attention to its subject."""
     A = attention_stack(A)
-    q, k = np.asarray(queries, dtype=int), np.asarray(keys, dtype=int)
-    n = A.shape[-1]
+    q, k = (positions(x, name, A.shape[-1]) for x, name in ((queries, "queries"), (keys, "keys")))
     same_shape(q, k, ("queries", "keys"))
-    if q.ndim != 1 or not q.size or min(q.min(), k.min()) < 0 or max(q.max(), k.max()) >= n:
-        raise ValueError(f"queries and keys must be non-empty lists of positions in 0..{n - 1}, "
-                         f"got {q.tolist()} and {k.tolist()}")
+    whole(q.size, "the number of (query, key) pairs", 1)
     return A[..., q, k].mean(-1)
 
 
@@ -106,10 +108,11 @@ def first_crossing(steps: Sequence[int], values, threshold: float,
 
 
 # --------------------------------------------------------------------------------------------
-# Probes: every verb of a set of sentences masked in turn
+# Sets of test sentences: every verb of a set of sentences masked in turn
 # --------------------------------------------------------------------------------------------
-class Probe(NamedTuple):
-    """One row per (sentence, verb): the input with that verb masked, and its ground truth.
+class SentenceSet(NamedTuple):
+    """A set of test sentences, one row per (sentence, verb): the input with that verb masked,
+    and its ground truth (not a probe: in notebook 09 a probe is a linear classifier).
 
     ids, attention_mask (padding flags, 1 = real token): (R, N) int64. verb, subject, nearest,
     first: (R,) token positions ([CLS] = 0).
@@ -132,8 +135,8 @@ class Probe(NamedTuple):
     length: np.ndarray
 
 
-def make_probe(tokenizer, sentences: Sequence[grammar.Sentence]) -> Probe:
-    """The :class:`Probe` of ``sentences`` (one row per verb, that verb replaced by [MASK])."""
+def make_sentence_set(tokenizer, sentences: Sequence[grammar.Sentence]) -> SentenceSet:
+    """The :class:`SentenceSet` of ``sentences``: one row per verb, that verb replaced by [MASK]."""
     ids, attention_mask = encode_texts(tokenizer, [s.text for s in sentences])
     mask_id = masking_ids(tokenizer).mask_id
     rows = []
@@ -148,12 +151,12 @@ def make_probe(tokenizer, sentences: Sequence[grammar.Sentence]) -> Probe:
                          s.construction, v.role, v.attractors, v.attractor_differs,
                          int(attention_mask[b].sum())))
     cols = list(zip(*rows, strict=True))
-    return Probe(*(np.array(c) for c in cols))
+    return SentenceSet(*(np.array(c) for c in cols))
 
 
-def subset(probe: Probe, rows) -> Probe:
-    """The probe's rows selected by ``rows`` ((R,) bool or indices)."""
-    return Probe(*(np.asarray(field)[rows] for field in probe))
+def subset(sentence_set: SentenceSet, rows) -> SentenceSet:
+    """The set's rows selected by ``rows`` ((R,) bool or indices)."""
+    return SentenceSet(*(np.asarray(field)[rows] for field in sentence_set))
 
 
 def logits_and_attentions(model, ids, attention_mask, batch: int = 512
@@ -174,30 +177,45 @@ def logits_and_attentions(model, ids, attention_mask, batch: int = 512
     return np.concatenate(logits), np.concatenate(maps)
 
 
-def measure_probe(model, probe: Probe) -> dict[str, np.ndarray]:
-    """Run the probe. Returns per row "correct" (R,) bool (right form more probable than the
-    wrong one), "log_odds" (R,) (log p(right) − log p(wrong)), "p_right" (R,) (softmax
-    probability of the right form), and per head (L, H): "subject" (masked verb -> its
+def hidden_states(model, sentence_set: SentenceSet, batch: int = 512) -> np.ndarray:
+    """Every layer's hidden states of a sentence set's rows: (R, L + 1, N, d) float32 (index 0 is
+    the     embeddings' output, index l + 1 layer l's output)."""
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(sentence_set.ids), batch):
+            run = model.bert(input_ids=torch.as_tensor(sentence_set.ids[i:i + batch]),
+                             attention_mask=torch.as_tensor(
+                                 sentence_set.attention_mask[i:i + batch]),
+                             output_hidden_states=True)
+            out.append(torch.stack(run.hidden_states, 1).numpy())
+    return np.concatenate(out)
+
+
+def measure_on(model, sentence_set: SentenceSet) -> dict[str, np.ndarray]:
+    """Run the model on a set of test sentences. Returns per row "correct" (R,) bool (right form
+    more probable than the wrong one), "log_odds" (R,) (log p(right) − log p(wrong)), "p_right"
+    (R,) (softmax probability of the right form), and per head (L, H): "subject" (masked verb -> its
     subject), "subject_far" (the same, only over the rows whose subject is not the word just
     before the verb; NaN when there is none), "previous", "next", "[CLS]", "[SEP]" shares
     (averaged over rows, each over its real tokens)."""
-    logits, maps = logits_and_attentions(model, probe.ids, probe.attention_mask)
-    r = np.arange(len(probe.ids))
-    at_verb = logits[r, probe.verb].astype(np.float64)
+    logits, maps = logits_and_attentions(model, sentence_set.ids, sentence_set.attention_mask)
+    r = np.arange(len(sentence_set.ids))
+    at_verb = logits[r, sentence_set.verb].astype(np.float64)
     p = softmax(at_verb)
-    out = {"correct": at_verb[r, probe.right] > at_verb[r, probe.wrong],
-           "log_odds": at_verb[r, probe.right] - at_verb[r, probe.wrong],
-           "p_right": p[r, probe.right],
-           "subject": maps[r, :, :, probe.verb, probe.subject].mean(0)}
-    far = probe.verb - probe.subject > 1
-    out["subject_far"] = (maps[r[far], :, :, probe.verb[far], probe.subject[far]].mean(0)
+    out = {"correct": at_verb[r, sentence_set.right] > at_verb[r, sentence_set.wrong],
+           "log_odds": at_verb[r, sentence_set.right] - at_verb[r, sentence_set.wrong],
+           "p_right": p[r, sentence_set.right],
+           "subject": maps[r, :, :, sentence_set.verb, sentence_set.subject].mean(0)}
+    far = sentence_set.verb - sentence_set.subject > 1
+    out["subject_far"] = (maps[r[far], :, :, sentence_set.verb[far],
+                               sentence_set.subject[far]].mean(0)
                           if far.any() else np.full(maps.shape[1:3], np.nan))
     shares = {"previous": [], "next": [], "[CLS]": [], "[SEP]": []}
-    for n in np.unique(probe.length):
-        A = maps[probe.length == n][..., :n, :n]
+    for n in np.unique(sentence_set.length):
+        A = maps[sentence_set.length == n][..., :n, :n]
         shares["previous"].append(offset_share(A, -1).sum(0))
         shares["next"].append(offset_share(A, 1).sum(0))
-        # by position: a probe row is one sentence cut to its n tokens, [CLS] at 0, [SEP] at n − 1
+        # by position: a row is one sentence cut to its n tokens, [CLS] at 0, [SEP] at n − 1
         shares["[CLS]"].append(key_share(A, [0]).sum(0))
         shares["[SEP]"].append(key_share(A, [n - 1]).sum(0))
     out.update({k: np.sum(v, 0) / len(r) for k, v in shares.items()})
@@ -207,18 +225,18 @@ def measure_probe(model, probe: Probe) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------
 # Agreement tables
 # --------------------------------------------------------------------------------------------
-def agreement_table(probe: Probe, correct) -> dict[str, dict[str, float]]:
+def agreement_table(sentence_set: SentenceSet, correct) -> dict[str, dict[str, float]]:
     """Per "construction · role": the model's accuracy (``correct``, (R,) bool) beside the
     nearest-noun and first-noun shortcuts' accuracy, and the number of rows."""
     correct = np.asarray(correct, dtype=bool)
-    same_shape(correct, probe.verb, ("correct", "the probe's rows"))
-    plural = plural_of(probe)
+    same_shape(correct, sentence_set.verb, ("correct", "the set's rows"))
+    plural = plural_of(sentence_set)
     nearest_ok = plural[0] == plural[1]
     first_ok = plural[0] == plural[2]
     table = {}
-    for c in dict.fromkeys(probe.construction):
+    for c in dict.fromkeys(sentence_set.construction):
         for role in ("main", "middle", "inner"):
-            rows = (probe.construction == c) & (probe.role == role)
+            rows = (sentence_set.construction == c) & (sentence_set.role == role)
             if rows.any():
                 table[f"{c} · {role}"] = {"model": correct[rows].mean(),
                                           "nearest noun": nearest_ok[rows].mean(),
@@ -227,24 +245,25 @@ def agreement_table(probe: Probe, correct) -> dict[str, dict[str, float]]:
     return table
 
 
-def plural_of(probe: Probe) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def plural_of(sentence_set: SentenceSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(verb plural, nearest noun plural, first noun plural), each (R,) bool, from the ids:
     a word is plural when it is the grammar's plural form."""
     plural_words = set(grammar.NOUNS.values()) | set(grammar.INTRANSITIVE.values()) | set(
         grammar.TRANSITIVE.values()) | set(grammar.COMPLEMENT.values())
-    r = np.arange(len(probe.ids))
-    orig = probe.ids.copy()
-    orig[r, probe.verb] = probe.right
+    r = np.arange(len(sentence_set.ids))
+    orig = sentence_set.ids.copy()
+    orig[r, sentence_set.verb] = sentence_set.right
     return tuple(np.array([_WORDS[i] in plural_words for i in orig[r, pos]])
-                 for pos in (probe.verb, probe.nearest, probe.first))
+                 for pos in (sentence_set.verb, sentence_set.nearest, sentence_set.first))
 
 
 _WORDS = list(SPECIALS) + grammar.vocabulary()
 
 
-def accuracy_by(probe: Probe, correct, rows) -> float:
-    """The model's accuracy over the probe rows selected by ``rows`` ((R,) bool)."""
+def accuracy_by(sentence_set: SentenceSet, correct, rows) -> float:
+    """The model's accuracy over the rows of a sentence set selected by ``rows`` ((R,) bool)."""
     rows = np.asarray(rows, dtype=bool)
-    if rows.shape != probe.verb.shape or not rows.any():
-        raise ValueError("rows must be a (R,) bool array selecting at least one probe row")
+    if rows.shape != sentence_set.verb.shape or not rows.any():
+        raise ValueError("rows must be a (R,) bool array selecting at least one row of the "
+                         "sentence set")
     return float(np.asarray(correct)[rows].mean())

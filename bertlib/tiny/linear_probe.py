@@ -1,0 +1,139 @@
+"""The linear probe of notebook 09: a logistic regression that reads the subject's number from
+the tiny BERT's hidden state at one position after one layer (Hewitt & Liang 2019). In notebook
+09 "probe" means only this classifier; the sets of test sentences it is fitted on are
+:class:`bertlib.tiny.agreement.SentenceSet`.
+
+- :func:`number_probe`: the probe, trained on the first part of the rows and tested on the rest,
+  beside the same probe on a **control task** (labels that are a random function of the subject's
+  noun, so a probe that only memorises words scores as well there). Selectivity = accuracy −
+  control accuracy.
+- :func:`number_probe_controls` adds the control a probe at a verb needs: the nearest noun's
+  number (scored on the conflict rows, where it differs from the subject's, and as a probe of
+  its own).
+- :func:`control_labels` / :func:`verb_number_probe`: the control task's labels and the probe at
+  the masked verb after each layer (recorded while training by ``tools/pretrain_tiny_bert.py``).
+
+It reads what is decodable, not what the model uses: :mod:`bertlib.tiny.mechanism`'s ablation and
+patching test that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bertlib.checks import has_shape, whole
+from bertlib.tiny.agreement import SentenceSet, hidden_states, plural_of
+
+__all__ = ["number_probe", "number_probe_controls", "PROBE_COLUMNS", "control_labels",
+           "verb_number_probe"]
+
+
+def number_probe(features, labels, control, train_share: float = 0.5,
+                 l2: float = 1e-2) -> tuple[float, float]:
+    """A logistic-regression probe on ``features`` (R, d) for ``labels`` (R,) bool, trained on
+    the first ``train_share`` of the rows and tested on the rest; the same probe on ``control``
+    (R,) bool labels (the control task). Features are standardised with the training rows'
+    mean and spread; the fit minimises the mean cross-entropy + l2 · |w|² (Newton's method, float64,
+    deterministic). Returns (test accuracy, control test accuracy)."""
+    x, cut = _probe_features(features, train_share, {"labels": labels, "control": control})
+    return tuple(float((_probe_predict(x, target, cut, l2) == np.asarray(target, bool)[cut:])
+                       .mean()) for target in (labels, control))
+
+
+#: The columns of :func:`number_probe_controls` (and of a run's history "number_probe").
+PROBE_COLUMNS = ("subject", "control", "subject, conflict rows", "nearest noun")
+
+
+def number_probe_controls(features, subject, nearest, control, train_share: float = 0.5,
+                          l2: float = 1e-2) -> np.ndarray:
+    """:func:`number_probe` with the two controls a subject-number probe at a verb needs.
+
+    features: (R, d); subject, nearest, control: (R,) bool (the subject's number, the number of
+    the nearest noun before the verb, the control task's labels). Returns (4,) test accuracies
+    in the order of PROBE_COLUMNS: the subject probe on all test rows; the control task; the
+    subject probe on the **conflict rows** only (test rows whose nearest noun has the other
+    number: a probe that reads the nearest noun scores below 0.5 there; nan when the test half
+    has none); a probe trained for the nearest noun's number (Hewitt & Liang 2019's advice:
+    control for the easy explanation you fear)."""
+    x, cut = _probe_features(features, train_share,
+                             {"subject": subject, "nearest": nearest, "control": control})
+    y, near = np.asarray(subject, bool), np.asarray(nearest, bool)
+    said = _probe_predict(x, y, cut, l2)
+    conflict = (y != near)[cut:]
+    return np.array([(said == y[cut:]).mean(),
+                     (_probe_predict(x, control, cut, l2) == np.asarray(control, bool)[cut:])
+                     .mean(),
+                     (said == y[cut:])[conflict].mean() if conflict.any() else np.nan,
+                     (_probe_predict(x, near, cut, l2) == near[cut:]).mean()])
+
+
+def _probe_features(features, train_share, labels: dict):
+    """Standardised float64 features (with the training rows' mean and spread) and the cut;
+    labels: name -> (R,) labels, checked for their length."""
+    x = np.asarray(features, dtype=np.float64)
+    has_shape(x, "features", (len(x), x.shape[-1]), "(R, d)")
+    for name, y in labels.items():
+        has_shape(np.asarray(y), name, (len(x),), "(R,)")
+    cut = int(round(train_share * len(x)))
+    whole(cut, "the number of training rows", 2, len(x) - 2)
+    return (x - x[:cut].mean(0)) / (x[:cut].std(0) + 1e-6), cut
+
+
+def _probe_predict(x, target, cut: int, l2: float) -> np.ndarray:
+    """A probe fitted on rows [:cut] for ``target``; its (R - cut,) bool predictions after."""
+    w, b = _fit_logistic(x[:cut], np.asarray(target, bool)[:cut].astype(np.float64), l2)
+    return x[cut:] @ w + b > 0
+
+
+def control_labels(tokenizer, sentence_set: SentenceSet, seed: int = 0) -> np.ndarray:
+    """The control task's labels (R,) bool: a coin flip per subject noun (singular and plural
+    forms share it; seeded, one flip per noun in alphabetical order of the nouns present), so a
+    probe that recognises the noun scores as well on it as on the number."""
+    lemma = [tokenizer.id_to_token(int(i)).removesuffix("s")
+             for i in sentence_set.ids[np.arange(len(sentence_set.ids)), sentence_set.subject]]
+    nouns = sorted(set(lemma))
+    coin = dict(zip(nouns, np.random.default_rng(seed).random(len(nouns)) < 0.5, strict=True))
+    return np.array([coin[w] for w in lemma], dtype=bool)
+
+
+def verb_number_probe(model, sentence_set: SentenceSet, control) -> np.ndarray:
+    """:func:`number_probe_controls` at the masked verb's hidden state after each layer.
+    control: (R,) bool (:func:`control_labels`). Returns (L, 4): after layer 0, 1, ... the test
+    accuracies in the order of PROBE_COLUMNS (subject, control, subject on conflict rows,
+    nearest noun)."""
+    states = hidden_states(model, sentence_set)                      # (R, L + 1, N, d)
+    at_verb = states[np.arange(len(states)), 1:, sentence_set.verb]  # (R, L, d)
+    plural, nearest, _ = plural_of(sentence_set)                     # the verb's = its subject's
+    return np.array([number_probe_controls(at_verb[:, layer], plural, nearest, control)
+                     for layer in range(at_verb.shape[1])])
+
+
+def _fit_logistic(x, y, l2: float, iterations: int = 50):
+    """(w (d,), b) minimising f = mean BCE(x w + b, y) + l2 · |w|² (x (R, d), y (R,) 0/1, float64
+    numpy), by Newton's method from zeros: each step solves H δ = ∇f (H = Xᵀ diag(p (1 − p)) X / R
+    + 2 l2 on w, X = [x 1]), halved until f falls, until it is below 1e-10. f is strictly convex
+    in w, so its minimum is the one any exact solver finds (tested against L-BFGS)."""
+    X = np.concatenate([x, np.ones((len(x), 1))], 1)  # (R, d + 1): b is the last
+    reg = np.full(X.shape[1], 2.0 * l2)
+    reg[-1] = 0.0  # the bias is not penalised
+
+    def f(t):  # the mean BCE of the logits z = X t, softplus(z) − y z, and the penalty
+        z = X @ t
+        return np.mean(np.logaddexp(0.0, z) - y * z) + l2 * (t[:-1] @ t[:-1])
+
+    theta = np.zeros(X.shape[1])
+    value = f(theta)
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(X @ theta)))
+        hessian = (X.T * (p * (1 - p))) @ X / len(X) + np.diag(reg)
+        gradient = X.T @ (p - y) / len(X) + reg * theta
+        try:
+            step = np.linalg.solve(hessian, gradient)
+        except np.linalg.LinAlgError:  # no curvature left along b: every training label alike
+            step = np.linalg.lstsq(hessian, gradient, rcond=None)[0]
+        while (new := f(theta - step)) > value and np.abs(step).max() > 1e-12:
+            step = step / 2
+        theta, value = theta - step, new
+        if np.abs(step).max() < 1e-10:
+            break
+    return theta[:-1], theta[-1]

@@ -1,0 +1,92 @@
+"""Tests of bertlib.tiny.linear_probe: the number probe, its control task and controls."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertlib.tiny import agreement
+from bertlib.tiny import grammar as g
+from bertlib.tiny import linear_probe as lp
+
+
+def test_control_labels_flip_a_coin_per_noun_and_the_verb_probe_has_one_row_per_layer(tok, tiny):
+    sentence_set = agreement.make_sentence_set(tok, g.generate(40, g.CONSTRUCTIONS, seed=6, split="test"))
+    control = lp.control_labels(tok, sentence_set)
+    nouns = [tok.id_to_token(int(i)).removesuffix("s")
+             for i in sentence_set.ids[np.arange(len(sentence_set.ids)), sentence_set.subject]]
+    by_noun = {}
+    for noun, c in zip(nouns, control, strict=True):
+        assert by_noun.setdefault(noun, c) == c  # singular and plural share one label
+    assert 0 < control.mean() < 1 and np.array_equal(control, lp.control_labels(tok, sentence_set))
+    scores = lp.verb_number_probe(tiny, sentence_set, control)
+    assert scores.shape == (2, len(lp.PROBE_COLUMNS))
+    assert ((scores[:, [0, 1, 3]] >= 0) & (scores[:, [0, 1, 3]] <= 1)).all()
+
+
+def test_the_conflict_rows_catch_a_probe_that_reads_the_nearest_noun():
+    rng = np.random.default_rng(0)
+    subject = rng.random(400) < 0.5
+    nearest = np.where(rng.random(400) < 0.3, ~subject, subject)  # 30 % conflict rows
+    control = rng.random(400) < 0.5
+    noise = rng.normal(size=(400, 6))
+    reads_nearest = noise + 3.0 * nearest[:, None]
+    reads_subject = noise + 3.0 * subject[:, None]
+    s_all, c, s_conflict, near = lp.number_probe_controls(reads_nearest, subject, nearest,
+                                                             control)
+    assert 0.6 < s_all < 0.85 and s_conflict < 0.2 and near > 0.9 and abs(c - 0.5) < 0.15
+    s_all, _, s_conflict, near = lp.number_probe_controls(reads_subject, subject, nearest,
+                                                             control)
+    assert s_all > 0.9 and s_conflict > 0.9 and near < 0.85
+    same = lp.number_probe_controls(reads_subject, subject, subject, control)
+    assert np.isnan(same[2])  # no conflict row: nothing to score
+    with pytest.raises(ValueError, match="nearest"):
+        lp.number_probe_controls(reads_subject, subject, nearest[:-1], control)
+
+
+def test_number_probe_finds_a_planted_direction_and_not_random_labels():
+    rng = np.random.default_rng(0)
+    y = rng.random(400) < 0.5
+    x = rng.standard_normal((400, 8))
+    x[:, 3] += np.where(y, 2.0, -2.0)
+    acc, control = lp.number_probe(x, y, rng.random(400) < 0.5)
+    assert acc > 0.9 and 0.35 < control < 0.65
+    with pytest.raises(ValueError, match="labels must have shape"):
+        lp.number_probe(x, y[:10], y)
+
+
+def _lbfgs_fit(x, y, l2):  # the plain twin: L-BFGS run to a tight tolerance
+    w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], max_iter=5000, tolerance_grad=1e-12, tolerance_change=1e-15,
+                            line_search_fn="strong_wolfe")
+
+    def loss():
+        opt.zero_grad()
+        value = torch.nn.functional.binary_cross_entropy_with_logits(x @ w + b, y) + l2 * (w @ w)
+        value.backward()
+        return value
+
+    opt.step(loss)
+    return w.detach(), b.detach()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_newton_fit_is_the_minimum_l_bfgs_finds(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((300, 12))
+    y = ((rng.random(300) < 0.5) | (x[:, 2] > 1)).astype(np.float64)
+    w, b = lp._fit_logistic(x, y, 1e-2)
+    p = 1 / (1 + np.exp(-(x @ w + b)))  # first-order condition of the strictly convex objective
+    gradient = np.concatenate([x.T @ (p - y) / len(x) + 2e-2 * w, [(p - y).mean()]])
+    assert np.abs(gradient).max() < 1e-10
+    w_plain, b_plain = _lbfgs_fit(torch.as_tensor(x), torch.as_tensor(y), 1e-2)
+    assert np.allclose(w, w_plain.numpy(), atol=1e-6) and abs(b - b_plain.item()) < 1e-6
+    assert np.array_equal(x @ w + b > 0, (x @ w_plain.numpy() + b_plain.item()) > 0)
+
+
+def test_a_probe_whose_training_labels_are_all_alike_predicts_that_label():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 5))
+    x[:, 4] = 0.0  # a feature that never varies: standardised to 0, no curvature of its own
+    acc, _ = lp.number_probe(x, np.ones(40, bool), rng.random(40) < 0.5)
+    assert acc == 1.0  # no minimum exists (b grows without end); the fit still answers

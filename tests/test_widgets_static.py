@@ -69,7 +69,7 @@ def explorers():
     return {
         "toy": ToyAttentionExplorer(query="cat"),
         "heads": HeadExplorer(W, tokens, query="cat"),
-        "efficient": EfficientExplorer(),
+        "efficient": EfficientExplorer("the cat sat on the soft red mat"),  # 10 pieces
         "bert": BertAttentionExplorer("The cat sat on the mat."),
         "bert with overlay": BertAttentionExplorer("The cat sat on the mat.", overlay=heads_overlay),
     }

@@ -75,11 +75,21 @@ def explorers():
     }
 
 
+@pytest.fixture(scope="module")
+def shown(explorers):
+    """What each explorer of ``explorers`` displays, once: name -> [static picture, live box]
+    (the tests that take it only read the bundles)."""
+    with pytest.MonkeyPatch.context() as mp:
+        seen = []
+        mp.setattr(IPython.display, "display",
+                   lambda *objs, raw=False, **kw: seen.extend((o, raw) for o in objs))
+        return {name: shown_bundles(explorer.widget, seen) for name, explorer in explorers.items()}
+
+
 # --- a static picture before the live widget ------------------------------------------------
-def test_every_explorer_shows_a_picture_then_the_widget_without_its_text_repr(displayed,
-                                                                             explorers):
+def test_every_explorer_shows_a_picture_then_the_widget_without_its_text_repr(explorers, shown):
     for name, explorer in explorers.items():
-        static, live = shown_bundles(explorer.widget, displayed)
+        static, live = shown[name]
         width, height = png_size(static)
         assert width > 200 and height > 100, name
         assert len(static["image/png"]) < MAX_PICTURE, (name, len(static["image/png"]))
@@ -116,10 +126,9 @@ def test_static_picture_follows_the_current_view_and_is_deterministic(displayed)
     assert moved["text/plain"].endswith("layer 0, head 3")
 
 
-def test_overlay_text_goes_under_the_picture(displayed, explorers):
-    plain, overlaid = explorers["bert"], explorers["bert with overlay"]  # the same text
-    h_plain = png_size(shown_bundles(plain.widget, displayed)[0])[1]
-    h_overlaid = png_size(shown_bundles(overlaid.widget, displayed)[0])[1]
+def test_overlay_text_goes_under_the_picture(shown):
+    h_plain = png_size(shown["bert"][0])[1]  # the two BERT explorers show the same text
+    h_overlaid = png_size(shown["bert with overlay"][0])[1]
     assert h_overlaid > h_plain  # two lines of overlay text below the view
 
 

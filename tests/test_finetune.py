@@ -103,6 +103,13 @@ def test_spearman_on_hand_cases_with_ties():
     assert F.spearman([5, 5, 7, 9], [0, 1, 1, 1]) == pytest.approx(2 / np.sqrt(4.5 * 3))
 
 
+def test_ranks_are_the_naive_average_ranks_exactly():
+    rng = np.random.default_rng(1)
+    for v in (rng.integers(0, 6, 40).astype(float), rng.random(30).astype(np.float32),
+              np.array([2.0, 2.0]), np.array([7.0])):
+        assert F._ranks(v).tolist() == _naive_average_ranks(v.tolist())  # half-integers: exact
+
+
 def test_spearman_is_pearson_of_naively_computed_average_ranks():
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 6, 50).astype(float), np.round(rng.normal(size=50), 1)  # many ties

@@ -1,5 +1,8 @@
 """bertlib.lab.peak_memory: the most bytes a call holds alive at once, for torch tensors and numpy."""
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -62,6 +65,39 @@ def test_resident_peaks_sees_inside_a_fused_kernel_with_one_accounting():
     assert peaks["naive numpy"][0] > 2 * matrix
     assert 0 < peaks["sdpa"][0] < matrix / 4
     assert peaks["lsh"][0] > 0  # called as lsh_attention(Q, V, n_buckets=n // 64, seed=0)
+
+
+def _loaded_at_import(module: str, seen: set | None = None) -> set[str]:
+    """The top-level packages importing ``module`` loads: its imports outside any function,
+    followed through bertlib's own modules (read from their source, nothing is imported)."""
+    seen = set() if seen is None else seen
+    path = Path(__file__).resolve().parents[1] / (module.replace(".", "/") + ".py")
+    if path.with_suffix("").is_dir():
+        path = path.with_suffix("") / "__init__.py"
+    if module in seen or not path.exists():  # seen, or a name, not a module
+        return set()
+    seen.add(module)
+    loaded = set()
+    for node in ast.walk(ast.Module(body=[n for n in ast.parse(path.read_text()).body
+                                          if not isinstance(n, (ast.FunctionDef, ast.ClassDef))])):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else  # a module,
+                 [node.module] + [f"{node.module}.{a.name}" for a in node.names]  # or a name in it
+                 if isinstance(node, ast.ImportFrom) and node.module else [])
+        for name in names:
+            loaded |= _loaded_at_import(name, seen) if name.startswith("bertlib") else {
+                name.split(".")[0]}
+    return loaded
+
+
+def test_the_measuring_process_does_not_load_transformers_for_the_notebooks_kernels():
+    # notebooks 05 and 06 measure these modules' attentions in a fresh process: importing them
+    # must not load transformers' BertModel (seconds of CPU before the first call)
+    for module in ("bertlib.lab.peak_memory", "bertlib.paper.attention", "bertlib.paper.kernels",
+                   "bertlib.paper.variants", "bertlib.paper.approximations"):
+        assert "transformers" not in _loaded_at_import(module), module
+    # the reader sees an import at the top, and one made by a bertlib module imported there
+    assert "transformers" in _loaded_at_import("bertlib.tiny.pretrain")
+    assert "torch" in _loaded_at_import("bertlib.paper.variants")  # through bertlib.hf.models
 
 
 def test_resident_peaks_names_the_failure():

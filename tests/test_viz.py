@@ -1,11 +1,15 @@
 """bertlib.pictures.viz: heatmaps, bars and lines draw with labels and check their input."""
 
+import io
+
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from bertlib.pictures import viz  # noqa: E402
 from bertlib.pictures.viz import attention_heatmap, line_view, weight_bars  # noqa: E402
@@ -146,3 +150,12 @@ def test_route_arcs_leaves_out_an_arc_whose_head_costs_too_little():
     assert "not drawn: L0H1 (costs 0.05 < 0.2)" in labels
     with pytest.raises(ValueError, match="number of costs"):
         viz.route_arcs(tokens, [(3, 2, 0.9, "L0H1")], costs=[0.1, 0.2])
+
+
+def test_figure_png_crops_to_what_is_drawn_unless_the_figure_is_laid_out_to_fit():
+    fig, ax = plt.subplots(figsize=(4, 3), dpi=50)
+    ax.set_position([0.4, 0.4, 0.2, 0.2])  # a small axes in the middle: white all around it
+    whole = Image.open(io.BytesIO(viz.figure_png(fig, crop=False))).size
+    cropped = Image.open(io.BytesIO(viz.figure_png(fig))).size
+    assert whole == (200, 150)  # figsize × dpi: the whole figure
+    assert cropped[0] < 150 and cropped[1] < 110  # the axes, its ticks and a small margin

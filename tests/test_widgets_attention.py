@@ -112,16 +112,19 @@ def test_explorer_builds_with_controls_above_view(shown):
     assert ex.temperature.disabled and ex.temperature.continuous_update is False
 
 
-@pytest.mark.parametrize("T", [-1.0, 0.0, float("nan")])
-def test_explorer_shows_message_for_bad_temperature(shown, T):
+def test_explorer_shows_message_for_bad_temperature(shown):
+    # one explorer walks through the bad temperatures (a message each, nothing drawn), then a
+    # good one draws again: the controls stay usable
     ex = ToyAttentionExplorer(scaling="temperature")
     assert ex.ok and not ex.temperature.disabled
-    ex.temperature.value = T
-    assert not ex.ok
-    assert "temperature must be a number &gt; 0 (finite" in shown["displayed"][-1].data
-    assert f"got {T}" in shown["displayed"][-1].data
-    ex.temperature.value = 2.0  # the controls stay usable
-    assert ex.ok
+    for T in (-1.0, 0.0, float("nan")):
+        ex.temperature.value = T
+        assert not ex.ok
+        assert "temperature must be a number &gt; 0 (finite" in shown["displayed"][-1].data
+        assert f"got {T}" in shown["displayed"][-1].data
+    assert len(shown["displayed"]) == 3 and len(shown["charts"]) == 1
+    ex.temperature.value = 2.0
+    assert ex.ok and len(shown["charts"]) == 2
 
 
 def test_explorer_redraws_when_query_changes(shown):

@@ -193,14 +193,10 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 0..n-1 with ties given their average rank (one sort: a tie is a run of the sort)."""
-    order = np.argsort(x, kind="stable")
-    ordered = x[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # where each run begins
-    ends = np.r_[starts[1:], len(x)]
-    ranks = np.empty(len(x))
-    ranks[order] = np.repeat((starts + ends - 1) / 2, ends - starts)
-    return ranks
+    """Ranks 0..n-1 with ties given their average rank: (number below + number at or below − 1)
+    / 2, both counted in one sort (half-integers, exact in float64)."""
+    ordered = np.sort(x)
+    return (np.searchsorted(ordered, x, "left") + np.searchsorted(ordered, x, "right") - 1) / 2
 
 
 def spearman(x, y) -> float:

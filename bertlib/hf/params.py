@@ -13,7 +13,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from transformers.models.bert.modeling_bert import BertLayer
 
 from bertlib.checks import kind
 from bertlib.hf.loading import bert_module
@@ -81,7 +80,7 @@ def bert_params(model=None) -> BertParams:
 def layer_params(layer) -> LayerParams:
     """One transformers ``BertLayer``'s parameters, float64, each W transposed by :func:`as_xW`:
     W_Q, W_K, W_V, W_O (d, d), W_1 (d, d_ff), W_2 (d_ff, d), as the LayerParams fields say."""
-    kind(layer, "layer", BertLayer, "a transformers BertLayer (model.encoder.layer[i])")
+    kind(layer, "layer", _bert_layer_class(), "a transformers BertLayer (model.encoder.layer[i])")
     att, out = layer.attention, layer.output
     W_Q, b_Q = as_xW(att.self.query)  # Q = X W_Q + b_Q
     W_K, b_K = as_xW(att.self.key)
@@ -93,6 +92,15 @@ def layer_params(layer) -> LayerParams:
     return LayerParams(W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O,
                        _float64(ln1.weight), _float64(ln1.bias), W_1, b_1, W_2, b_2,
                        _float64(ln2.weight), _float64(ln2.bias))
+
+
+def _bert_layer_class() -> type:
+    """transformers' ``BertLayer``, imported here, not at the top: a layer to read exists, so
+    transformers is loaded by now, and importing this module (the numpy BERT, the variants, a
+    process that measures them) stays cheap (transformers' BertModel takes seconds)."""
+    from transformers.models.bert.modeling_bert import BertLayer
+
+    return BertLayer
 
 
 def as_xW(linear) -> tuple[np.ndarray, np.ndarray]:

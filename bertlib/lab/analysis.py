@@ -137,7 +137,7 @@ def key_share(A, keys) -> np.ndarray:
     """share = (1/n) Σ_i Σ_{j ∈ keys} A[..., i, j]: the attention a head gives a set of keys,
     summed over the keys and averaged over the n queries (the one share to chosen keys).
     A: (..., n, n); keys: (n,) bool (e.g. a class of :func:`token_classes`) or positions in
-    0..n−1 (checks.positions: 0 is [CLS], n − 1 a test row's one [SEP], notebook 09).
+    0..n−1 (checks.positions: 0 is [CLS], n − 1 a test row's one [SEP] in notebook 09).
     Returns (...)."""
     A, keys = _check_keys(A, keys)
     return A[..., keys].sum(-1).mean(-1)

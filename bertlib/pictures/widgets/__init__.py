@@ -149,12 +149,14 @@ class Drawn:
         return static_bundle(self.png, self.message, alt)
 
 
-def render_safely(output, draw: Callable[[], None]) -> Drawn:
+def render_safely(output, draw: Callable[[], None], crop: bool = True) -> Drawn:
     """Clear ``output`` (an ipywidgets.Output) and call ``draw()`` inside it.
 
-    The figures ``draw`` opens are shown as PNGs and closed (no other figure is touched). A
-    learner's bad input (:func:`is_input_error`) becomes a red message in the output instead of
-    a traceback, and the figures ``draw`` opened are closed; any other exception propagates.
+    The figures ``draw`` opens are shown as PNGs and closed (no other figure is touched); crop:
+    as in :func:`bertlib.pictures.viz.figure_png` (False when ``draw`` lays its figure out to
+    fit: one draw instead of two layouts and a draw). A learner's bad input
+    (:func:`is_input_error`) becomes a red message in the output instead of a traceback, and the
+    figures ``draw`` opened are closed; any other exception propagates.
     Returns a :class:`Drawn`, true when ``draw`` succeeded.
     """
     output.clear_output(wait=True)
@@ -167,7 +169,7 @@ def render_safely(output, draw: Callable[[], None]) -> Drawn:
                 return Drawn(None, message)
             png = None
             for k in sorted(set(plt.get_fignums()) - before):
-                png = figure_png(plt.figure(k))
+                png = figure_png(plt.figure(k), crop=crop)
                 IPython.display.display(IPython.display.Image(data=png, format="png"))
             return Drawn(png)
         finally:

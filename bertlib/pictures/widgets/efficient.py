@@ -130,11 +130,11 @@ class EfficientExplorer:
                           title=f"{label}, {knob} = {self.knob.value}")
         fig.suptitle(f"output error vs full attention: {err:.1%} "
                      f"(kept pairs: {np.count_nonzero(var_w)} of {var_w.size})")
-        fig.tight_layout()
+        fig.tight_layout()  # everything inside the figure: its PNG needs no cropping
         self.error = err
 
     def _redraw(self, change=None) -> None:
-        self.drawn = render_safely(self.output, self._draw)
+        self.drawn = render_safely(self.output, self._draw, crop=False)
         self.ok = bool(self.drawn)
 
     def _static(self) -> dict:

@@ -125,7 +125,7 @@ class HeadExplorer:
 
     def redraw(self) -> bool:
         """Redraw into the output (a message instead if the choice is bad); True if it drew."""
-        self.drawn = render_safely(self.output, self.draw)
+        self.drawn = render_safely(self.output, self.draw, crop=False)  # constrained layout
         self.ok = bool(self.drawn)
         return self.ok
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from bertlib.hf.ablation import ablated_heads
+from bertlib.paper.attention import attention_scale
 from bertlib.tiny import agreement
 from bertlib.tiny import grammar as g
 from bertlib.tiny import mechanism as mech
@@ -144,3 +145,27 @@ def test_ablated_correct_is_each_group_switched_off_in_turn(tok, tiny):
     assert not (fast[1:] == fast[0]).all()  # some group changes some verb: the test can fail
     with pytest.raises(ValueError, match="layer must be a whole number in 0..1"):
         mech.ablated_correct(tiny, sentence_set, [("L2H0", [(2, 0)])])
+
+
+def test_layer_at_is_the_layer_s_equations_at_one_position(tiny):
+    # _layer_at runs one query a row through the layer's own parts (project_heads_torch, then the
+    # one eager_attention): bit for bit the equations written out for that query, as it wrote them
+    # before it called eager_attention; the whole layer, every query at once and then read at each
+    # row's position, gives the same to float32 rounding (n queries at once may sum in another
+    # order)
+    layer, d = tiny.bert.encoder.layer[1], tiny.config.hidden_size
+    sa, h = layer.attention.self, tiny.config.num_attention_heads
+    x = torch.randn(5, 7, d, generator=torch.Generator().manual_seed(0))
+    pos, r = torch.tensor([0, 3, 6, 2, 5]), torch.arange(5)
+    head_on = torch.ones(d).index_fill_(0, torch.arange(d // h), 0.0)  # head 0 off
+    fill = 1 - head_on  # ... and its columns set to 1
+    with torch.inference_mode():
+        q = sa.query(x[r, pos, None]).view(5, 1, h, -1).transpose(1, 2)  # (B, h, 1, d_k)
+        k, v = (m(x).view(5, 7, h, -1).transpose(1, 2) for m in (sa.key, sa.value))
+        weights = torch.softmax(q @ k.transpose(2, 3) * attention_scale(d // h), dim=-1)
+        for on, f in ((1, 0), (head_on, fill)):
+            a = layer.attention.output((weights @ v).reshape(5, d) * on + f, x[r, pos])
+            assert torch.equal(mech._layer_at(layer, x, pos, on, f),
+                               layer.output(layer.intermediate(a), a))
+        assert torch.allclose(mech._layer_at(layer, x, pos, 1, 0), layer(x)[r, pos], atol=1e-5,
+                              rtol=0)

@@ -26,9 +26,9 @@ def qkv(n=16, d=8):
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_variant_gives_full_and_implied_weights_and_an_error(variant):
     Q, K, V = qkv()
-    full_w, var_w, err = variant_vs_full(variant, VARIANTS[variant][2], Q, K, V)
-    np.testing.assert_allclose(full_w, scaled_dot_product_attention(Q, K, V)[1])
-    assert var_w.shape == (16, 16) and np.isfinite(err) and err > 0
+    full_A, variant_A, err = variant_vs_full(variant, VARIANTS[variant][2], Q, K, V)
+    np.testing.assert_allclose(full_A, scaled_dot_product_attention(Q, K, V)[1])
+    assert variant_A.shape == (16, 16) and np.isfinite(err) and err > 0
 
 
 def test_error_is_the_relative_output_error():

@@ -84,9 +84,9 @@ def pair_batch(pairs: Sequence[tuple[str, str]] | Sequence[StsPair], source: str
     pairs = items(pairs, "pairs", "(sentence_a, sentence_b)")
     model = model or load_bert()
     priors = [similarity_prior(p[0], p[1], source, model, **prior_options) for p in pairs]
-    keep = prior_options.get("punctuation", "remove") == "keep"
-    texts = [(p[0], p[1]) if keep else (strip_punctuation(p[0]), strip_punctuation(p[1]))
-             for p in pairs]
+    punctuation_kept = prior_options.get("punctuation", "remove") == "keep"
+    texts = [(p[0], p[1]) if punctuation_kept else (strip_punctuation(p[0]),
+                                                    strip_punctuation(p[1])) for p in pairs]
     inputs = model.tokenizer([a for a, _ in texts], [b for _, b in texts], padding=True,
                              return_tensors="pt", return_special_tokens_mask=True)
     special = inputs.pop("special_tokens_mask").bool()

@@ -263,7 +263,7 @@ def word_level_maps(attentions, tokens: Sequence[str],
     """Merge word pieces into words (Clark et al.'s convention).
 
     Attention *to* a split word is the sum over its pieces; attention *from* it is the mean over
-    its pieces:  W[a, b] = (1/|a|) Σ_{i∈a} Σ_{j∈b} α_ij, so rows still sum to 1.
+    its pieces:  α'_ab = (1/|a|) Σ_{i∈a} Σ_{j∈b} α_ij, so rows still sum to 1.
     attentions: (layers, heads, n, n) (or rank 2/3); tokens: n pieces; word_ids: n entries, the
     word of each piece (None = a unit of its own, e.g. [CLS]); default from "##" marks via
     :func:`word_ids_from_pieces`, or ``encoding.word_ids()`` from a fast tokenizer. A None
@@ -401,7 +401,7 @@ def block_score(features: dict[str, np.ndarray]) -> np.ndarray:
 def attention_rollout(attentions, residual: float = 0.5) -> np.ndarray:
     """Attention rollout: how much each input token feeds each position after every layer.
 
-    Per layer: A_l = residual·I + (1 − residual)·W_l with W_l the mean over heads, rows
+    Per layer: A_l = residual·I + (1 − residual)·Ā_l, Ā_l layer l's maps averaged over heads, rows
     renormalised to sum to 1; then Ã_0 = A_0 and Ã_l = A_l · Ã_{l−1} (0-based layers).
     attentions: (layers, heads, n, n) (or rank 2/3). Returns Ã of shape (layers, n, n):
     Ã[l, i, j] is how much input token j flows into position i at the output of layer l.

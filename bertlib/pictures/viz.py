@@ -39,8 +39,8 @@ def check_attention_weights(weights, tokens) -> np.ndarray:
     something that is not an array of numbers.
     """
     n = whole(len(tokens), "the number of tokens n", 1)
-    W = attention_stack(weights, "weights", n, "(n, n)", f"for {n} tokens", ndim=2)
-    return attention_rows(W, "weights", rows_sum_to_one=False)
+    A = attention_stack(weights, "weights", n, "(n, n)", f"for {n} tokens", ndim=2)
+    return attention_rows(A, "weights", rows_sum_to_one=False)
 
 
 def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str = "",
@@ -54,33 +54,33 @@ def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str 
     ``cbar_label`` names the colour bar; by default "attention weight" when every row sums to 1
     (softmax rows), no label otherwise (scores, priors: pass a label of your own).
     """
-    W = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)", finite=False)
+    A = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)", finite=False)
     col_tokens = row_tokens if col_tokens is None else col_tokens
-    if len(row_tokens) != W.shape[0] or len(col_tokens) != W.shape[1]:
+    if len(row_tokens) != A.shape[0] or len(col_tokens) != A.shape[1]:
         raise ValueError(
             f"{len(row_tokens)} row and {len(col_tokens)} column labels for a matrix of shape "
-            f"{W.shape}"
+            f"{A.shape}"
         )
     if ax is None:
-        size = max(3.0, 0.45 * max(W.shape) + 1.5)
+        size = max(3.0, 0.45 * max(A.shape) + 1.5)
         _, ax = plt.subplots(figsize=(size + 1, size))
-    im = ax.imshow(W, cmap=cmap, vmin=vmin, vmax=vmax)
-    ax.set_xticks(range(W.shape[1]), col_tokens, rotation=90)
-    ax.set_yticks(range(W.shape[0]), row_tokens)
+    im = ax.imshow(A, cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_xticks(range(A.shape[1]), col_tokens, rotation=90)
+    ax.set_yticks(range(A.shape[0]), row_tokens)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
     if title:
         ax.set_title(title)
     if annotate is None:
-        annotate = max(W.shape) <= 8
+        annotate = max(A.shape) <= 8
     if annotate:
-        top, digits = (np.nanmax(W) if vmax is None else vmax), shown_decimals(max(W.shape))
-        for i in range(W.shape[0]):
-            for j in range(W.shape[1]):
-                ax.text(j, i, f"{W[i, j]:.{digits}f}", ha="center", va="center", fontsize=8,
-                        color="white" if W[i, j] > 0.6 * top else "black")
+        top, digits = (np.nanmax(A) if vmax is None else vmax), shown_decimals(max(A.shape))
+        for i in range(A.shape[0]):
+            for j in range(A.shape[1]):
+                ax.text(j, i, f"{A[i, j]:.{digits}f}", ha="center", va="center", fontsize=8,
+                        color="white" if A[i, j] > 0.6 * top else "black")
     if cbar_label is None:
-        cbar_label = "attention weight" if np.allclose(np.nansum(W, axis=-1), 1.0) else ""
+        cbar_label = "attention weight" if np.allclose(np.nansum(A, axis=-1), 1.0) else ""
     ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=cbar_label)
     return ax
 
@@ -96,21 +96,21 @@ def weight_bars(weights, tokens, ax=None, title: str = "", highlight: int | None
 
     ``highlight`` (a key index) draws that bar in a darker colour, e.g. the largest weight.
     """
-    w = as_array(weights, "weights", shape=(len(tokens),), layout="(n,)",
-                 why="(one weight per token)", finite=False)
+    row = as_array(weights, "weights", shape=(len(tokens),), layout="(n,)",
+                   why="(one weight per token)", finite=False)
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(w) + 1), 2.8))
-    colors = ["tab:blue"] * len(w)
+        _, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(row) + 1), 2.8))
+    colors = ["tab:blue"] * len(row)
     if highlight is not None:
         colors[highlight] = "navy"
-    ax.bar(range(len(w)), w, color=colors)
-    ax.set_xticks(range(len(w)), tokens, rotation=45 if len(w) > 8 else 0)
+    ax.bar(range(len(row)), row, color=colors)
+    ax.set_xticks(range(len(row)), tokens, rotation=45 if len(row) > 8 else 0)
     ax.set_ylim(0, 1)
     ax.set_ylabel("attention weight")
     if title:
         ax.set_title(title)
-    for j, v in enumerate(w):
-        ax.text(j, v + 0.02, f"{v:.{shown_decimals(len(w))}f}", ha="center", fontsize=8)
+    for j, v in enumerate(row):
+        ax.text(j, v + 0.02, f"{v:.{shown_decimals(len(row))}f}", ha="center", fontsize=8)
     return ax
 
 
@@ -118,19 +118,19 @@ def line_segments(weights, query: int | None = None, min_weight: float = 0.0,
                   color: str = "tab:blue") -> tuple[np.ndarray, np.ndarray]:
     """The lines of :func:`line_view`: (segments (m, 2, 2), RGBA colours (m, 4)).
 
-    weights: (n, n), rows = queries. Line (i → j) runs from (0, i) to (1, j) with alpha = W[i, j];
+    weights: (n, n), rows = queries. Line (i → j) runs from (0, i) to (1, j) with alpha = A[i, j];
     only query ``query``'s row if given, and only weights >= ``min_weight`` (m lines in all).
     """
 
-    W = np.asarray(weights, dtype=float)
-    keep = W >= min_weight
+    A = np.asarray(weights, dtype=float)
+    shown = A >= min_weight
     if query is not None:
-        keep &= (np.arange(W.shape[0]) == query)[:, None]
-    i, j = np.nonzero(keep)
+        shown &= (np.arange(A.shape[0]) == query)[:, None]
+    i, j = np.nonzero(shown)
     segments = np.stack([np.stack([np.zeros(len(i)), i], -1),
                          np.stack([np.ones(len(j)), j], -1)], axis=1)
     colors = np.tile(np.array(to_rgba(color)), (len(i), 1))
-    colors[:, 3] = np.clip(W[i, j], 0, 1)
+    colors[:, 3] = np.clip(A[i, j], 0, 1)
     return segments, colors
 
 
@@ -145,13 +145,13 @@ def line_view(weights, tokens, ax=None, title: str = "", query: int | None = Non
     min_weight: leave out lines below this weight (they are nearly invisible; faster for long
     inputs). max_labels: above this many tokens, label only every k-th one.
     """
-    W = check_attention_weights(weights, tokens)
+    A = check_attention_weights(weights, tokens)
     n = len(tokens)
     if query is not None:
         whole(query, "query", 0, n - 1, why="(a token index, or None for every query)")
     if ax is None:
         _, ax = plt.subplots(figsize=(4.2, max(2.5, 0.28 * n + 0.8)))
-    segments, colors = line_segments(W, query, min_weight, color)
+    segments, colors = line_segments(A, query, min_weight, color)
     ax.add_collection(LineCollection(segments, colors=colors, linewidths=2.0))
     step = int(np.ceil(n / max_labels)) if n > max_labels else 1
     for i in range(0, n, step):

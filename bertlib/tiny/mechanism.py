@@ -29,8 +29,7 @@ import numpy as np
 import torch
 
 from bertlib.checks import has_shape, one_of, same_shape, whole
-from bertlib.hf.attention_interface import project_heads_torch
-from bertlib.paper.attention import attention_scale
+from bertlib.hf.attention_interface import eager_attention, project_heads_torch
 from bertlib.tiny import grammar
 from bertlib.tiny.agreement import SentenceSet, agreement_table, hidden_states, make_sentence_set
 
@@ -89,20 +88,20 @@ def ablated_correct(model, sentence_set: SentenceSet, groups, means=None) -> np.
     the layers below untouched reuses their output instead of recomputing it."""
     cfg = model.config
     L, d, width = cfg.num_hidden_layers, cfg.hidden_size, cfg.hidden_size // cfg.num_attention_heads
-    keep = torch.ones(len(groups) + 1, L, d)
+    head_on = torch.ones(len(groups) + 1, L, d)  # (G + 1, L, d): 1 = a head's columns on, 0 = off
     for g, (_, heads) in enumerate(groups, 1):
         for layer, h in heads:
-            keep[g, whole(layer, "layer", 0, L - 1), h * width:(h + 1) * width] = 0
-    fill = (1 - keep) * (0 if means is None else torch.as_tensor(means, dtype=torch.float32))
-    out = np.zeros((len(keep), len(sentence_set.ids)), dtype=bool)
+            head_on[g, whole(layer, "layer", 0, L - 1), h * width:(h + 1) * width] = 0
+    fill = (1 - head_on) * (0 if means is None else torch.as_tensor(means, dtype=torch.float32))
+    out = np.zeros((len(head_on), len(sentence_set.ids)), dtype=bool)
     with torch.inference_mode():
         for n in np.unique(sentence_set.length):
             rows = np.flatnonzero(sentence_set.length == n)
-            out[:, rows] = _correct_switched_off(model, sentence_set, rows, n, keep, fill)
+            out[:, rows] = _correct_switched_off(model, sentence_set, rows, n, head_on, fill)
     return out
 
 
-def _correct_switched_off(model, sentence_set, rows, n, keep, fill) -> np.ndarray:
+def _correct_switched_off(model, sentence_set, rows, n, head_on, fill) -> np.ndarray:
     """ablated_correct on the rows of one length n (no padding): layer by layer, each distinct
     state (the same heads off in this layer and below) computed once, and the heads' outputs of
     a layer once per distinct state below it (switching heads off changes only what follows
@@ -111,35 +110,35 @@ def _correct_switched_off(model, sentence_set, rows, n, keep, fill) -> np.ndarra
     verb = torch.as_tensor(sentence_set.verb[rows])
     ids = torch.as_tensor(sentence_set.ids[rows, :n])
     h = model.bert.embeddings(input_ids=ids)[None]  # (1, R, n, d)
-    state = torch.zeros(len(keep), dtype=torch.long)  # group -> its row block in h
+    state = torch.zeros(len(head_on), dtype=torch.long)  # group -> its row block in h
     for l, layer in enumerate(layers):
         below = state  # group -> its state after the layers below
-        state, first = _distinct(torch.cat([below[:, None].float(), keep[:, l]], 1))
-        k, f = (t[first, l].repeat_interleave(R, 0) for t in (keep, fill))  # (U·R, d)
+        state, first = _distinct(torch.cat([below[:, None].float(), head_on[:, l]], 1))
+        on, f = (t[first, l].repeat_interleave(R, 0) for t in (head_on, fill))  # (U·R, d)
         x = h[below[first]].flatten(0, 1)  # (U·R, n, d)
         if l == len(layers) - 1:
-            h = _layer_at(layer, x, verb.repeat(len(first)), k, f).view(len(first), R, -1)
+            h = _layer_at(layer, x, verb.repeat(len(first)), on, f).view(len(first), R, -1)
             break
         # no padding: no attention mask, as the intact model's ones-mask adds 0
         heads = layer.attention.self(h.flatten(0, 1))[0].view(h.shape)  # (B, R, n, d), B below
-        a = layer.attention.output(heads[below[first]].flatten(0, 1) * k[:, None] + f[:, None], x)
+        a = layer.attention.output(heads[below[first]].flatten(0, 1) * on[:, None] + f[:, None], x)
         h = layer.output(layer.intermediate(a), a).view(len(first), R, n, -1)  # feed-forward
     r = torch.arange(R)
     at = model.cls(h[state])  # (G + 1, R, V): the last layer's output at the verb
     return (at[:, r, sentence_set.right[rows]] > at[:, r, sentence_set.wrong[rows]]).numpy()
 
 
-def _layer_at(layer, x, pos, keep, fill):
+def _layer_at(layer, x, pos, head_on, fill):
     """A transformers BertLayer's output at one position per row: x (B, n, d), pos (B,) ->
-    (B, d). The same equations as the layer (softmax(q Kᵀ/√d_k) V per head, output projection,
-    residual and LayerNorm, feed-forward), for that position's query only; each head's output
-    times ``keep`` plus ``fill`` (B, d) before the output projection."""
-    sa, (B, _, d), r = layer.attention.self, x.shape, torch.arange(len(x))
-    heads, width = sa.num_attention_heads, sa.attention_head_size
-    q = project_heads_torch(x[r, pos, None], sa.query, heads)  # (B, h, 1, d_k): one query a row
-    k, v = (project_heads_torch(x, m, heads) for m in (sa.key, sa.value))  # (B, h, n, d_k)
-    weights = torch.softmax(q @ k.transpose(2, 3) * attention_scale(width), dim=-1)  # (B, h, 1, n)
-    a = layer.attention.output((weights @ v).reshape(B, d) * keep + fill, x[r, pos])
+    (B, d). The layer's own parts for that position's query only: its projections into heads
+    (project_heads_torch), the one eager attention (eager_attention: softmax(q Kᵀ · s) V per
+    head), output projection, residual and LayerNorm, feed-forward; each head's output times
+    ``head_on`` plus ``fill`` (B, d) before the output projection."""
+    sa, r = layer.attention.self, torch.arange(len(x))
+    q = project_heads_torch(x[r, pos, None], sa.query, sa.num_attention_heads)  # (B, h, 1, d_k)
+    k, v = (project_heads_torch(x, m, sa.num_attention_heads) for m in (sa.key, sa.value))
+    heads = eager_attention(sa, q, k, v, None)[0].reshape(len(x), -1)  # (B, 1, h, d_k) -> (B, d)
+    a = layer.attention.output(heads * head_on + fill, x[r, pos])
     return layer.output(layer.intermediate(a), a)
 
 

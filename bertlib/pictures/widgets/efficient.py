@@ -53,19 +53,19 @@ def variant_vs_full(variant: str, knob: int, Q, K, V, seed: int = 0):
     (n, d_v) against full attention's).
     """
     one_of(variant, "variant", VARIANTS)
-    full_out, full_w = scaled_dot_product_attention(Q, K, V)
+    full_out, full_A = scaled_dot_product_attention(Q, K, V)
     if variant == "sliding":
-        out, w = sliding_window_attention(Q, K, V, knob, return_weights=True)
+        out, A = sliding_window_attention(Q, K, V, knob, return_weights=True)
     elif variant == "block_sparse":
-        out, w = block_sparse_attention(Q, K, V, knob, n_random=1, global_blocks=1, seed=seed,
+        out, A = block_sparse_attention(Q, K, V, knob, n_random=1, global_blocks=1, seed=seed,
                                         return_weights=True)
     elif variant == "linformer":
-        out, w = linformer_attention(Q, K, V, knob, seed=seed, return_weights=True)
+        out, A = linformer_attention(Q, K, V, knob, seed=seed, return_weights=True)
     elif variant == "performer":
-        out, w = performer_attention(Q, K, V, knob, seed=seed, return_weights=True)
+        out, A = performer_attention(Q, K, V, knob, seed=seed, return_weights=True)
     else:
-        out, w = lsh_attention(Q, V, knob, seed=seed, return_weights=True)
-    return full_w, w, relative_error(out, full_out)
+        out, A = lsh_attention(Q, V, knob, seed=seed, return_weights=True)
+    return full_A, A, relative_error(out, full_out)
 
 
 class EfficientExplorer:
@@ -116,20 +116,20 @@ class EfficientExplorer:
         self.error = None
         layer, head = self.layer.value, self.head.value
         Q, K, V = bert_qkv(self.run.hidden_states[layer], layer)
-        full_w, var_w, err = variant_vs_full(self.variant.value, self.knob.value,
+        full_A, variant_A, err = variant_vs_full(self.variant.value, self.knob.value,
                                              Q[head], K[head], V[head])
-        hi = float(max(np.abs(full_w).max(), np.abs(var_w).max()))
-        signed = bool(var_w.min() < 0)  # Linformer's implied weights can be negative
+        hi = float(max(np.abs(full_A).max(), np.abs(variant_A).max()))
+        signed = bool(variant_A.min() < 0)  # Linformer's implied weights can be negative
         scale = dict(vmin=-hi if signed else 0.0, vmax=hi, cmap="RdBu_r" if signed else "Blues")
         tokens = self.run.tokens
         fig, axes = plt.subplots(1, 2, figsize=(13, 5.8))
-        attention_heatmap(full_w, tokens, ax=axes[0], annotate=False, **scale,
+        attention_heatmap(full_A, tokens, ax=axes[0], annotate=False, **scale,
                           title=f"full attention, layer {layer} head {head}")
         label, knob, _ = VARIANTS[self.variant.value]
-        attention_heatmap(var_w, tokens, ax=axes[1], annotate=False, **scale,
+        attention_heatmap(variant_A, tokens, ax=axes[1], annotate=False, **scale,
                           title=f"{label}, {knob} = {self.knob.value}")
         fig.suptitle(f"output error vs full attention: {err:.1%} "
-                     f"(kept pairs: {np.count_nonzero(var_w)} of {var_w.size})")
+                     f"(kept pairs: {np.count_nonzero(variant_A)} of {variant_A.size})")
         fig.tight_layout()  # everything inside the figure: its PNG needs no cropping
         self.error = err
 

@@ -66,11 +66,11 @@ def view_html(tokens: list[str], attentions: np.ndarray, layer: int, head: int |
     (invisible anyway); above _LABELLED_TICKS tokens only each query's TOP_KEYS strongest keys get
     a line and only every k-th token a label. No matplotlib figure: a string, built in ms.
     """
-    W = selected_weights(attentions, layer, head)
+    A = selected_weights(attentions, layer, head)
     long = len(tokens) > _LABELLED_TICKS
-    heatmap = attention_svg(W, tokens, title=_describe(attentions, layer, head),
+    heatmap = attention_svg(A, tokens, title=_describe(attentions, layer, head),
                             max_labels=_LABELLED_TICKS)
-    lines = lines_svg(W, tokens, title="each line: query → key, opacity = weight",
+    lines = lines_svg(A, tokens, title="each line: query → key, opacity = weight",
                       min_weight=MIN_LINE_WEIGHT, top_k=TOP_KEYS if long else None,
                       max_labels=_LABELLED_TICKS)
     note = (f'<div style="font-size:11px;color:#555">{len(tokens)} tokens: one label in '
@@ -98,20 +98,20 @@ def view_figure(tokens: list[str], attentions: np.ndarray, layer: int, head: int
     tokens: n labels; attentions: (layers, heads, n, n). Returns the Figure (the caller closes
     it). Raises ValueError/TypeError for a bad layer or head, like :func:`view_html`.
     """
-    W = selected_weights(attentions, layer, head)
+    A = selected_weights(attentions, layer, head)
     n = len(tokens)
     long = n > _LABELLED_TICKS
     side = float(np.clip(0.3 * n + 1.5, 3.5, 6.0))
     fig, (ax_map, ax_lines) = plt.subplots(1, 2, figsize=(2 * side + 2.5, side + 0.6),
                                            gridspec_kw={"width_ratios": [1.25, 1]}, dpi=96)
     try:
-        attention_heatmap(W, tokens, ax=ax_map, title=_describe(attentions, layer, head),
+        attention_heatmap(A, tokens, ax=ax_map, title=_describe(attentions, layer, head),
                           annotate=False)
         if long:  # tick labels as in the live view: every k-th token
             step = int(np.ceil(n / _LABELLED_TICKS))
             ax_map.set_xticks(range(0, n, step), tokens[::step], rotation=90, fontsize=6)
             ax_map.set_yticks(range(0, n, step), tokens[::step], fontsize=6)
-        line_view(W, tokens, ax=ax_lines, title="each line: query → key, opacity = weight",
+        line_view(A, tokens, ax=ax_lines, title="each line: query → key, opacity = weight",
                   min_weight=MIN_LINE_WEIGHT, max_labels=_LABELLED_TICKS)
     except BaseException:
         plt.close(fig)

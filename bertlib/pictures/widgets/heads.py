@@ -37,10 +37,10 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     each weight is printed when n ≤ 12.
     Raises ValueError/TypeError for a bad head or query.
     """
-    W = attention_stack(weights, "weights", len(tokens), "(h, n, n)", "(n = the number of tokens)",
+    A = attention_stack(weights, "weights", len(tokens), "(h, n, n)", "(n = the number of tokens)",
                         ndim=3)
-    h, n, _ = W.shape
-    _, head = check_layer_head(W[None], 0, head, allow_mean=False)
+    h, n, _ = A.shape
+    _, head = check_layer_head(A[None], 0, head, allow_mean=False)
     i = query_index(query, tokens)
 
     fig, (ax_head, ax_all) = plt.subplots(
@@ -49,14 +49,14 @@ def draw_heads(weights, tokens: list[str], head: int, query: int | str, title: s
     # 32 even steps of Blues: the static picture's palette PNG keeps each one, so its colour bar
     # is not cut into uneven bands (a 256-step ramp beside the grey one loses most of its steps)
     blues = ListedColormap(plt.get_cmap("Blues")(np.linspace(0, 1, 32)))
-    attention_heatmap(W[head], tokens, ax=ax_head, title=f"head {head}: every query",
+    attention_heatmap(A[head], tokens, ax=ax_head, title=f"head {head}: every query",
                       annotate=n <= 10, cmap=blues,
                       cbar_label=f"attention weight (head {head}: this map and its blue row)")
     ax_head.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="crimson", lw=2))
     for number in ax_head.texts:  # legible when the wide figure is shrunk to a notebook column
         number.set_fontsize(ANNOTATION_SIZE)
 
-    rows = W[:, i, :]  # (h, n)
+    rows = A[:, i, :]  # (h, n)
     greys = ListedColormap(plt.get_cmap("Greys")(0.02 + 0.8 * np.linspace(0, 1, 256)))
     rgba = greys(rows)  # the other heads: white to dark grey, 0..1 like the chosen head
     rgba[head] = blues(rows[head])  # the chosen head, same 0..1 scale as left
@@ -93,11 +93,11 @@ class HeadExplorer:
 
     def __init__(self, weights, tokens: list[str], head: int = 0, query: int | str = 0,
                  layer: int = 0, title: str = ""):
-        W = attention_stack(weights, "weights", len(tokens), "(h, n, n) or (layers, h, n, n)",
+        A = attention_stack(weights, "weights", len(tokens), "(h, n, n) or (layers, h, n, n)",
                             "(n = the number of tokens)", ndim=4 if np.ndim(weights) == 4 else 3)
-        W = W[None] if W.ndim == 3 else W
-        self.weights, self.tokens, self.title = W, list(tokens), title
-        L, h = W.shape[:2]
+        A = A[None] if A.ndim == 3 else A
+        self.weights, self.tokens, self.title = A, list(tokens), title
+        L, h = A.shape[:2]
         self.layer = widgets.IntText(value=layer, description=f"layer (0..{L - 1})",
                                      continuous_update=False, layout={"width": "170px"},
                                      style={"description_width": "initial"})

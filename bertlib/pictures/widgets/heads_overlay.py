@@ -44,11 +44,11 @@ def heads_overlay(tokens: list[str], attentions: np.ndarray, layer: int,
     ``overlay``. Raises ValueError/TypeError for a bad layer or head, or maps that are not
     attention (the explorer shows the message).
     """
-    W = selected_weights(attentions, layer, head)  # (n, n)
+    A = selected_weights(attentions, layer, head)  # (n, n)
     n = len(tokens)
-    features = pattern_features(W, tokens, segments_from_tokens(tokens))
+    features = pattern_features(A, tokens, segments_from_tokens(tokens))
     label = str(pattern_labels(features)[0, 0])
-    shares = {k: float(v[0, 0]) for k, v in to_token_shares(W, tokens).items()}
+    shares = {k: float(v[0, 0]) for k, v in to_token_shares(A, tokens).items()}
     within = float(features["within_segment"][0, 0])
     which = "mean of the heads" if head is None else f"head {head}"
     cells = "".join(
@@ -62,7 +62,7 @@ def heads_overlay(tokens: list[str], attentions: np.ndarray, layer: int,
         f"<div>layer {int(layer)}, {which}: pattern <b>{html.escape(label)}</b> "
         f"(vertical {features['vertical'][0, 0]:.2f}, diagonal {features['diagonal'][0, 0]:.2f}, "
         f"within its sentence {within_text}) · entropy "
-        f"{attention_entropy(W)[0, 0]:.2f} of at most log n = {np.log(n):.2f} · mean distance "
-        f"{attention_distance(W)[0, 0]:.1f} tokens</div>"
+        f"{attention_entropy(A)[0, 0]:.2f} of at most log n = {np.log(n):.2f} · mean distance "
+        f"{attention_distance(A)[0, 0]:.1f} tokens</div>"
         f"<table><tr><td>share of attention to:</td>{cells}</tr></table></div>"
     )

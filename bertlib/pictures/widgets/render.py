@@ -45,12 +45,12 @@ def _colour_table(cmap: str) -> np.ndarray:
 def heatmap_png(weights, cmap: str = "Blues", vmin: float = 0.0, vmax: float = 1.0) -> bytes:
     """PNG bytes of a matrix (n_q, n_k), one pixel per entry (n_k wide, n_q high).
 
-    Pixel (i, j) = table[round(255 · clip((W[i, j] − vmin) / (vmax − vmin), 0, 1))], the colormap
+    Pixel (i, j) = table[round(255 · clip((A[i, j] − vmin) / (vmax − vmin), 0, 1))], the colormap
     sampled at 256 levels; made with numpy and PIL directly (no matplotlib figure).
     """
-    W = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)")
+    A = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)")
     number(vmax, "vmax", vmin, open_low=True, why="(greater than vmin)")
-    level = np.round(np.clip((W - vmin) / (vmax - vmin), 0, 1) * 255).astype(np.uint8)
+    level = np.round(np.clip((A - vmin) / (vmax - vmin), 0, 1) * 255).astype(np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(_colour_table(cmap)[level], "RGB").save(buffer, format="PNG",
                                                              compress_level=1)
@@ -66,7 +66,7 @@ def attention_svg(weights, tokens, title: str = "", max_labels: int = 48,
     tokens only every k-th label is written (k = ⌈n / max_labels⌉). The cells are a PNG from
     :func:`heatmap_png`, scaled by the browser without smoothing.
     """
-    W = check_attention_weights(weights, tokens)
+    A = check_attention_weights(weights, tokens)
     n = len(tokens)
     side, step, font = _svg_layout(n, max_labels)
     cell = side / n
@@ -74,7 +74,7 @@ def attention_svg(weights, tokens, title: str = "", max_labels: int = 48,
     margin = _label_width([tokens[i] for i in shown], font)
     left, top = margin + 16, _SVG_TOP
     width, height = left + side + 60, top + side + margin + 18
-    png = base64.b64encode(heatmap_png(W, cmap)).decode("ascii")
+    png = base64.b64encode(heatmap_png(A, cmap)).decode("ascii")
     table = _colour_table(cmap)
     stops = "".join(f'<stop offset="{k / 10:.1f}" stop-color="rgb{tuple(int(c) for c in rgb)}"/>'
                     for k, rgb in enumerate(table[np.linspace(255, 0, 11).astype(int)]))
@@ -116,24 +116,24 @@ def attention_svg(weights, tokens, title: str = "", max_labels: int = 48,
 def lines_svg(weights, tokens, title: str = "", min_weight: float = 0.0,
               top_k: int | None = None, max_labels: int = 48, color: str = "#1f77b4") -> str:
     """Token-to-token lines as an SVG string: queries in a left column, keys in a right column,
-    one line per pair (i → j) with opacity W[i, j]; labels as SVG text (escaped).
+    one line per pair (i → j) with opacity A[i, j]; labels as SVG text (escaped).
 
     weights: (n, n), rows = queries, attention weights; tokens: n labels. Lines below
     ``min_weight`` are left out; with ``top_k`` only each query's top_k largest weights are drawn
     (so a long input stays a small page). Above ``max_labels`` tokens only every k-th label.
     """
-    W = check_attention_weights(weights, tokens)
+    A = check_attention_weights(weights, tokens)
     n = len(tokens)
     if top_k is not None:
         whole(top_k, "top_k", low=1, why="(or None)")
     side, step, font = _svg_layout(n, max_labels)
     row = side / n
-    keep = W >= min_weight
+    drawn = A >= min_weight
     if top_k is not None and top_k < n:
-        top = np.zeros_like(keep)
-        np.put_along_axis(top, np.argpartition(-W, top_k - 1, axis=1)[:, :top_k], True, axis=1)
-        keep &= top
-    i, j = np.nonzero(keep)
+        top = np.zeros_like(drawn)
+        np.put_along_axis(top, np.argpartition(-A, top_k - 1, axis=1)[:, :top_k], True, axis=1)
+        drawn &= top
+    i, j = np.nonzero(drawn)
     labels = [tokens[k] for k in range(0, n, step)]
     x0 = _label_width(labels, font)
     x1 = x0 + 150
@@ -148,8 +148,8 @@ def lines_svg(weights, tokens, title: str = "", min_weight: float = 0.0,
     ]
     ys = [f"{v:.1f}" for v in y]
     parts += [f'<line x1="{x0:.1f}" y1="{ys[a]}" x2="{x1:.1f}" y2="{ys[b]}" '
-              f'stroke-opacity="{w:.3f}"/>'
-              for a, b, w in zip(i.tolist(), j.tolist(), W[i, j].tolist(), strict=True)]
+              f'stroke-opacity="{weight:.3f}"/>'
+              for a, b, weight in zip(i.tolist(), j.tolist(), A[i, j].tolist(), strict=True)]
     parts.append(f'</g><g font-size="{font:.1f}" dominant-baseline="central">')
     for k in range(0, n, step):
         label = html.escape(tokens[k])

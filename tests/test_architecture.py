@@ -768,6 +768,8 @@ PRIVATE_CHECKS = {
                "_check_words": "a sentence of the pair: a string or a list of words"},
     "nb03": {"_check_sum": "a learner's answer to one exercise"},
     "family": {"_check_disentangled": "DeBERTa's X, relative positions and projections"},
+    "grammar": {"_check_max_pp": "sentence's construction, rng and max_pp together ('pp' needs "
+                                 "max_pp >= 1); returns max_pp"},
     "kernels": {"_check_qkv": "Q, K, V as torch tensors of one kernel",
                 "_check_tiled": "the tiled kernel's block, mask and scale"},
     "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
@@ -817,14 +819,6 @@ RAISE_WHILE_WORKING = {
 }
 
 
-#: Private checks whose ``_check_*`` name waits: notebook 09 prints the source of their caller,
-#: so the rename comes with that notebook's next re-execution (and its owner's).
-CHECKS_TO_RENAME = {
-    "grammar": {"_checked": "sentence's construction and max_pp ('pp' needs one); notebook 09 "
-                            "prints grammar.sentence, which calls it"},
-}
-
-
 def raising_private_functions(trees) -> set[tuple[str, str]]:
     """(module name, function) for every private function (not ``_check_*``, not ``__dunder__``)
     that holds a ``raise`` statement, at any depth."""
@@ -836,14 +830,13 @@ def raising_private_functions(trees) -> set[tuple[str, str]]:
 
 def test_a_private_function_that_raises_is_a_named_check():
     found = raising_private_functions(_trees())
-    listed = {(module, name) for table in (RAISE_WHILE_WORKING, CHECKS_TO_RENAME)
-              for module, names in table.items() for name in names}
+    listed = {(module, name) for module, names in RAISE_WHILE_WORKING.items() for name in names}
     new, gone = sorted(found - listed), sorted(listed - found)
     assert not new, ("these private functions raise: a check under another name? Call it "
                      "_check_* and list it in PRIVATE_CHECKS, or move it to bertlib.checks; or, "
                      f"if the error shows only while it works, list it in RAISE_WHILE_WORKING: {new}")
-    assert not gone, ("remove these from RAISE_WHILE_WORKING or CHECKS_TO_RENAME, they no "
-                      f"longer raise (or were renamed _check_*): {gone}")
+    assert not gone, ("remove these from RAISE_WHILE_WORKING, they no longer raise (or were "
+                      f"renamed _check_*): {gone}")
 
 
 def test_the_raise_scanner_sees_a_check_under_another_name(tmp_path):

@@ -180,11 +180,12 @@ def sentence(construction: str, rng: np.random.Generator, max_pp: int = 2) -> Se
     so needs max_pp ≥ 1; the innermost subject of a complement draws 0..max_pp). With
     max_pp = 0 and no relative clauses, no noun ever stands between a subject and its verb.
     """
-    return _build(construction, rng, _checked(construction, rng, max_pp))
+    return _build(construction, rng, _check_max_pp(construction, rng, max_pp))
 
 
-def _checked(construction: str, rng, max_pp) -> int:
-    """sentence's arguments checked (ValueError naming the valid range); returns max_pp."""
+def _check_max_pp(construction: str, rng, max_pp) -> int:
+    """sentence's arguments checked: construction, rng, and max_pp in 0..MAX_PP, at least 1 for
+    'pp' (ValueError naming the valid range). Returns max_pp, a whole number."""
     one_of(construction, "construction", CONSTRUCTIONS)
     kind(rng, "rng", np.random.Generator, "a numpy Generator (np.random.default_rng(seed))")
     max_pp = whole(max_pp, "max_pp (the number of prepositional phrases)", 0, MAX_PP)
@@ -249,7 +250,7 @@ def generate(n: int, constructions: Sequence[str] = TRAIN_CONSTRUCTIONS, seed: i
         one_of(c, "construction", CONSTRUCTIONS)
     one_of(split, "split", ("train", "test"))
     rng = np.random.default_rng(seed)
-    max_pp = [_checked(c, rng, max_pp) for c in constructions][0]  # every construction's, once
+    max_pp = [_check_max_pp(c, rng, max_pp) for c in constructions][0]  # each construction's
     out = []
     while len(out) < n:
         s = _build(constructions[len(out) % len(constructions)], rng, max_pp)

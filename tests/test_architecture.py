@@ -421,6 +421,10 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     # the share to chosen keys (notebooks 03, 04 and tiny.agreement call it); its check is one line
     ("analysis", "key_share"): "A[..., keys].sum(-1).mean(-1)",
     ("analysis", "offset_weights"): "np.diagonal(A, offset=offset",
+    # the plain teaching twins that notebooks 05 and 06 print: their loops are the equations
+    ("kernels", "tiled_attention_plain"): ("m = torch.full(", "S = s * Q @ K["),
+    ("variants", "sliding_window_attention_plain"): ("np.arange(max(0, i - half)",
+                                                     "np.union1d(window, G)", "K[keys] @ Q[i]"),
 }
 LANDING = 10  # lines from the `def` a reader lands on to each equation line
 

@@ -6,6 +6,21 @@
   (the same loop with reused buffers). A test proves the two equal.
 - :func:`banded_attention`: each query attends to the keys within w/2 of it (sliding window).
 
+The online softmax of the tiled twins (Milakov & Gimelshein 2018; Dao et al. 2022), for each
+block j of B keys, from m = −∞, ℓ = 0, O = 0:
+
+    S_j = s·Q K_jᵀ                    scores of this block                (..., n_q, B)
+    m'  = max(m, rowmax S_j)           the running maximum                 (..., n_q, 1)
+    P_j = exp(S_j − m')                exponentials against it             (..., n_q, B)
+    ℓ'  = e^(m − m')·ℓ + rowsum P_j    the running sum                     (..., n_q, 1)
+    O'  = e^(m − m')·O + P_j V_j       the running, unnormalised output    (..., n_q, d_v)
+
+and the answer is O / ℓ, divided once at the end (FlashAttention-2's order). A masked score is
+−∞, so a row that may see no key of the blocks so far keeps m' = −∞, and −∞ − (−∞) is NaN: there
+the exponents subtract 0 instead of m' (e^−∞ = 0 all the same). A query that may attend to
+nothing ends with ℓ = 0 and gets zeros, as in ``attention.scaled_dot_product_attention`` and
+torch's own attention.
+
 ``bertlib.paper.attention`` is the numpy reference they are checked against;
 ``bertlib.lab.cost`` counts and measures what they cost.
 """
@@ -73,41 +88,26 @@ def naive_attention(Q, K, V, scale: float | None = None):
 
 
 def tiled_attention_plain(Q, K, V, block: int = 256, mask=None, scale: float | None = None):
-    """The teaching twin of :func:`tiled_attention`: the same online softmax, written plainly.
-
-    Q: (..., n_q, d_k)   K: (..., n_k, d_k)   V: (..., n_k, d_v), one floating dtype; leading
-    axes broadcast. mask: (..., n_q, n_k) bool tensor, True where a query may attend; None = all.
-    Returns softmax(s·Q Kᵀ) V (..., n_q, d_v), s = 1/√d_k. For each block j of ``block`` keys
-    (Milakov & Gimelshein 2018; Dao et al. 2022):
-        S_j = s·Q K_jᵀ                      scores of this block          (..., n_q, B)
-        m'  = max(m, rowmax S_j)             the running maximum           (..., n_q, 1)
-        P_j = exp(S_j − m')                  exponentials against it       (..., n_q, B)
-        ℓ'  = e^(m − m')·ℓ + rowsum P_j      the running sum               (..., n_q, 1)
-        O'  = e^(m − m')·O + P_j V_j         the running, unnormalised output (..., n_q, d_v)
-    from m = −∞, ℓ = 0, O = 0; the answer is O / ℓ, divided once at the end (FlashAttention-2's
-    order). A masked score is −∞, so a row that may see no key of the blocks so far keeps
-    m' = −∞, and −∞ − (−∞) is NaN: there the exponents subtract 0 instead of m' (e^−∞ = 0 all
-    the same). A query that may attend to nothing ends with ℓ = 0 and gets zeros, as in
-    ``bertlib.paper.attention.scaled_dot_product_attention`` and torch's own attention.
-    Fresh tensors every block and no tricks: read it beside the equations.
-    :func:`tiled_attention` computes the same with reused buffers; a test proves them equal.
-    """
-    block, s = _check_tiled(Q, K, V, block, mask, scale)  # s = 1/√d_k unless a scale is given
-    m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=Q.dtype, device=Q.device)
-    l = torch.zeros_like(m)
-    O = torch.zeros((*Q.shape[:-1], V.shape[-1]), dtype=Q.dtype, device=Q.device)
+    """softmax(s·Q Kᵀ) V (..., n_q, d_v), s = 1/√d_k unless given, over blocks of ``block`` keys:
+    the online softmax of the module docstring written plainly, one line per equation (its fast
+    twin: :func:`tiled_attention`). Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v): one
+    float dtype, leading axes broadcast; mask (..., n_q, n_k) bool, True = may attend."""
+    block, s = _check_tiled(Q, K, V, block, mask, scale)
+    m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=Q.dtype, device=Q.device)  # m = −∞
+    l = torch.zeros_like(m)  # ℓ = 0
+    O = torch.zeros((*Q.shape[:-1], V.shape[-1]), dtype=Q.dtype, device=Q.device)  # O = 0
     for j in range(0, K.shape[-2], block):
-        S = s * Q @ K[..., j:j + block, :].transpose(-2, -1)
+        S = s * Q @ K[..., j:j + block, :].transpose(-2, -1)  # S_j = s·Q K_jᵀ
         if mask is not None:
-            S = S.masked_fill(~mask[..., j:j + block], -math.inf)
-        m_new = torch.maximum(m, S.amax(dim=-1, keepdim=True))
+            S = S.masked_fill(~mask[..., j:j + block], -math.inf)  # a masked score is −∞
+        m_new = torch.maximum(m, S.amax(dim=-1, keepdim=True))  # m' = max(m, rowmax S_j)
         shift = torch.where(m_new == -math.inf, 0.0, m_new)  # m', or 0 while m' = −∞
-        P = torch.exp(S - shift)
-        alpha = torch.exp(m - shift)
-        l = alpha * l + P.sum(dim=-1, keepdim=True)
-        O = alpha * O + P @ V[..., j:j + block, :]
+        P = torch.exp(S - shift)  # P_j = exp(S_j − m')
+        alpha = torch.exp(m - shift)  # e^(m − m')
+        l = alpha * l + P.sum(dim=-1, keepdim=True)  # ℓ' = e^(m − m')·ℓ + rowsum P_j
+        O = alpha * O + P @ V[..., j:j + block, :]  # O' = e^(m − m')·O + P_j V_j
         m = m_new
-    return torch.where(l > 0, O / l, 0.0)
+    return torch.where(l > 0, O / l, 0.0)  # O / ℓ, once; ℓ = 0 (no key allowed): zeros
 
 
 def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = None):

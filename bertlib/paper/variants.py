@@ -131,26 +131,16 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
 
 
 def sliding_window_attention_plain(Q, K, V, w: int, global_idx=()) -> np.ndarray:
-    """The teaching twin of :func:`sliding_window_attention`: one query at a time.
-
-        out_i = softmax_j(q_i·k_j / √d_k) over j ∈ N(i), times v_j,
-        N(i) = {j : |i − j| ≤ w/2} ∪ G for an ordinary token, every j for a global one.
-    Q, K: (n, d_k); V: (n, d_v); w: positive even int; global_idx: positions in 0..n−1.
-    Returns out (n, d_v). A loop over the n queries, each with at most w + 1 + |G| keys: read it
-    beside the formula. The fast function computes the same in blocks; a test proves them equal.
-    """
+    """out_i = Σ_{j ∈ N(i)} softmax_j(q_i·k_j / √d_k) v_j, N(i) = {j : |i − j| ≤ w/2} ∪ G (every j
+    for a global i), one query at a time: :func:`sliding_window_attention`'s teaching twin. Q, K:
+    (n, d_k); V: (n, d_v); w: even, > 0; global_idx: G, in 0..n−1. Returns out (n, d_v)."""
     Q, K, V = check_one_head(Q, K, V)
-    n, d_k = Q.shape
-    half = window_half(w, n)
-    G = _global_positions(global_idx, n)
-    out = np.zeros((n, V.shape[1]), dtype=np.result_type(Q, V))
-    for i in range(n):
-        if i in G:
-            keys = np.arange(n)  # a global token reads every token
-        else:
-            window = np.arange(max(0, i - half), min(n, i + half + 1))
-            keys = np.union1d(window, G)  # its window, plus the global tokens
-        scores = K[keys] @ Q[i] * attention_scale(d_k)
+    (n, d_k), G = Q.shape, _global_positions(global_idx, len(Q))
+    half, out = window_half(w, n), np.zeros((n, V.shape[1]), dtype=np.result_type(Q, V))
+    for i in range(n):  # at most w + 1 + |G| keys a query: read it beside the formula
+        window = np.arange(max(0, i - half), min(n, i + half + 1))  # |i − j| ≤ w/2
+        keys = np.arange(n) if i in G else np.union1d(window, G)  # N(i): all j for a global i
+        scores = K[keys] @ Q[i] * attention_scale(d_k)  # q_i·k_j / √d_k
         out[i] = softmax(scores) @ V[keys]
     return out
 

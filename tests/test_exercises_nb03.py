@@ -634,3 +634,26 @@ def test_a_layer_norm_without_gamma_and_beta_or_over_the_whole_array_is_named(pa
     fb = check_embeddings(S, whole)
     assert not fb.ok and "whole (n, d) array" in fb.message and "last axis" in fb.message
     assert check_embeddings(S, ln(w, S)).ok
+
+
+def test_a_layer_norm_with_gamma_and_beta_swapped_is_named(parts):
+    # learner 28: γ and β traded places got "E differs from its LayerNorm by up to 16.7"
+    w, word, pos, typ, _ = parts
+    S = word + pos + typ
+    x = (S - S.mean(-1, keepdims=True)) / np.sqrt(S.var(-1, keepdims=True) + w.eps)
+    fb = check_embeddings(S, w.emb_beta * x + w.emb_gamma)
+    assert not fb.ok and "scales each feature by β and shifts it by γ" in fb.message, fb.message
+    assert "`summed` is right" in fb.message and "differs" not in fb.message
+
+
+def test_exercise_2_tells_the_band_only_after_the_guess():
+    # learner 28: "a guess passes from 0.04 below the measured cosine to 0.01 above it", printed
+    # before the guess, told that careful reasoning tends to come out low; a right guess is told
+    cells = json.loads(LESSON.read_text())["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    task = next(s for s in sources if "**2. Predict" in s)
+    code = next(s for s in sources if "check_position_guess(guess)" in s)
+    assert "GUESS_TOLERANCE" not in code and "GUESS_ABOVE" not in code
+    assert "band" not in task and "below the measured" not in task and "accepts" in task
+    fb = check_position_guess(0.93)
+    assert fb.ok and f"from {GUESS_TOLERANCE} below to {GUESS_ABOVE} above" in fb.message

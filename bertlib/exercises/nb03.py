@@ -53,9 +53,8 @@ BANK_RIVER = "We sat on the bank of the river and watched the water."
 BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
-#: A guess up to this far *below* the measured cosine counts as right: wide enough for a guess
-#: reasoned from section 3's printed means (the row lengths, the cosine of positions 4 apart):
-#: the solution's 0.93, or 0.92 with the token-type row left out.
+#: A guess up to this far *below* the measured cosine counts as right: one reasoned from section
+#: 3's printed means (row lengths, cosine 4 apart): the solution's 0.93, 0.92 without the type row.
 GUESS_TOLERANCE = 0.04
 #: A guess up to this far *above* the measured cosine counts as right: a right reasoning rounded
 #: up, not 0.97 (rows four apart taken to be as alike as neighbours, 0.85) nor "say 0.99".
@@ -94,18 +93,19 @@ def _embedding_variants(pair: tuple[str, str], model=None) -> tuple[dict, tuple]
             "positions from 1": word + w.position[1:n + 1] + typ,
             "no position": word + typ, "no token type": word + pos, "word only": word}
     out = {name: (S, layer_norm(S, w.emb_gamma, w.emb_beta, w.eps)) for name, S in sums.items()}
-    S = sums["right"]  # then LayerNorms of the right sum that go wrong: (axis, ddof, γ and β)
-    for name, (axis, ddof, learned) in _LAYER_NORM_SLIPS.items():
+    S, learned = sums["right"], {"γ": w.emb_gamma, "β": w.emb_beta, "1": 1.0, "0": 0.0}
+    for name, (axis, ddof, (scale, shift)) in _LAYER_NORM_SLIPS.items():
         mu, var = S.mean(axis, keepdims=True), S.var(axis, ddof=ddof, keepdims=True)
         x = (S - mu) / np.sqrt(var + w.eps)
-        out[name] = (S, w.emb_gamma * x + w.emb_beta if learned else x)
+        out[name] = (S, learned[scale] * x + learned[shift])
     pieces = model.tokenizer.convert_ids_to_tokens(ids.tolist())
     return out, (pieces, types, w.token_type)
 
 
-#: The LayerNorms of the right sum that go wrong: name -> (axis, ddof, with γ and β).
-_LAYER_NORM_SLIPS = {"variance d - 1": (-1, 1, True), "token axis": (0, 0, True),
-                     "whole matrix": (None, 0, True), "no γ, β": (-1, 0, False)}
+#: The LayerNorms of the right sum that go wrong: name -> (axis, ddof, its scale and shift).
+_LAYER_NORM_SLIPS = {"variance d - 1": (-1, 1, "γβ"), "token axis": (0, 0, "γβ"),
+                     "whole matrix": (None, 0, "γβ"), "no γ, β": (-1, 0, "10"),
+                     "γ, β swapped": (-1, 0, "βγ")}
 _EMBED_HINTS = {
     "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
                      "first [SEP] belong to sentence B and add the token-type row of segment 1 "
@@ -118,8 +118,7 @@ _EMBED_HINTS = {
                    "'dog bites man' from 'man bites dog'",
     "no token type": "the token-type (segment) embedding is missing: each piece also adds the "
                      "row of its segment (0 or 1: look at everything `encode` returns for a pair)",
-    "word only": "you used only the word embeddings: the position and token-type embeddings "
-                 "are missing",
+    "word only": "you used only the word embeddings: the position and token-type ones are missing",
     "variance d - 1": "your LayerNorm's variance divides by d − 1 (the sample estimator, "
                       "ddof=1); LayerNorm divides by d, the number of features (ddof=0)",
     "token axis": "your LayerNorm takes the mean and variance over the tokens (axis 0); it "
@@ -128,6 +127,8 @@ _EMBED_HINTS = {
                     "normalises each token over its own d features (the last axis)",
     "no γ, β": "your LayerNorm stops at (x − μ)/√(σ² + ε): it then scales each feature by the "
                "learned γ and shifts it by β, the embedding LayerNorm's own (section 3's formula)",
+    "γ, β swapped": "your LayerNorm scales each feature by β and shifts it by γ: γ is the scale "
+                    "(it multiplies), β the shift (it is added), as in section 3's formula",
 }
 
 
@@ -180,8 +181,7 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     """Check a learner's sum ``summed`` and embedding output ``E``, both (n, d), for ``pair``.
 
     summed = W_word[t] + W_pos[0…n−1] + W_type[s], E = LayerNorm(summed), with t the piece ids
-    and s the token types (0 up to the first [SEP], 1 after it). model: a LoadedBert, None =
-    ``load_bert()``.
+    and s the token types (0 up to the first [SEP], 1 after it). model: None = ``load_bert()``.
     """
     if summed is None and E is None:
         return _not_answered("compute `summed` (the three embeddings added) and `E_pair` (its "

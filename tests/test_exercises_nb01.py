@@ -596,6 +596,8 @@ def test_attention_fn_names_a_loop_that_stops_one_key_or_one_query_short():
     shorter = check_attention_fn(lambda Q, K, V: (_one_short(Q, K, V)[0], _one_short(Q, K, V)[1][
         :, :-1]))  # a row built by appending: 4 columns for 5 keys
     assert "(4, 4)" in shorter.message and "loop over the keys" in shorter.message, shorter.message
+    fewer = check_attention_fn(lambda Q, K, V: (loops(Q, K, V)[0], loops(Q, K, V)[1][:-1]))
+    assert "(3, 5)" in fewer.message and "loop over the queries" in fewer.message, fewer.message
 
     def z_one_short(Q, K, V):  # A right, the sum over the keys for Z one short
         A = loops(Q, K, V)[1]

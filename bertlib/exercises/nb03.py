@@ -286,7 +286,7 @@ def _heads_wrong(answer: set, expected: set, words: tuple[str, str], model) -> s
     if extra:
         (tokens, top), (_, back) = (_top_keys(w, HEADS_TEXT, True, model) for w in words)
         where = [f"{pair}, where {words[0]!r} weights {tokens[top[pair]]!r} most and {words[1]!r} "
-                 f"weights {tokens[back[pair]]!r}" for pair in extra]
+                 f"weights {tokens[back[pair]]!r} most" for pair in extra]
         parts.append(f"not right: {'; '.join(where)}")
     if missing:  # never how many: that would tell how many heads to look for
         parts.append("some right heads are missing from your list" if answer else "your list is "

@@ -556,3 +556,82 @@ def test_design_names_rows_of_different_lengths():
     assert "row 1 has 1" in fb.message and "got list" not in fb.message
     fb = check_design(None, [[0, 0], [0, 1], [2], [0, 1]])
     assert "the rows of W_K have different lengths" in fb.message and "row 2 has 1" in fb.message
+
+
+def test_attention_fn_loops_written_but_no_return_are_asked_about_return():
+    # learner 28: a function whose loops were all written but that returned nothing was told
+    # "not answered yet: fill it in"; it was filled in, and the slip is a missing `return`
+    def no_return(Q, K, V):
+        A = softmax(Q @ K.T / math.sqrt(len(Q[0])), axis=-1)
+        Z = A @ V  # noqa: F841 (computed, never returned: the slip)
+
+    def stub(Q, K, V):
+        # your loops here; return (Z, A) as nested lists or arrays
+        return None
+
+    fb = check_attention_fn(no_return)
+    assert not fb.ok and "did you forget `return`?" in fb.message, fb.message
+    assert "not answered" not in fb.message and "fill it in" not in fb.message
+    assert "not answered yet" in check_attention_fn(stub).message  # the untouched stub
+
+
+def _one_short(Q, K, V, short="keys"):
+    """Loops whose key loop (or query loop) stops one early, A starting as zeros."""
+    n_q, n_k = len(Q), len(K)
+    A = np.zeros((n_q, n_k))
+    for i in range(n_q - (short == "queries")):
+        e = [math.exp(Q[i] @ K[j] / math.sqrt(len(Q[0]))) for j in range(n_k - (short == "keys"))]
+        A[i, :len(e)] = np.array(e) / sum(e)
+    return A @ V, A
+
+
+def test_attention_fn_names_a_loop_that_stops_one_key_or_one_query_short():
+    # learner 28: range(n_k - 1) left the last column of A at 0 and got "nor a slip this checker
+    # knows"; the checker names the loop, not the code to write
+    fb = check_attention_fn(_one_short)
+    assert not fb.ok and "the last key (key 4)" in fb.message and "loop over the keys" in \
+        fb.message and "range(" not in fb.message, fb.message
+    fb = check_attention_fn(lambda Q, K, V: _one_short(Q, K, V, "queries"))
+    assert "the last query (query 3)" in fb.message and "loop over the queries" in fb.message
+    shorter = check_attention_fn(lambda Q, K, V: (_one_short(Q, K, V)[0], _one_short(Q, K, V)[1][
+        :, :-1]))  # a row built by appending: 4 columns for 5 keys
+    assert "(4, 4)" in shorter.message and "loop over the keys" in shorter.message, shorter.message
+    fewer = check_attention_fn(lambda Q, K, V: (loops(Q, K, V)[0], loops(Q, K, V)[1][:-1]))
+    assert "(3, 5)" in fewer.message and "loop over the queries" in fewer.message, fewer.message
+
+    def z_one_short(Q, K, V):  # A right, the sum over the keys for Z one short
+        A = loops(Q, K, V)[1]
+        return A[:, :-1] @ V[:-1], A
+
+    fb = check_attention_fn(z_one_short)
+    assert not fb.ok and "Z leaves out the last key's value" in fb.message, fb.message
+
+
+def test_attention_fn_names_a_dot_product_summed_over_d_v():
+    # learner 28: the products q_i[m] k_j[m] summed over range(len(V[0])), d_v, not d_k; the
+    # checker's first input has d_k = 3 and d_v = 2, so the slip shows there
+    def over_d_v(Q, K, V, divisor=None):
+        S = np.array([[sum(q[m] * k[m] for m in range(len(V[0]))) for k in K] for q in Q])
+        A = softmax(S / math.sqrt(divisor or len(Q[0])), axis=-1)
+        return A @ V, A
+
+    for fn in (over_d_v, lambda Q, K, V: over_d_v(Q, K, V, divisor=len(V[0]))):
+        fb = check_attention_fn(fn)
+        assert not fb.ok and "d_v = 2" in fb.message and "d_k = 3" in fb.message, fb.message
+        assert "first 2 products" in fb.message and "nor a slip" not in fb.message
+
+
+def test_window_weights_name_a_softmax_down_the_columns_and_percentages():
+    # learner 28: both got a row-sum message ("sums to 0.748", "sums to 100.000") only
+    mask = window_mask(6)
+    fb = check_window_weights(softmax(S, axis=0, where=mask))
+    assert not fb.ok and "runs down the columns" in fb.message and "ROW" in fb.message
+    right = softmax(S, axis=-1, where=mask)
+    reset_tries()
+    fb = check_window_weights(np.round(100 * right, 1))
+    assert not fb.ok and fb.form and "percentages?" in fb.message and "sums to 1" in fb.message
+    assert exercises.wrong_tries(check_window_weights) == 0  # a form, not a try
+    wrong = 100 * right
+    wrong[1, [0, 2]] = wrong[1, [2, 0]]  # percentages, and one row's values swapped
+    fb = check_window_weights(wrong)
+    assert not fb.ok and "sums to 100.000: percentages?" in fb.message, fb.message

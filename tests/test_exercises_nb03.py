@@ -29,6 +29,7 @@ from bertlib.exercises.nb03 import (
     check_embeddings,
     check_heads,
     check_position_guess,
+    heads_both_ways,
     heads_where_top,
     river_lean,
 )
@@ -44,6 +45,17 @@ def _every_try_explained(monkeypatch):
 
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "03_inside_bert.ipynb"
+#: For the list behaviour that needs a longer answer than exercise 3's (fox and dog: one head on
+#: the bundled model): lazy and dog, five heads both ways, one of them also with [CLS]/[SEP] in
+WORDS = ("lazy", "dog")
+
+
+def right_heads(skip_special=True):
+    return heads_both_ways(*WORDS, skip_special=skip_special)
+
+
+def check(answer):
+    return check_heads(answer, *WORDS)
 
 
 @pytest.fixture(scope="module")
@@ -160,11 +172,17 @@ def test_position_guess_is_about_the_sentences_it_names():
 
 def test_heads_reference_passes_and_matches_a_direct_computation():
     run = run_bert(HEADS_TEXT)
-    row = np.array(run.attentions[:, :, run.tokens.index(QUERY)])
-    row[..., [0, len(run.tokens) - 1]] = -1
-    direct = [tuple(x) for x in np.argwhere(row.argmax(-1) == run.tokens.index(TARGET)).tolist()]
-    assert heads_where_top() == direct and len(direct) > 1
+
+    def one_way(a, b):  # a's largest weight, [CLS] and [SEP] left out, goes to b
+        row = np.array(run.attentions[:, :, run.tokens.index(a)])
+        row[..., [0, len(run.tokens) - 1]] = -1
+        return {tuple(x) for x in np.argwhere(row.argmax(-1) == run.tokens.index(b)).tolist()}
+
+    assert heads_where_top() == sorted(one_way(QUERY, TARGET))
+    direct = sorted(one_way(QUERY, TARGET) & one_way(TARGET, QUERY))
+    assert heads_both_ways() == direct and direct  # the bundled model: one head, (2, 7)
     assert check_heads(direct).ok
+    assert len(right_heads()) > 2  # the longer answer the list tests below use
 
 
 def test_no_earlier_cell_of_the_lesson_answers_exercise_3():
@@ -174,7 +192,7 @@ def test_no_earlier_cell_of_the_lesson_answers_exercise_3():
     # second layer x heads 0-3 (cell "model_view(..., layers=range(0, L, 2), heads=range(4))").
     shown = {(0, 2), (1, 8), (5, 3)} | {(0, k) for k in range(3)}
     shown |= {(layer, k) for layer in range(0, 6, 2) for k in range(4)}
-    answer = set(heads_where_top())
+    answer = set(heads_both_ways())
     assert answer and not answer & shown
     # and the selection the lesson's model-view cell really stores (read from the notebook, so
     # a new selection there is checked too): every (layer, head) of its still picture
@@ -190,32 +208,34 @@ def test_no_earlier_cell_of_the_lesson_answers_exercise_3():
 
 
 def test_heads_mistakes_are_named():
-    right = heads_where_top()
+    right = right_heads()
     one_based = [(layer + 1, head + 1) for layer, head in right]
-    assert "1-based" in check_heads(one_based).message
-    assert "1-based" in check_heads(one_based[:2]).message  # a part of the list, 1-based
-    with_special = heads_where_top(skip_special=False)
+    assert "1-based" in check(one_based).message
+    assert "1-based" in check(one_based[:2]).message  # a part of the list, 1-based
+    with_special = right_heads(skip_special=False)
     partial = [right[0]] if [right[0]] != with_special else [right[1]]
-    assert "missing" in check_heads(partial).message
-    assert "[CLS]" not in check_heads(partial).message
-    assert "missing" in check_heads(right[:-1]).message
-    fb = check_heads(right + [(5, 6)] if (5, 6) not in right else right + [(5, 5)])
+    assert "missing" in check(partial).message
+    assert "[CLS]" not in check(partial).message
+    assert "missing" in check(right[:-1]).message
+    fb = check(right + [(5, 6)] if (5, 6) not in right else right + [(5, 5)])
     assert "not right: (5, 6)" in fb.message or "not right: (5, 5)" in fb.message
-    assert "pairs of whole numbers" in check_heads([("a", "b")]).message
-    assert "pairs of whole numbers" in check_heads(3).message
+    assert "pairs of whole numbers" in check([("a", "b")]).message
+    assert "pairs of whole numbers" in check(3).message
 
 
 def test_heads_name_the_wrong_pairs_and_count_the_missing_never_naming_them():
-    right = heads_where_top()
-    run = run_bert(HEADS_TEXT)  # where the query looks in each head, [CLS] and [SEP] left out
-    tokens, row = run.tokens, np.array(run.attentions[:, :, run.tokens.index(QUERY)])
-    row[..., [0, len(tokens) - 1]] = -1
-    top = row.argmax(-1)
+    right = right_heads()
+    run = run_bert(HEADS_TEXT)  # where each word looks in each head, [CLS] and [SEP] left out
+    tokens, tops = run.tokens, []
+    for word in WORDS:
+        row = np.array(run.attentions[:, :, tokens.index(word)])
+        row[..., [0, len(tokens) - 1]] = -1
+        tops.append(row.argmax(-1))
     wrong_pairs = [p for p in [(5, 6), (1, 1), (0, 0)] if p not in right]
     cases = {"empty": [], "partial": right[:2], "one short": right[:-1],
              "one extra": right + wrong_pairs[:1], "mixed": right[:1] + wrong_pairs}
     for name, answer in cases.items():
-        fb = check_heads(answer)
+        fb = check(answer)
         assert not fb.ok, name
         missing = [p for p in right if p not in answer]
         for pair in missing:  # a right head the learner did not give is never printed
@@ -228,21 +248,22 @@ def test_heads_name_the_wrong_pairs_and_count_the_missing_never_naming_them():
             assert "missing" not in fb.message
         for pair in answer:
             if pair not in right:  # every wrong pair is named, with where the query looks there
-                assert f"{pair}, where {QUERY!r} weights {tokens[top[pair]]!r} most" in fb.message
+                assert (f"{pair}, where {WORDS[0]!r} weights {tokens[tops[0][pair]]!r} most and "
+                        f"{WORDS[1]!r} weights {tokens[tops[1][pair]]!r}") in fb.message
         kept = [p for p in answer if p in right]
         assert (f"{len(kept)} of your pairs" in fb.message) == bool(kept), (name, fb.message)
-    assert "1 right head" not in check_heads(right[:-1]).message
-    assert f"{len(right)}" not in check_heads([]).message
+    assert "1 right head" not in check(right[:-1]).message
+    assert f"{len(right)}" not in check([]).message
 
 
 def test_one_based_answers_are_told_to_count_from_0_without_confirming_any_pair():
     # learner 21: "4 of your pairs are right once 1 is taken off" confirmed the whole answer
-    right = heads_where_top()
+    right = right_heads()
     for shift in ((1, 1), (1, 0), (0, 1)):
         shifted = [(a + shift[0], b + shift[1]) for a, b in right]
         if any(b > 11 for _, b in shifted):
             continue
-        message = check_heads(shifted).message
+        message = check(shifted).message
         assert "1-based" in message and "from 0" in message, message
         assert not re.search(r"\d+ of your pairs", message), message
         assert str(len(right)) not in message.split("1-based")[1].replace("layer 0", ""), message
@@ -253,47 +274,47 @@ def test_a_right_subset_gets_no_cls_sep_diagnosis_whatever_way_it_was_found():
     # learner 22: a partial list made the right way, [(0, 10)], was told it was "exactly the heads
     # ... with [CLS] and [SEP] in the comparison": the checker cannot tell how a subset was found,
     # so every right subset gets the same "some right heads are missing", and names none of them
-    right, with_special = heads_where_top(), heads_where_top(skip_special=False)
+    right, with_special = right_heads(), right_heads(skip_special=False)
     subsets = [[pair] for pair in right] + [with_special] * bool(with_special)
     for answer in subsets:
         if set(answer) == set(right):
             continue
         reset_tries()
-        message = check_heads(answer).message
+        message = check(answer).message
         assert "missing" in message and "[CLS]" not in message and "[SEP]" not in message, message
         assert not any(str(pair) in message for pair in set(right) - set(answer)), message
 
 
 def test_pairs_that_are_not_whole_numbers_are_a_form_error():
     # learner 22: (0.5, 10) was rounded down to (0, 10) and a whole list passed; True counted as 1
-    right = heads_where_top()
+    right = right_heads()
     for bad in ((0.5, right[0][1]), (True, False), ("0", "10")):
         reset_tries()
-        feedback = check_heads([bad] + right[1:])
+        feedback = check([bad] + right[1:])
         assert not feedback.ok and "whole numbers" in feedback.message, (bad, feedback.message)
-    assert check_heads([(float(layer), np.int64(head)) for layer, head in right]).ok
+    assert check([(float(layer), np.int64(head)) for layer, head in right]).ok
 
 
 def test_one_based_is_diagnosed_only_when_the_shift_nearly_gives_the_answer():
-    right = heads_where_top()
+    right = right_heads()
     one_based = [(layer + 1, head + 1) for layer, head in right]
     with_zero = [one_based[0], (0, 0)]  # a 0 cannot be counted from 1
-    assert "1-based" not in check_heads(with_zero).message
+    assert "1-based" not in check(with_zero).message
     every = [(layer, head) for layer in range(1, 6) for head in range(1, 12)]
     wrong = [p for p in every if p not in one_based and p not in right][:12] + one_based[:1]
-    fb = check_heads(wrong)  # 13 pairs, one of them right after the shift
+    fb = check(wrong)  # 13 pairs, one of them right after the shift
     assert not fb.ok and "1-based" not in fb.message and "checked only as a whole" in fb.message
 
 
 def test_a_long_list_is_not_checked_pair_by_pair_so_elimination_reveals_nothing():
     # one layer's 12 heads at a time would name every wrong pair, and the unnamed one is right
-    right = heads_where_top()
+    right = right_heads()
     for layer in range(6):
-        fb = check_heads([(layer, head) for head in range(12)])
+        fb = check([(layer, head) for head in range(12)])
         assert not fb.ok and "checked only as a whole" in fb.message
         assert not any(str(pair) in fb.message for pair in right)
     every = [(layer, head) for layer in range(6) for head in range(12)]
-    assert "the other way" not in check_heads(every).message  # a few reversed heads among 72
+    assert "your list is the heads in which" not in check(every).message  # one-way among 72
 
 
 def test_unknown_word_is_an_error():
@@ -354,23 +375,29 @@ def test_embeddings_name_position_slips():
 
 
 def test_heads_spot_one_based_counting_of_the_layer_or_the_head_alone():
-    right = heads_where_top()
+    right = right_heads()
     layer_only = [(layer + 1, head) for layer, head in right]  # learner 18's answer
-    fb = check_heads(layer_only)
+    fb = check(layer_only)
     assert not fb.ok and "taken off the layer" in fb.message and "1-based" in fb.message
     assert "names no head" not in fb.message
     head_only = [(layer, head + 1) for layer, head in right]
     if all(head + 1 < 12 for _, head in right):  # else a pair names no head, told so first
-        assert "taken off the head" in check_heads(head_only).message
-    assert "taken off both numbers" in check_heads([(a + 1, b + 1) for a, b in right]).message
+        assert "taken off the head" in check(head_only).message
+    assert "taken off both numbers" in check([(a + 1, b + 1) for a, b in right]).message
 
 
 def test_heads_name_a_missing_layer_and_the_reversed_direction():
     fb = check_heads([(6, 0)])
     assert not fb.ok and "names no head" in fb.message and "0..5" in fb.message
-    reverse = heads_where_top(TARGET, QUERY)
-    assert set(reverse) != set(heads_where_top())  # the bundled model: the two lists differ
-    assert "the other way" in check_heads(reverse).message
+    # learner 28: exercise 3 asks for the link both ways; a list read off one row is named
+    for a, b in ((QUERY, TARGET), (TARGET, QUERY)):
+        one_way = heads_where_top(a, b)
+        assert set(one_way) != set(heads_both_ways())  # the bundled model: more heads one way
+        message = check_heads(one_way).message
+        assert f"the heads in which {a!r} gives {b!r} its largest" in message, message
+        assert "both ways" in message and str(heads_both_ways()[0]) not in message
+    either = sorted(set(heads_where_top()) | set(heads_where_top(TARGET, QUERY)))
+    assert "either word looks most at the other" in check_heads(either).message
 
 
 def test_bank_sentence_too_long_gets_no_advice_it_cannot_follow():
@@ -379,8 +406,8 @@ def test_bank_sentence_too_long_gets_no_advice_it_cannot_follow():
 
 
 def test_heads_refuse_a_pair_named_twice():
-    right = heads_where_top()
-    fb = check_heads(right + right[:1])
+    right = right_heads()
+    fb = check(right + right[:1])
     assert not fb.ok and f"{right[0]} is listed 2 times" in fb.message
 
 
@@ -527,12 +554,12 @@ def test_embeddings_name_a_layer_norm_with_the_wrong_variance_or_axis(parts, axi
 
 
 def test_heads_given_as_head_layer_are_recognised_as_swapped():
-    right = heads_where_top()
-    fb = check_heads([(head, layer) for layer, head in right])
+    right = right_heads()
+    fb = check([(head, layer) for layer, head in right])
     assert not fb.ok and "swapped" in fb.message and "(layer, head)" in fb.message
     assert f"{len(right)} of your pairs are right with" in fb.message
     partly = right[:1] + [(right[1][1], right[1][0])]  # one right, one swapped: no swap claim
-    assert "swapped" not in check_heads(partly).message
+    assert "swapped" not in check(partly).message
 
 
 def test_exercise_1_leaves_token_type_ids_for_the_checker_to_teach():
@@ -542,9 +569,9 @@ def test_exercise_1_leaves_token_type_ids_for_the_checker_to_teach():
 
 
 def test_an_empty_list_of_heads_is_called_empty_without_a_count():
-    fb = check_heads([])
+    fb = check([])
     assert not fb.ok and "your list is empty" in fb.message
-    assert f"{len(heads_where_top())}" not in fb.message
+    assert f"{len(right_heads())}" not in fb.message
 
 
 def test_half_answered_embeddings_name_the_learners_variable_and_empty_text_reads_plainly(parts):
@@ -608,18 +635,18 @@ def test_heads_name_cls_sep_kept_in_when_the_same_list_comes_again():
     # heads are missing". Here that list is a right part of the answer, which a learner may also
     # find the right way (learner 22), so the first time it gets no doubt; the same list a
     # second time is told the slip, as a question, without naming or counting a missing head
-    right, kept = heads_where_top(), heads_where_top(skip_special=False)
-    assert kept and set(kept) < set(right)  # the bundled model: (0, 10) only
-    first = check_heads(kept).message
+    right, kept = right_heads(), right_heads(skip_special=False)
+    assert kept and set(kept) < set(right)  # the bundled model: (0, 3) only
+    first = check(kept).message
     assert "[CLS]" not in first and "missing" in first
-    again = check_heads(kept).message
+    again = check(kept).message
     assert "would be right if the [CLS] and [SEP] positions counted" in again, again
     assert "which positions does the question ask" in again and "missing" in again
     assert not any(str(pair) in again for pair in set(right) - set(kept)), again
     assert str(len(right)) not in again.replace("1 of your pairs", "")
     other = next([pair] for pair in right if [pair] != kept)  # another right part, twice: no hint
     for _ in range(2):
-        assert "[CLS]" not in check_heads(other).message
+        assert "[CLS]" not in check(other).message
 
 
 def test_a_layer_norm_without_gamma_and_beta_or_over_the_whole_array_is_named(parts):
@@ -634,3 +661,26 @@ def test_a_layer_norm_without_gamma_and_beta_or_over_the_whole_array_is_named(pa
     fb = check_embeddings(S, whole)
     assert not fb.ok and "whole (n, d) array" in fb.message and "last axis" in fb.message
     assert check_embeddings(S, ln(w, S)).ok
+
+
+def test_a_layer_norm_with_gamma_and_beta_swapped_is_named(parts):
+    # learner 28: γ and β traded places got "E differs from its LayerNorm by up to 16.7"
+    w, word, pos, typ, _ = parts
+    S = word + pos + typ
+    x = (S - S.mean(-1, keepdims=True)) / np.sqrt(S.var(-1, keepdims=True) + w.eps)
+    fb = check_embeddings(S, w.emb_beta * x + w.emb_gamma)
+    assert not fb.ok and "scales each feature by β and shifts it by γ" in fb.message, fb.message
+    assert "`summed` is right" in fb.message and "differs" not in fb.message
+
+
+def test_exercise_2_tells_the_band_only_after_the_guess():
+    # learner 28: "a guess passes from 0.04 below the measured cosine to 0.01 above it", printed
+    # before the guess, told that careful reasoning tends to come out low; a right guess is told
+    cells = json.loads(LESSON.read_text())["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    task = next(s for s in sources if "**2. Predict" in s)
+    code = next(s for s in sources if "check_position_guess(guess)" in s)
+    assert "GUESS_TOLERANCE" not in code and "GUESS_ABOVE" not in code
+    assert "band" not in task and "below the measured" not in task and "accepts" in task
+    fb = check_position_guess(0.93)
+    assert fb.ok and f"from {GUESS_TOLERANCE} below to {GUESS_ABOVE} above" in fb.message

@@ -124,6 +124,8 @@ def test_static_picture_follows_the_current_view_and_is_deterministic(displayed)
     moved = shown_bundles(explorer.widget, displayed)[0]
     assert moved["image/png"] != first["image/png"]
     assert moved["text/plain"].endswith("layer 0, head 3")
+    # learner 28: the text fallback carried "the cat sat on the …", lower-cased and cut short
+    assert moved["text/plain"] == "attention of 'The cat sat on the mat': layer 0, head 3"
 
 
 def test_overlay_text_goes_under_the_picture(shown):

@@ -228,10 +228,18 @@ def call_answer(fn: Callable, *args, when: str = "", todo: str = TODO):
         result = fn(*args)
     except Exception as exc:  # a learner's bug becomes feedback, never a traceback
         return None, Feedback(False, f"{when}your function raised {type(exc).__name__}: {exc}")
-    if result is None:
-        return None, not_answered("your function returns None: fill it in so that it returns "
-                                  "its result")
+    if result is None:  # a body that does work yet returns None: a `return` left out
+        return None, (form_error(f"{when}your function runs but returns None: did you forget "
+                                 "`return`?") if _has_body(fn) else not_answered(
+            "your function returns None: fill it in so that it returns its result"))
     return result, None
+
+
+def _has_body(fn: Callable) -> bool:
+    """True when ``fn`` does more than a stub (``return None``, ``pass``, a docstring)."""
+    code = getattr(getattr(fn, "func", fn), "__code__", None)
+    idle = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_CONST", "RETURN_VALUE"}
+    return code is not None and any(i.opname not in idle for i in dis.get_instructions(code))
 
 
 def described(value) -> str:
@@ -349,7 +357,7 @@ def attempt_note(error: Feedback | None) -> str:
     """" (yours raised X: ...)" or " (yours returned None)" for call_answer's error; "" if none."""
     if error is None:
         return ""
-    if error.message.startswith(NOT_ANSWERED):
+    if error.message.startswith(NOT_ANSWERED) or "returns None" in error.message:
         return " (yours returned None)"
     return f" (yours raised {error.message.split('raised ', 1)[-1]})"
 

@@ -25,7 +25,6 @@ from bertlib.exercises import (
     attempt_note,
     call_answer,
     calls_library,
-    count_try,
     described,
     explained_tries,
     fitted_divisor,
@@ -34,6 +33,7 @@ from bertlib.exercises import (
     not_answered,
     ragged_message,
 )
+from bertlib.exercises.toy_design import key_hint, lost_verb_hint, toy_qkv
 from bertlib.paper import toy
 from bertlib.paper.attention import band, causal_mask, scaled_dot_product_attention, softmax
 
@@ -45,12 +45,6 @@ __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_wi
 ATOL = 1e-5
 
 _N = len(toy.TOKENS)
-
-
-def toy_qkv(W_Q: np.ndarray | None = None, W_K: np.ndarray | None = None):
-    """(Q, K, V), each (6, 2): the toy X (6, 4) times W_Q, W_K (4, 2; None = the toy's), W_V."""
-    X, (W_Q0, W_K0, W_V0) = toy.embeddings(), toy.projections()
-    return X @ (W_Q0 if W_Q is None else W_Q), X @ (W_K0 if W_K is None else W_K), X @ W_V0
 
 
 def _close(a: np.ndarray, b: np.ndarray, atol: float = ATOL) -> bool:
@@ -81,8 +75,21 @@ def check_causal_guess(word) -> Feedback:
                            f"{Q[i].tolist()} against the keys 'cat' can see")
 
 
-def _a_not_softmax(A: np.ndarray, S: np.ndarray) -> Feedback:
-    """What is wrong with an A (4, 5) that matches no known variant of softmax(S / √d_k)."""
+def _a_not_softmax(A: np.ndarray, Q: np.ndarray, K: np.ndarray) -> Feedback:
+    """What is wrong with an A (4, 5) that matches no known variant of softmax(Q Kᵀ / √d_k)."""
+    S = Q @ K.T
+    for axis, (what, why, loop) in enumerate((  # a key or a query that a loop stopped before
+            ("key", "gets weight 0 from every query, yet e^s > 0 for every score s", "keys"),
+            ("query", "has every weight 0, yet a row of weights sums to 1", "queries"))):
+        if len(empty := np.flatnonzero(~A.any(axis=axis))):
+            j, last = int(empty[0]), A.shape[1 - axis] - 1
+            return Feedback(False, f"{'the last ' if j == last else ''}{what} ({what} {j}) "
+                                   f"{why}: does your loop over the {loop} leave it out?")
+    short = Q[:, :2] @ K[:, :2].T  # the sum over d_v = 2 products of q_i and k_j, not d_k = 3
+    if any(_close(A, softmax(short / c, axis=-1)) for c in (math.sqrt(3), math.sqrt(2))):
+        return Feedback(False, "each score q_i · k_j adds up only its first 2 products: your sum "
+                               "runs over the width of a value vector (d_v = 2), but q_i and k_j "
+                               "have d_k = 3 entries")
     if _close(A, S / S.sum(axis=1, keepdims=True)):
         return Feedback(False, "your rows sum to 1, but A is the scores divided by their row sum: "
                                "softmax exponentiates first (e^s for each score s), then divides "
@@ -145,6 +152,10 @@ def check_attention_fn(fn: Callable) -> Feedback:
     if [np.shape(r) for r in result] == [(4, 5), (4, 2)]:
         return Feedback(False, "you returned the weights first: the order is (Z, A), outputs "
                                "then weights")
+    if np.shape(result[1]) in ((4, 4), (3, 5)):  # one key or one query short
+        loop = "keys" if np.shape(result[1])[1] == 4 else "queries"
+        return Feedback(False, f"A has shape {np.shape(result[1])}, but there are 4 queries and 5 "
+                               f"keys: does your loop over the {loop} stop before the last one?")
     A = as_answer_array(result[1], "A", (4, 5), layout="(n_q, n_k)", why=", one row per query",
                         todo="your function returns None for A, the second of (Z, A): compute it")
     Z = as_answer_array(result[0], "Z", todo="your function returns None for Z, the first of "
@@ -155,7 +166,7 @@ def check_attention_fn(fn: Callable) -> Feedback:
     fits = [(div, axis) for div in (math.sqrt(3), 1.0, 3.0) for axis in (-1, 0)
             if _close(A, softmax(S / div, axis=axis))]
     if not fits:
-        return _a_not_softmax(A, S)
+        return _a_not_softmax(A, Q, K)
     div, axis = fits[0]
     mistakes = ["you forgot to divide the scores by √d_k"] * (div == 1) + [
         "you divided by d_k; the divisor is its square root, √d_k"] * (div == 3) + [
@@ -166,6 +177,9 @@ def check_attention_fn(fn: Callable) -> Feedback:
         return Feedback(False, "A is right, but Z averages the keys; it must average the values")
     if Z.shape != (4, 2):
         return Feedback(False, f"A is right; Z should be (n_q, d_v) = (4, 2), yours is {Z.shape}")
+    if _close(Z, A[:, :-1] @ V[:-1]):
+        return Feedback(False, "A is right, but Z leaves out the last key's value: does your sum "
+                               "over the keys stop before the last one?")
     if not _close(Z, A @ V):
         return Feedback(False, "A is right, but Z is not Σ_j A[i, j] · V[j] for every query i")
     return _other_shape(fn)
@@ -218,7 +232,7 @@ def check_design(W_Q, W_K=None) -> Feedback:
         return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
                                f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
                                f"{np.round(Q[i_mat], 3).tolist()})"
-                               f"{_key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}")
+                               f"{key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}")
     cat_top = toy.TOKENS[int(A[i_cat].argmax())]
     if cat_top != "sat":
         top = [t for t, a in zip(toy.TOKENS, A[i_cat], strict=True) if A[i_cat].max() - a <= ATOL]
@@ -228,7 +242,7 @@ def check_design(W_Q, W_K=None) -> Feedback:
                 " longer clearly first")
         return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
                                f"{most}. "
-                               + _lost_verb_hint(Q, K, i_cat, cat_top, *arrays))
+                               + lost_verb_hint(Q, K, i_cat, cat_top, *arrays))
     s_mat = (Q @ K.T)[i_mat]  # tied by score, not by rounded weight
     tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(s_mat[j] - s_mat[rival]) <= 1e-9]
     runner = (f"{tied[0]!r} ({w[rival]:.3f})" if len(tied) == 1 else
@@ -255,58 +269,6 @@ def _design_matrices(W_Q, W_K):
             return a
         arrays.append(a)
     return arrays
-
-
-def _lost_verb_hint(Q, K, i_cat: int, winner: str, W_Q, W_K) -> str:
-    """Hint when "cat" no longer attends most to "sat": ask about the matrix the learner changed
-    (only keys that really moved are said to have moved: a W_K edit may leave these two alone)."""
-    toy_K = toy.projections()[1]
-    changed_q = not np.allclose(Q[i_cat], toy_qkv()[0][i_cat])  # the query of 'cat' moved
-    changed_k = not np.allclose(W_K, toy_K)
-    query = (f"The query of 'cat' is {np.round(Q[i_cat], 3).tolist()}: which rows of W_Q does it "
-             "use, and which of them did you change?")
-    if not changed_k:
-        return query
-    keys = _moved_keys_hint(K, ("sat", winner), np.round(Q[i_cat], 3).tolist())
-    return keys + (" And, for W_Q: " + query[0].lower() + query[1:] if changed_q else "")
-
-
-def _moved_keys_hint(K, words, q_cat) -> str:
-    """What a W_K edit did to the keys of ``words``: the ones it moved (old -> new), or none."""
-    K0 = toy_qkv()[1]
-    rows = {w: toy.TOKENS.index(w) for w in words}
-    moved = [w for w, j in rows.items() if not np.allclose(K[j], K0[j])]
-    if not moved:
-        return (f"Your W_K edit moved neither the key of 'sat' nor that of {words[1]!r} (still "
-                f"{K[rows['sat']].tolist()} and {K[rows[words[1]]].tolist()}), so it is not what "
-                "took 'cat' away from 'sat'.")
-    told = "; ".join(f"{w!r} now has the key {np.round(K[rows[w]], 3).tolist()} "
-                     f"(was {K0[rows[w]].tolist()})" for w in moved)
-    kept = [w for w in rows if w not in moved]
-    kept_text = f", {kept[0]!r} keeps {K0[rows[kept[0]]].tolist()}" if kept else ""
-    return (f"You changed W_K, so keys moved: {told}{kept_text}; against the query of 'cat' "
-            f"{q_cat}: which rows of W_K did you change, and which of these keys did that move?")
-
-
-def _key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False) -> str:
-    """Why no query can single out "cat": another key equals it, or "mat"'s key is a multiple."""
-    k_cat = K[i_cat]
-    hints = []
-    ties = [toy.TOKENS[j] for j in range(_N) if j != i_cat and np.allclose(K[j], k_cat)]
-    if ties:
-        hints.append(f"{ties[0]!r} has the same key as 'cat' {k_cat.tolist()}, so no query can "
-                     "prefer 'cat' to it")
-    ratio = (K[i_mat] @ k_cat) / (k_cat @ k_cat) if k_cat @ k_cat > 0 else 0.0
-    if ratio > 1 and np.allclose(K[i_mat], ratio * k_cat):
-        hints.append(f"the key of 'mat' {K[i_mat].tolist()} is {ratio:g} times the key of 'cat', "
-                     "so any query that scores 'cat' high scores 'mat' itself higher")
-    if not hints:
-        return ""
-    if count_try("nb01.keys") == 1:  # first a question; the keys in the way from the next try
-        return (". Look at the keys (section 4 printed K): can any query score 'cat' above "
-                "every other key? If you are stuck, the next check names the keys in the way")
-    fix = "With these keys no W_Q can" if keys_changed else "Changing W_Q alone cannot"
-    return ". Note: " + "; and ".join(hints) + f". {fix} fix that"
 
 
 def window_mask(n: int, radius: int = 1) -> np.ndarray:
@@ -339,8 +301,9 @@ def _window_row_message(a: np.ndarray, right: np.ndarray, mask, tol: float) -> F
         return Feedback(False, f"{where} gives weight to positions {given}, but its window is "
                                f"positions {window}{note}")
     if abs(a[i].sum() - 1) > tol:
+        hundred = "percentages? " * bool(abs(a[i].sum() - 100) < 1)
         return Feedback(False, f"{where} puts weight on the right positions {window} but sums to "
-                               f"{a[i].sum():.3f}: a softmax row sums to 1")
+                               f"{a[i].sum():.3f}: {hundred}a softmax row sums to 1")
     off = float(np.abs(a[i] - right[i]).max())  # below 0.01 a rounding-size miss: never a try
     return Feedback(False, f"{where} puts weight on the right positions {window}, but its values "
                     f"are off by up to {off:.4f} (accepted: {tol:.4f}): " + (
@@ -369,6 +332,8 @@ def _window_slip(a: np.ndarray, Q: np.ndarray, K: np.ndarray, mask: np.ndarray) 
                 "scores queries against keys, Q Kᵀ") for c in (1.0, math.sqrt(d_k))),
              (softmax(S, axis=-1, where=mask).T, "that is the right matrix transposed: row i must "
               "be query i's weights over the keys (each row sums to 1), not column i"),
+             (softmax(S, axis=0, where=mask), "the window is right, but your softmax runs down "
+              "the columns: each query's ROW must sum to 1"),
              (softmax(S, axis=-1), "no mask applied: these are the full bidirectional weights"),
              (softmax(S, axis=-1, where=causal_mask(_N)), "that is the causal mask; the window "
               "lets a word see one word on EACH side"))
@@ -405,6 +370,9 @@ def check_window_weights(weights) -> Feedback:
     if _close(a, right, tol):
         return Feedback(True, "correct: every word spreads its attention over itself and its "
                               "neighbours only (two in the middle, one at either end)")
+    if _close(a / 100, right, tol):  # the right weights, written as percentages
+        return form_error("your rows sum to 100: percentages? A softmax weight is a fraction, "
+                          "so each row sums to 1")
     if (slip := _window_slip(a, Q, K, mask)) is not None:
         return Feedback(False, slip)
     raw = [np.where(mask, S, 0.0), np.where(mask, Q @ K.T, 0.0), S, Q @ K.T]

@@ -227,18 +227,39 @@ def check_det_noun_head(layer, head) -> Feedback:
         return not_answered("one of layer, head is still None: give both, as whole numbers")
     layer, head = (int(x) if isinstance(x, float | np.floating) and float(x).is_integer() else x
                    for x in (layer, head))  # 2.0 is the whole number 2
+    scores, _, pairs = _det_noun_scores()
+    L, H = scores.shape
+    best = tuple(int(x) for x in np.unravel_index(int(scores.argmax()), scores.shape))
+    if (order := _det_noun_order(layer, head, best)) is not None:
+        return Feedback(False, order)
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
-        return form_error(f"{exc} (layers and heads are counted from 0)")
-    scores, _, pairs = _det_noun_scores()
-    L, H = scores.shape
-    best = np.unravel_index(int(scores.argmax()), scores.shape)
+        swapped = _whole(layer, head) and 0 <= head < L <= layer < H  # (head, layer) in range
+        return form_error(f"{exc} (layers and heads are counted from 0"
+                          f"{'; the order is layer, then head' * swapped})")
     if (layer, head) == best:
         return Feedback(True, f"layer {layer}, head {head}: on average 'the' gives "
                               f"{float(scores[layer, head]):.2f} of its attention to its noun, "
                               f"more than in any other of the {L * H} heads")
     return Feedback(False, _det_noun_miss(layer, head, pairs))
+
+
+def _whole(*values) -> bool:
+    """True when every value is a whole number (an int or a numpy integer, not a bool)."""
+    return all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in values)
+
+
+def _det_noun_order(layer, head, best: tuple[int, int]) -> str | None:
+    """The message for the right head counted from 1 or given as (head, layer); else None."""
+    if not _whole(layer, head):
+        return None
+    if (layer - 1, head - 1) == best:
+        return ("counted from 1? Layers and heads count from 0 here (the first layer is layer 0): "
+                "check your two numbers again with 1 taken off each")
+    if (head, layer) == best:
+        return "your two numbers are the right ones in the other order: layer first, then head"
+    return None
 
 
 def _det_noun_miss(layer: int, head: int, pairs) -> str:
@@ -267,11 +288,13 @@ def check_cost_guess(guess, h: int = 12) -> Feedback:
     """Predict-then-check: parameters of h heads of full width d, divided by h heads of d / h.
 
     The attention layer holds 3·d·(h·d_k) + (h·d_k)·d weights (biases left out), so it depends on
-    h·d_k only: with d_k = d the count is h times that with d_k = d / h. guess: a number.
+    h·d_k only: with d_k = d the count is h times that with d_k = d / h. guess: a number, or a
+    str that reads as one ("12", as check_causal_guess reads " Cat"); a whole one is echoed whole.
     """
-    guess = as_answer_number(guess, "your guess", todo="replace None with a number")
+    guess = as_answer_number(_read_number(guess), "your guess", todo="replace None with a number")
     if isinstance(guess, Feedback):
         return guess
+    guess = int(guess) if guess.is_integer() else guess  # "not 4", not "not 4.0"
     if guess == h:
         return Feedback(True, f"right: every count depends on h·d_k, which grows from d to "
                               f"{h}·d: {h} times the parameters and the multiply-adds")
@@ -292,6 +315,14 @@ def check_cost_guess(guess, h: int = 12) -> Feedback:
                                "of two counts")
     return Feedback(False, f"not {guess}: write each count in terms of h·d_k, then work out "
                            "h·d_k for d_k = d and for d_k = d / h")
+
+
+def _read_number(answer):
+    """A str that reads as a number (" 12 ", "0.5") as that float; any other answer as it is."""
+    try:
+        return float(answer) if isinstance(answer, str) else answer
+    except ValueError:
+        return answer
 
 
 #: The W_O design task's target: output column c carries concatenated column _W_O_ORDER[c], i.e.

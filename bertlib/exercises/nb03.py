@@ -4,8 +4,8 @@
 1. :func:`check_embeddings` (reproduce): S = W_word[t] + W_pos[0…n−1] + W_type[s] of a sentence
    *pair* and E = LayerNorm(S), both (n, d) (S too, so ``hidden_states[0]`` alone cannot pass).
 2. :func:`check_position_guess` (predict, then check): the input cosine of *bank* at 2 positions.
-3. :func:`check_heads` (reproduce): every (layer, head) in which one word's largest weight,
-   [CLS] and [SEP] left out, goes to another word.
+3. :func:`check_heads` (reproduce): every (layer, head) in which two words each give the other
+   their largest weight, [CLS] and [SEP] left out (:func:`heads_both_ways`).
 4. :func:`check_bank_sentence` (design): a sentence whose final *bank* is closer to the river
    *bank* than to the money *bank* (as a context-free *bank* is not), without river words.
 Each names the slips it knows; 2 and 3 explain only the first three wrong tries.
@@ -30,32 +30,36 @@ from bertlib.exercises import (
     not_answered,
     wrong_tries,
 )
+from bertlib.exercises.embedding_slips import (
+    ATOL,
+    EMBED_HINTS,
+    LAYER_NORM_SLIPS,
+    embedding_variants,
+    first_wrong_piece,
+    match,
+)
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import attention_maps, encode, run_bert
-from bertlib.hf.params import bert_params
-from bertlib.paper.bert import layer_norm
 
 __all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
            "BANK_FIRST", "BANK_NEUTRAL", "GUESS_TOLERANCE", "GUESS_ABOVE", "NEAR_ONE",
            "NARROW_MARGIN", "FORBIDDEN", "check_embeddings", "bank_cosine", "check_position_guess",
-           "heads_where_top", "check_heads", "bank_margin", "river_lean", "check_bank_sentence"]
+           "heads_where_top", "heads_both_ways", "check_heads", "bank_margin", "river_lean",
+           "check_bank_sentence"]
 
-#: Tolerance for the embedding check: float32 answers (torch) pass, every mistake below fails.
-ATOL = 1e-4
 #: Exercise 1's input: a pair, so the token types are 0 for the first sentence and 1 after it.
 EMBED_PAIR = ("The kettle boiled.", "She poured the tea.")
 HEADS_TEXT = "The quick brown fox jumps over the lazy dog"
-#: Exercise 3: fox and dog, five pieces apart: no previous- or next-token head links them, so the
-#: lesson's pictures of such heads (section 5, the explorer) do not answer it.
+#: Exercise 3: fox and dog, five pieces apart, each looking most at the other: no previous- or
+#: next-token head links them, so the lesson's pictures (section 5, the explorer) do not answer it.
 QUERY, TARGET = "fox", "dog"
 #: The two senses of *bank*, as in the lesson's section 6 (bank is piece 5 in both).
 BANK_RIVER = "We sat on the bank of the river and watched the water."
 BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
-#: A guess up to this far *below* the measured cosine counts as right: wide enough for a guess
-#: reasoned from section 3's printed means (the row lengths, the cosine of positions 4 apart):
-#: the solution's 0.93, or 0.92 with the token-type row left out.
+#: A guess up to this far *below* the measured cosine counts as right: one reasoned from section
+#: 3's printed means (row lengths, cosine 4 apart): the solution's 0.93, 0.92 without the type row.
 GUESS_TOLERANCE = 0.04
 #: A guess up to this far *above* the measured cosine counts as right: a right reasoning rounded
 #: up, not 0.97 (rows four apart taken to be as alike as neighbours, 0.85) nor "say 0.99".
@@ -78,71 +82,9 @@ def _model(model):  # the model in use: the given one, else load_bert()'s
     return model or load_bert()
 
 
-def _embedding_variants(pair: tuple[str, str], model=None) -> tuple[dict, tuple]:
-    """({mistake name: (S, E)}, (pieces, token types, token-type rows)) for ``pair``."""
-    model = _model(model)
-    w = bert_params(model)
-    enc = encode(*pair, model=model)
-    ids, types = enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy()
-    n = len(ids)
-    word = w.word[ids].astype(np.float64)
-    pos, typ, typ_a = w.position[:n], w.token_type[types], w.token_type[np.zeros_like(types)]
-    b = int(np.argmax(types == 1)) if types.any() else n  # sentence B's first piece
-    restart = w.position[np.r_[np.arange(b), np.arange(n - b)]]  # B counted from 0 again
-    sums = {"right": word + pos + typ, "all segment A": word + pos + typ_a,
-            "positions restart": word + restart + typ,
-            "positions from 1": word + w.position[1:n + 1] + typ,
-            "no position": word + typ, "no token type": word + pos, "word only": word}
-    out = {name: (S, layer_norm(S, w.emb_gamma, w.emb_beta, w.eps)) for name, S in sums.items()}
-    S = sums["right"]  # then LayerNorms of the right sum that go wrong: (axis, ddof, γ and β)
-    for name, (axis, ddof, learned) in _LAYER_NORM_SLIPS.items():
-        mu, var = S.mean(axis, keepdims=True), S.var(axis, ddof=ddof, keepdims=True)
-        x = (S - mu) / np.sqrt(var + w.eps)
-        out[name] = (S, w.emb_gamma * x + w.emb_beta if learned else x)
-    pieces = model.tokenizer.convert_ids_to_tokens(ids.tolist())
-    return out, (pieces, types, w.token_type)
-
-
-#: The LayerNorms of the right sum that go wrong: name -> (axis, ddof, with γ and β).
-_LAYER_NORM_SLIPS = {"variance d - 1": (-1, 1, True), "token axis": (0, 0, True),
-                     "whole matrix": (None, 0, True), "no γ, β": (-1, 0, False)}
-_EMBED_HINTS = {
-    "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
-                     "first [SEP] belong to sentence B and add the token-type row of segment 1 "
-                     "(the tokenizer knows which piece is which: look at everything `encode` "
-                     "returns for a pair, not only the input_ids)",
-    "positions restart": "the positions of sentence B start again at 0: positions run on "
-                         "across the whole pair, [CLS] to the last [SEP]",
-    "positions from 1": "the positions are off by one: the first piece, [CLS], is position 0",
-    "no position": "the position embeddings are missing: without them BERT could not tell "
-                   "'dog bites man' from 'man bites dog'",
-    "no token type": "the token-type (segment) embedding is missing: each piece also adds the "
-                     "row of its segment (0 or 1: look at everything `encode` returns for a pair)",
-    "word only": "you used only the word embeddings: the position and token-type embeddings "
-                 "are missing",
-    "variance d - 1": "your LayerNorm's variance divides by d − 1 (the sample estimator, "
-                      "ddof=1); LayerNorm divides by d, the number of features (ddof=0)",
-    "token axis": "your LayerNorm takes the mean and variance over the tokens (axis 0); it "
-                  "normalises each token over its own d features (the last axis)",
-    "whole matrix": "your LayerNorm takes one mean and variance over the whole (n, d) array; it "
-                    "normalises each token over its own d features (the last axis)",
-    "no γ, β": "your LayerNorm stops at (x − μ)/√(σ² + ε): it then scales each feature by the "
-               "learned γ and shifts it by β, the embedding LayerNorm's own (section 3's formula)",
-}
-
-
-def _match(answer: np.ndarray, variants: dict) -> str | None:
-    """The name of the variant (of S or of E) that ``answer`` equals, or None."""
-    for name, pair in variants.items():
-        for which, V in zip("SE", pair, strict=True):
-            if np.allclose(answer, V, rtol=0, atol=ATOL):
-                return f"{which} {name}"
-    return None
-
-
 def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
     """Feedback on the sum S, or None if it is right."""
-    found = _match(S, variants)
+    found = match(S, variants)
     if found == "S right":
         return None
     if found == "E right":
@@ -151,37 +93,17 @@ def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
     if found:  # where the token types are: named from the second such slip on
         key = "; the key is token_type_ids" * (found[2:] in ("all segment A", "no token type")
                                                and count_try("nb03.segments") > 1)
-        return Feedback(False, f"`summed`: {_EMBED_HINTS[found[2:]]}{key}")
+        return Feedback(False, f"`summed`: {EMBED_HINTS[found[2:]]}{key}")
     worst = float(np.abs(S - variants["right"][0]).max())
     return Feedback(False, f"`summed` differs from word + position + token type by up to "
-                           f"{worst:.3g}{_first_wrong_piece(S, variants, pieces)}")
-
-
-def _first_wrong_piece(S: np.ndarray, variants: dict, pieces: tuple) -> str:
-    """Which piece (position, token) of S is the first one off, and if its token type is the
-    other segment's, say so: a [SEP] or a piece counted in the wrong sentence."""
-    right = variants["right"][0]
-    bad = np.flatnonzero(np.abs(S - right).max(axis=1) > ATOL)
-    if len(bad) == 0 or len(bad) == len(S):
-        return ""
-    i = int(bad[0])
-    piece, types, type_rows = pieces
-    where = f"; the first wrong row is piece {i}, {piece[i]!r}"
-    other = 1 - types[i]
-    if other in (0, 1) and np.allclose(S[i], right[i] - type_rows[types[i]] + type_rows[other],
-                                       rtol=0, atol=ATOL):
-        return (f"{where}, which got the token type of segment {other} but belongs to segment "
-                f"{types[i]}: segment A runs from [CLS] to the first [SEP], included; segment B "
-                f"is everything after it ({len(bad)} row(s) wrong in all)")
-    return f"{where} ({len(bad)} row(s) wrong in all)"
+                           f"{worst:.3g}{first_wrong_piece(S, variants, pieces)}")
 
 
 def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedback:
     """Check a learner's sum ``summed`` and embedding output ``E``, both (n, d), for ``pair``.
 
     summed = W_word[t] + W_pos[0…n−1] + W_type[s], E = LayerNorm(summed), with t the piece ids
-    and s the token types (0 up to the first [SEP], 1 after it). model: a LoadedBert, None =
-    ``load_bert()``.
+    and s the token types (0 up to the first [SEP], 1 after it). model: None = ``load_bert()``.
     """
     if summed is None and E is None:
         return _not_answered("compute `summed` (the three embeddings added) and `E_pair` (its "
@@ -189,7 +111,7 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     if summed is None or E is None:
         which = "`E_pair` (its LayerNorm)" if E is None else "`summed` (the three embeddings added)"
         return _not_answered(f"{which} is still None: compute it too")
-    variants, pieces = _embedding_variants(pair, model)
+    variants, pieces = embedding_variants(pair, model)
     shape = variants["right"][0].shape
     why = " (one row per word piece, [CLS] and both [SEP] included)"
     summed = as_answer_array(summed, "summed", shape, layout="(n, d)", why=why)
@@ -199,15 +121,15 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     wrong = _check_sum(summed, variants, pieces)
     if wrong is not None:
         return wrong
-    found = _match(E, variants)
+    found = match(E, variants)
     if found == "E right":
         return Feedback(True, f"correct: the sum and E match BERT's (within {ATOL:g}) for all "
                               f"{E.shape[0]} pieces")
     if found == "S right":
         return Feedback(False, "`summed` is right, but E equals it: the LayerNorm is missing "
                                "(γ (x − μ)/√(σ² + ε) + β over the features of each token)")
-    if found is not None and found[2:] in _LAYER_NORM_SLIPS:
-        return Feedback(False, f"`summed` is right, but {_EMBED_HINTS[found[2:]]}")
+    if found is not None and found[2:] in LAYER_NORM_SLIPS:
+        return Feedback(False, f"`summed` is right, but {EMBED_HINTS[found[2:]]}")
     worst = float(np.abs(E - variants["right"][1]).max())
     return Feedback(False, f"`summed` is right, but E differs from its LayerNorm by up to "
                            f"{worst:.3g}: normalise each token over its d features, with γ, β, ε")
@@ -284,8 +206,16 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
     return [(int(layer), int(head)) for layer, head in hits]
 
 
+def heads_both_ways(a: str = QUERY, b: str = TARGET, text: str = HEADS_TEXT,
+                    skip_special: bool = True, model=None) -> list[tuple[int, int]]:
+    """Every (layer, head) in which ``a`` gives ``b`` its largest weight and ``b`` gives ``a``
+    its largest (exercise 3: two rows, as attention need not be symmetric)."""
+    return sorted(set(heads_where_top(a, b, text, skip_special, model))
+                  & set(heads_where_top(b, a, text, skip_special, model)))
+
+
 def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> Feedback | None:
-    """Feedback for (head, layer) order, a pair naming no head (a form error), words backwards."""
+    """Feedback for (head, layer) order, a pair naming no head (a form error), one way only."""
     config = _model(model).model.config
     L, H = config.num_hidden_layers, config.num_attention_heads
     swapped = len({(b, a) for a, b in answer} & expected)  # right once read as (head, layer)
@@ -296,10 +226,16 @@ def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> F
     if outside:
         return form_error(f"{outside[0]} names no head: layers run 0..{L - 1} and heads "
                           f"0..{H - 1} ({L} layers of {H} heads)")
-    reverse = set(heads_where_top(target, query, model=model))
-    if answer and 2 * len(answer & reverse) > len(answer) > 2 * len(answer & expected):
-        return Feedback(False, f"most of your heads are those where {target!r} attends to "
-                        f"{query!r}: the task reads the other way ({query!r} is the query row)")
+    ways = {(x, y): set(heads_where_top(x, y, model=model)) for x, y in ((query, target),
+                                                                          (target, query))}
+    for (x, y), one_way in ways.items():
+        if answer == one_way != expected:  # one row read: the other word's row left out
+            return Feedback(False, f"your list is the heads in which {x!r} gives {y!r} its largest "
+                            f"weight; the question asks both ways: {y!r} giving {x!r} its largest "
+                            "too, in the same head (the two rows are not each other's mirror)")
+    if answer == set.union(*ways.values()) != expected:
+        return Feedback(False, "your list holds the heads in which either word looks most at the "
+                        "other; the question asks for the heads in which both do")
     return None
 
 
@@ -312,18 +248,18 @@ def _looks_one_based(answer: set, shifted: set, expected: set) -> bool:
     return nearly_all_right and hits >= min(2, len(expected)) and hits > len(answer & expected)
 
 
-@explained_tries("section 5 and the exercise (the query's row in every head, [CLS], [SEP] out)")
+@explained_tries("section 5 and the exercise (both words' rows in every head, [CLS], [SEP] out)")
 def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
-    """Check a learner's list of (layer, head) pairs, 0-based, for the exercise above."""
+    """Check a learner's list of (layer, head) pairs, 0-based: :func:`heads_both_ways`."""
     pairs = as_answer_pairs(heads, "(layer, head)", "[(0, 2), (3, 11)]", "head", todo="put your "
                             "list of (layer, head) pairs in `your_heads`, then run this cell again")
     if isinstance(pairs, Feedback):
         return pairs
-    answer, expected = set(pairs), set(heads_where_top(query, target, model=model))
+    answer, expected = set(pairs), set(heads_both_ways(query, target, model=model))
     if answer == expected:
-        return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, the "
-                              f"largest weight of {query!r} (after [CLS]/[SEP]) goes to "
-                              f"{target!r}")
+        return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, {query!r} "
+                              f"and {target!r} each give the other their largest weight (after "
+                              "[CLS]/[SEP])")
     for dl, dh, which in ((1, 1, "both numbers"), (1, 0, "the layer"), (0, 1, "the head")):
         shifted = {(layer - dl, head - dh) for layer, head in answer}
         if _looks_one_based(answer, shifted, expected):  # no count: it would confirm the list
@@ -333,27 +269,28 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
     slip = _heads_slip(answer, expected, query, target, model)
     if slip is not None:
         return slip
-    kept = set(heads_where_top(query, target, skip_special=False, model=model))  # [CLS], [SEP] in
+    kept = set(heads_both_ways(query, target, skip_special=False, model=model))  # [CLS], [SEP] in
     again = bool(answer) and answer == kept and count_try("nb03.specials") > 1  # learner 22
-    return Feedback(False, _heads_wrong(answer, expected, query, model) + again * (
+    return Feedback(False, _heads_wrong(answer, expected, (query, target), model) + again * (
         "; and your list, again, is exactly the heads that would be right if the [CLS] and [SEP] "
         "positions counted: which positions does the question ask you to compare?"))
 
 
-def _heads_wrong(answer: set, expected: set, query: str, model) -> str:
-    """Which pairs of a short list are wrong (where ``query`` looks); never which are missing."""
+def _heads_wrong(answer: set, expected: set, words: tuple[str, str], model) -> str:
+    """Which pairs of a short list are wrong (where each word looks); never which are missing."""
     missing, extra, right = expected - answer, sorted(answer - expected), answer & expected
     if len(answer) > 6:  # pair by pair, a long list would name the right ones by elimination
         return (f"not the answer: a list of {len(answer)} pairs is checked only as a whole; keep "
-                f"only the heads where you saw the largest weight of {query!r} go to the target")
+                f"only the heads where you saw each of {words} give the other its largest weight")
     parts = [f"{len(right)} of your pairs {'is' if len(right) == 1 else 'are'} right"] * bool(right)
     if extra:
-        tokens, top = _top_keys(query, HEADS_TEXT, True, model)
-        where = [f"{pair}, where {query!r} weights {tokens[top[pair]]!r} most" for pair in extra]
+        (tokens, top), (_, back) = (_top_keys(w, HEADS_TEXT, True, model) for w in words)
+        where = [f"{pair}, where {words[0]!r} weights {tokens[top[pair]]!r} most and {words[1]!r} "
+                 f"weights {tokens[back[pair]]!r} most" for pair in extra]
         parts.append(f"not right: {'; '.join(where)}")
     if missing:  # never how many: that would tell how many heads to look for
         parts.append("some right heads are missing from your list" if answer else "your list is "
-                     "empty, yet at least one head fits: look at the query's row in every head")
+                     "empty, yet at least one head fits: look at both words' rows in every head")
     return "; ".join(parts)
 
 

@@ -301,8 +301,8 @@ class BertAttentionExplorer:
             png = figure_png(fig)
         finally:
             plt.close(fig)
-        alt = f"attention of {' '.join(self.tokens[1:6])} …: " + _describe(
-            self.attentions, self._layer, self._head)
+        shown = self.shown_text or " ".join(self.tokens)  # the sentence as typed, as in the title
+        alt = f"attention of {shown}: {_describe(self.attentions, self._layer, self._head)}"
         return static_bundle(png, self.message, alt)
 
     def _show_problem(self, message: str) -> bool:

@@ -651,7 +651,8 @@ ATTENTION_WRITTEN = {
     "nb01": {name: ("scores", "answer keys written as notebook 01's learner writes attention, "
                               "and the slips they name")
              for name in ("check_causal_guess", "check_attention_fn", "_other_shape",
-                          "check_design", "_window_slip", "check_window_weights")},
+                          "check_design", "_window_slip", "check_window_weights",
+                          "_a_not_softmax")},
     "nb02": {"check_w_o_swap": ("scores", "C W_Oᵀ against the target, not scores")},
     "nb07": {"_score_mistakes": ("scores", "the learner's wrong disentangled scores")},
 }

@@ -10,7 +10,8 @@ PYTEST_ARGS ?= -n 2 --dist loadscope
 NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 # Loaded before the installed plugins: defers the one slow import of pytest's start-up, an IRI
 # parser that jsonschema (under nbval's nbformat) builds while imported, until something uses it
-# (about 4 s of CPU in each pytest process: tests/lazy_iri.py).
+# (about 4 s of CPU in each pytest process: tests/lazy_iri.py). Only the long runs take it: `make
+# test-unit` stays the README's plain command.
 EARLY := -p tests.lazy_iri
 # JupyterLab refuses to run as root (containers, CI) unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -54,7 +55,7 @@ test: $(STAMP)
 
 # The fast numpy tests alone (no real BERT loaded, nothing slow): seconds, for the edit-test loop.
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest $(EARLY) -m "not model and not slow" --ignore=tests/browser --ignore=tests/binder tests
+	$(BIN)/python -m pytest -m "not model and not slow" --ignore=tests/browser --ignore=tests/binder tests
 
 test-notebooks: $(STAMP)
 	$(BIN)/python -m pytest $(EARLY) $(PYTEST_ARGS) $(NBVAL) notebooks

@@ -8,6 +8,11 @@ STAMP := $(VENV)/.installed
 # Two workers; --dist loadscope keeps each notebook on one worker (its cells share a kernel).
 PYTEST_ARGS ?= -n 2 --dist loadscope
 NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Loaded before the installed plugins: defers the one slow import of pytest's start-up, an IRI
+# parser that jsonschema (under nbval's nbformat) builds while imported, until something uses it
+# (about 4 s of CPU in each pytest process: tests/lazy_iri.py). Only the long runs take it: `make
+# test-unit` stays the README's plain command.
+EARLY := -p tests.lazy_iri
 # JupyterLab refuses to run as root (containers, CI) unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -46,14 +51,14 @@ test: export OMP_NUM_THREADS ?= 1
 test: export OPENBLAS_NUM_THREADS ?= 1
 test: export MKL_NUM_THREADS ?= 1
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) --ignore=tests/browser --ignore=tests/binder tests notebooks
+	$(BIN)/python -m pytest $(EARLY) $(PYTEST_ARGS) $(NBVAL) --ignore=tests/browser --ignore=tests/binder tests notebooks
 
 # The fast numpy tests alone (no real BERT loaded, nothing slow): seconds, for the edit-test loop.
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not model and not slow" --ignore=tests/browser --ignore=tests/binder tests
 
 test-notebooks: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) $(NBVAL) notebooks
+	$(BIN)/python -m pytest $(EARLY) $(PYTEST_ARGS) $(NBVAL) notebooks
 
 # Every notebook executed under another BERT (a seeded random 4-layer, 8-head, 256-wide model
 # built offline with the bundled tokenizer): nothing may raise; outputs are not compared.

@@ -18,12 +18,12 @@ import sys
 import numpy as np
 import pytest
 import scope_order
-import torch
-import torch.nn.functional as F
 
 from bertlib.hf.loading import load_bert
-from bertlib.tiny import agreement
-from bertlib.tiny import pretrain as pt
+
+# torch, and transformers through bertlib.tiny, are imported inside the fixtures that use them:
+# under xdist the controller process loads this file too and runs no test, and importing them
+# here cost it about 8 s of CPU before the workers started (the test modules import what they use).
 
 
 @pytest.fixture(scope="session")
@@ -115,6 +115,8 @@ def pytest_collection_modifyitems_heaviest_first(config, items):
 def torch_qkv():
     """make(shape, seed=0, dtype=torch.float32) -> (Q, K, V): three unit-normal torch tensors of
     ``shape``, from one seeded generator (the kernels' and the cost sweeps' inputs)."""
+    import torch
+
     def make(shape, seed=0, dtype=torch.float32):
         gen = torch.Generator().manual_seed(seed)
         return tuple(torch.randn(shape, generator=gen, dtype=dtype) for _ in range(3))
@@ -135,6 +137,9 @@ def numpy_qkv():
 def torch_masked():
     """attend(Q, K, V, mask) -> torch's own softmax attention of numpy arrays over a bool mask
     (True = may attend), as a numpy array: the independent reference of the sparse patterns."""
+    import torch
+    import torch.nn.functional as F
+
     def attend(Q, K, V, mask):
         t = [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, K, V)]
         return F.scaled_dot_product_attention(*t, attn_mask=torch.from_numpy(mask)).numpy()
@@ -144,6 +149,8 @@ def torch_masked():
 @pytest.fixture(scope="module")
 def tok():
     """The word-level tokenizer of notebook 09's generated language (bertlib.tiny.agreement)."""
+    from bertlib.tiny import agreement
+
     return agreement.build_tokenizer()
 
 
@@ -151,4 +158,6 @@ def tok():
 def tiny(tok):
     """A fresh, untrained tiny BERT for that language (2 layers, 2 heads, 16 wide, seed 0); one per
     test module, so a module that trains it never changes another's."""
+    from bertlib.tiny import pretrain as pt
+
     return pt.new_model(pt.tiny_config(tok.get_vocab_size(), layers=2, heads=2, hidden=16), 0)

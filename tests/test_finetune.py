@@ -188,6 +188,25 @@ def test_fine_tune_passes_prior_options_to_its_batches(small_model):
     assert losses["keep"][0] != losses["remove"][0]
 
 
+def test_fine_tune_builds_the_batches_of_the_same_pairs_once(small_model, monkeypatch):
+    # notebook 08 fine-tunes six models on one set of pairs: their batches are built once
+    calls = []
+    real = F.pair_batch
+    monkeypatch.setattr(F, "pair_batch", lambda *a, **k: calls.append(1) or real(*a, **k))
+    F._cached_batches.cache_clear()
+    pairs = F.load_pairs("train")[:4]
+    losses = [F.fine_tune(copy.deepcopy(small_model), pairs, epochs=1, batch_size=2, seed=seed)
+              for seed in (0, 1, 0)]
+    assert len(calls) == 2 and losses[0] == losses[2] != losses[1]  # two batches, built once
+    F.fine_tune(copy.deepcopy(small_model), pairs, epochs=1, batch_size=4, seed=0)
+    assert len(calls) == 3  # another batch size: built anew
+    lexicon = {("cat", "feline"): 0.9, ("feline", "cat"): 0.9}  # not a key: built each time
+    for _ in range(2):
+        F.fine_tune(copy.deepcopy(small_model), pairs, epochs=1, batch_size=4, seed=0,
+                    prior_options={"lexicon": lexicon})
+    assert len(calls) == 5
+
+
 @pytest.mark.slow
 def test_fine_tune_steps_are_torchs_plain_adamw(small_model):
     # fine_tune uses AdamW's fused kernel (cheaper); the same steps taken by hand with the

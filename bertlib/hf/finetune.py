@@ -11,6 +11,7 @@ that cosine towards score / 5, and :func:`spearman` measures how well the cosine
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,9 +155,7 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
     whole(epochs, "epochs", 1)
     bert = bert_module(model)
     rng = np.random.default_rng(seed)
-    batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
-    encoded = [(pair_batch(b, **(prior_options or {})), torch.tensor([p.score / 5 for p in b]))
-               for b in batches]
+    encoded = _encoded_batches(pairs, batch_size, prior_options or {})
     frozen = [] if train_embeddings else [p for p in bert.embeddings.parameters()
                                           if p.requires_grad]
     for p in frozen:  # no gradient is computed for them at all (saves time and memory)
@@ -190,6 +189,31 @@ def fine_tune(model, pairs: Sequence[StsPair], epochs: int = 2, batch_size: int 
         torch.use_deterministic_algorithms(was_deterministic)
         torch.set_rng_state(caller_rng)
     return losses
+
+
+def _encoded_batches(pairs: Sequence[StsPair], batch_size: int, prior_options: dict) -> list:
+    """fine_tune's batches, in order: (pair_batch of each run of ``batch_size`` pairs, its targets
+    score / 5). Computed once per pairs, size, options and default model, then reused (notebook 08
+    fine-tunes six models on the same pairs): they depend on nothing else, and training only
+    reads them. Options that cannot be a key (a lexicon dict) are encoded afresh each time."""
+    key = (tuple(pairs), batch_size, tuple(sorted(prior_options.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return _encode_batches(key[0], batch_size, prior_options, load_bert())
+    return _cached_batches(key, load_bert())
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_batches(key: tuple, default: LoadedBert) -> list:
+    pairs, batch_size, options = key
+    return _encode_batches(pairs, batch_size, dict(options), default)
+
+
+def _encode_batches(pairs, batch_size: int, prior_options: dict, default: LoadedBert) -> list:
+    batches = [pairs[k: k + batch_size] for k in range(0, len(pairs), batch_size)]
+    return [(pair_batch(b, model=default, **prior_options), torch.tensor([p.score / 5 for p in b]))
+            for b in batches]
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:

@@ -232,8 +232,8 @@ def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: flo
         number(weight, "an arc's weight", 0, 1)
     costs = [np.inf] * len(arcs) if costs is None else [float(c) for c in costs]
     whole(len(costs), "the number of costs", len(arcs), len(arcs), "(one per arc)")
-    left_out = [f"{a[3]} ({measure} {c:.2f} < {min_cost:g})" for a, c in zip(arcs, costs, strict=True)
-                if c < min_cost]
+    left_out = [f"{a[3]} ({measure} {c:.2f} < {min_cost:g})"
+                for a, c in zip(arcs, costs, strict=True) if c < min_cost]
     arcs = [a for a, c in zip(arcs, costs, strict=True) if c >= min_cost]
     if ax is None:
         _, ax = plt.subplots(figsize=(max(6.0, 0.75 * n), 2.8))

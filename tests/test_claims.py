@@ -118,7 +118,10 @@ def test_a_subject_names_what_the_claim_is_about(capsys):
     with pytest.raises(AssertionError, match="for the 5 committed runs: fails"):
         claim(committed, "fails", False)
     assert not claim(fresh, "fails", False)
-    assert "with the runs in /tmp/seed7 it does not hold" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "with the runs in /tmp/seed7 it does not hold" in out and "[other runs]" in out
+    claim(fresh, "no other seed learns", False, about="histories of 4 other seeds")
+    assert "measured on the histories of 4 other seeds; with" in capsys.readouterr().out
     with pytest.raises(TypeError, match="or a Subject"):
         claim("runs", "x", True)
 

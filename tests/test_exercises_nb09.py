@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from bertlib.exercises import nb09
+from bertlib.exercises import nb09, reset_tries
 from bertlib.tiny.agreement import build_tokenizer
 from bertlib.tiny.pretrain import new_model, tiny_config
 from bertlib.tiny.runs import COMMITTED, load_run
@@ -20,16 +20,19 @@ def _run(layer, share=0.9):
 
 
 def test_runs_prediction_counts_the_subject_heads_itself():
+    reset_tries()
     runs = [_run(0), _run(1), _run(1), _run(1, 0.3)]
     assert nb09.subject_heads(runs) == [(0, 1, 0.9), (1, 1, 0.9), (1, 1, 0.9), None]
     assert "not answered yet" in str(nb09.check_runs_prediction(None, runs))
     right = nb09.check_runs_prediction(3, runs)
     assert right and "run 0, run 1, run 2" in right.message and "L1" not in right.message
     wrong = nb09.check_runs_prediction(4, runs)
-    assert not wrong and "3 of 4, not 4" in wrong.message and "fewer runs" in wrong.message
-    assert "L0" not in wrong.message and "L1" not in wrong.message  # the count gives no layer away
+    assert not wrong and "not 4 of 4" in wrong.message and "fewer runs" in wrong.message
     too_few = nb09.check_runs_prediction(1, runs)
     assert not too_few and "more runs than you expected" in too_few.message
+    for answer in (wrong, too_few):  # a wrong count gives away neither the count nor the runs
+        assert "3 of" not in answer.message and "run 0" not in answer.message
+        assert "L0" not in answer.message and "L1" not in answer.message
     assert "in 0..4" in nb09.check_runs_prediction(7, runs).message
     assert not nb09.check_runs_prediction(True, runs)
     assert "load_runs" in nb09.check_runs_prediction(1, "runs").message
@@ -37,36 +40,58 @@ def test_runs_prediction_counts_the_subject_heads_itself():
 
 
 def test_runs_prediction_takes_a_set_of_layers_when_heads_sit_in_several():
+    reset_tries()
     runs = [_run(0), _run(1), _run(1), _run(1, 0.3)]
     for both in ([0, 1], (1, 0), {0, 1}, np.array([0, 1])):
         assert nb09.check_runs_prediction(3, runs, both), both
+    assert "L0H1 0.90" in nb09.check_runs_prediction(3, runs, [0, 1]).message  # shown when right
     for one in (0, 1):
+        reset_tries()
         only = nb09.check_runs_prediction(3, runs, one)
-        assert not only and f"layers 0 and 1, not layer {one}" in only.message
-    assert "L0H1 0.90" in only.message  # a layer guess, once made, is shown every run's head
+        assert not only and "3 of 4, right" in only.message  # the count was right: it may say so
+        assert f"layer guess (layer {one}) is not where" in only.message
+        assert "L0H1" not in only.message and "run 0" not in only.message
     assert nb09.check_runs_prediction(2, runs[1:], guess_layer=1)
     extra = nb09.check_runs_prediction(2, runs[1:], guess_layer=[0, 1])
-    assert not extra and "layer 1, not layers 0 and 1" in extra.message
+    assert not extra and "(layers 0 and 1) is not where" in extra.message
     alone = nb09.check_runs_prediction(1, runs[:1], guess_layer=1)  # one run, its head in layer 0
-    assert not alone and "layer 0, not layer 1" in alone.message
-    assert "layer-0 head can find" in alone.message and "layer-1 head can also" in alone.message
+    assert not alone and "layer-0 head can find" in alone.message
+    assert "layer-1 head can also" in alone.message
     assert nb09.check_runs_prediction(1, runs[:1], guess_layer=0)
 
 
 def test_runs_prediction_checks_the_layers_form_whatever_the_count():
+    reset_tries()
     runs = [_run(0), _run(1), _run(1), _run(1, 0.3)]
     for bad in ("1", 1.5, -1, 2, True, [], [1, 1], [0, "1"], [[0]]):
         for count in (3, 2):  # right count and wrong count alike
             answer = nb09.check_runs_prediction(count, runs, bad)
             assert not answer and "guess_layer" in answer.message, (bad, count)
     wrong_both = nb09.check_runs_prediction(2, runs, 1)  # a wrong count and a wrong layer
-    assert not wrong_both and "3 of 4, not 2" in wrong_both.message
-    assert "layers 0 and 1, not layer 1" in wrong_both.message
-    assert nb09.check_runs_prediction(3, runs, 1.0) == nb09.check_runs_prediction(3, runs, 1)
+    assert not wrong_both and "not 2 of 4" in wrong_both.message
+    assert "(layer 1) is not where" in wrong_both.message and "layers 0 and 1" not in (
+        wrong_both.message)
+    wrong_count = nb09.check_runs_prediction(2, runs, [0, 1])  # a wrong count, the right layers
+    assert not wrong_count and "layer guess is right" in wrong_count.message
+    reset_tries()
+    assert nb09.check_runs_prediction(3, runs, 1.0).message.split(" (explained")[0] == (
+        nb09.check_runs_prediction(3, runs, 1).message.split(" (explained")[0])
     none = [_run(1, 0.3), _run(0, 0.2)]
     assert nb09.check_runs_prediction(0, none)
-    empty = nb09.check_runs_prediction(0, none, guess_layer=1)
-    assert empty and "no layer to judge" in empty.message
+    for count_runs in (none, runs):  # 0 runs and a layer contradict each other, whatever the runs
+        empty = nb09.check_runs_prediction(0, count_runs, guess_layer=1)
+        assert not empty and empty.form and "no head there is no layer" in empty.message
+    assert not nb09.check_runs_prediction(1, none, guess_layer=1)  # no head: no layer is right
+
+
+def test_runs_prediction_explains_only_the_first_tries():
+    reset_tries()
+    runs = [_run(0), _run(1), _run(1), _run(1, 0.3)]
+    for guess in (0, 1, 2):
+        assert "explained try" in nb09.check_runs_prediction(guess, runs).message
+    late = nb09.check_runs_prediction(4, runs)
+    assert not late and "fewer" not in late.message and "Reread" in late.message
+    assert nb09.check_runs_prediction(3, runs)  # a right answer always passes
 
 
 def test_attractor_prediction_measures_the_model_itself_and_refuses_one_with_attractors():
@@ -100,22 +125,35 @@ def test_design():
     small = nb09.check_design(tiny_config(V, 3, 2, 32))
     assert not small and "one more head" in small.message
     assert nb09.design_parameters(V, 3) <= nb09.DESIGN_BUDGET < nb09.design_parameters(V, 4)
+    zero = tiny_config(V, 3, 3, 48)
+    zero.num_attention_heads = 0
+    assert "at least one head" in nb09.check_design(zero).message  # no ZeroDivisionError
+    tied = tiny_config(V, 3, 3, 48)
+    tied.tie_word_embeddings = True  # a model of its own: "one more head" is counted for it
+    answer = nb09.check_design(tied)
+    more = nb09.design_parameters(V, 4, like=tied)
+    assert answer and f"{more:,}" in answer.message and more < nb09.design_parameters(V, 4)
 
 
 def test_attractor_prediction_judges_the_guess_against_its_measurement():
+    reset_tries()
     model = load_run(COMMITTED / "seed0").model
     # marked as trained without attractors: the recipe is trusted, however well it scores
     model.config.bertlib_recipe = {"constructions": ["simple", "comp"], "max_pp": 0}
-    measured = float(nb09.check_attractor_prediction(0.5, model).message.split()[1])
+    measured, _ = nb09.attractor_accuracy(model)
     assert measured >= nb09.ATTRACTOR_TRAINED  # it scores like a model trained with attractors
-    assert nb09.check_attractor_prediction(measured, model)
-    low = nb09.check_attractor_prediction(measured - 0.3, model)
-    assert not low and "pessimistic by 0.30" in low.message and "less often" in low.message
+    right = nb09.check_attractor_prediction(measured, model)
+    assert right and f"measured {measured:.2f}" in right.message  # shown once guessed right
+    low = nb09.check_attractor_prediction(measured - 0.25, model)
+    assert not low and "too low, by 0.1 to 0.3" in low.message and "less often" in low.message
     coin = nb09.check_attractor_prediction(0.5, model)  # above a coin's range: a coin is wrong
-    assert not coin and "at a coin's 0.5, the model is above that range" in coin.message
+    assert not coin and "at a coin's 0.5, but it scores above" in coin.message
+    for wrong in (low, coin):  # a wrong guess is never told the measured value
+        assert f"{measured:.2f}" not in wrong.message
 
 
 def test_attractor_guess_first_on_the_side_of_a_coin_then_within_0_1():
+    reset_tries()
     verdict = nb09._attractor_verdict  # the judgement alone, on a measured value
     below = verdict(0.5, 0.40, 210)  # the learner's run: a coin's guess does not pass
     assert not below and "below the range of a coin's accuracy on 210 verbs" in below.message
@@ -123,6 +161,9 @@ def test_attractor_guess_first_on_the_side_of_a_coin_then_within_0_1():
     assert not verdict(0.55, 0.40, 210) and not verdict(0.7, 0.40, 210)
     assert verdict(0.45, 0.40, 210) and verdict(0.3, 0.40, 210)  # below, within 0.1 as printed
     far = verdict(0.2, 0.404, 210)
-    assert not far and "pessimistic by 0.20" in far.message
+    assert not far and "too low, by 0.1 to 0.3" in far.message and "0.40" not in far.message
+    high = verdict(0.9, 0.404, 210)  # a guess above a coin against a model below it: the side
+    assert not high and "0.40" not in high.message and "scores below" in high.message
+    assert "too low, by more than 0.3" in verdict(0.1, 0.52, 210).message
     assert verdict(0.5, 0.52, 210) and verdict(0.45, 0.52, 210)  # at chance: 0.1 around it
     assert not verdict(0.3, 0.52, 210)

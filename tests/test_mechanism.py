@@ -11,6 +11,7 @@ from bertlib.paper.attention import attention_scale
 from bertlib.tiny import agreement
 from bertlib.tiny import grammar as g
 from bertlib.tiny import mechanism as mech
+from bertlib.tiny.runs import COMMITTED, load_run
 
 
 def test_head_groups_are_singles_pairs_within_a_layer_and_layers():
@@ -169,3 +170,18 @@ def test_layer_at_is_the_layer_s_equations_at_one_position(tiny):
                                layer.output(layer.intermediate(a), a))
         assert torch.allclose(mech._layer_at(layer, x, pos, 1, 0), layer(x)[r, pos], atol=1e-5,
                               rtol=0)
+
+
+def test_head_patch_flips_patches_one_head_at_a_time(tok, tiny):
+    a, b = mech.minimal_pairs(tok, g.generate(20, g.CONSTRUCTIONS, seed=8, split="test"))
+    heads, last = tiny.config.num_attention_heads, tiny.config.num_hidden_layers - 1
+    none = mech.head_patch_flips(tiny, a, a, last, "verb")  # from itself: nothing changes
+    assert none.shape == (heads, len(a.verb))
+    assert (none == (agreement.measure_on(tiny, a)["log_odds"] < 0)).all()
+    seed0 = load_run(COMMITTED / "seed0").model  # a direct read through its subject head L1H3
+    a, b = mech.minimal_pairs(tok, g.generate(30, ("pp",), seed=8, split="test"))
+    both = mech.agreement_correct(seed0, a) & mech.agreement_correct(seed0, b)
+    share = mech.head_patch_flips(seed0, a, b, 1, "verb")[:, both].mean(1)
+    assert share.argmax() == 3 and share[3] > 0.8 and np.delete(share, 3).max() < 0.2
+    with pytest.raises(ValueError, match="where must be one of"):
+        mech.head_patch_flips(tiny, a, b, 0, "object")

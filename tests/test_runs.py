@@ -111,3 +111,13 @@ def test_a_run_saved_before_the_check_set_was_renamed_loads_the_same(tok, tmp_pa
     assert "probe_seed" in old and "check_seed" not in old
     (folder / "recipe.json").write_text(json.dumps(old))
     assert runs.load_run(folder).recipe == recipe
+
+
+def test_runs_loaded_beside_copies_of_committed_ones_name_those(tmp_path):
+    import shutil
+    (tmp_path / "seed0").symlink_to(runs.COMMITTED / "seed0")
+    shutil.copytree(runs.COMMITTED / "seed1", tmp_path / "seed1")
+    shutil.copytree(runs.COMMITTED / "seed2", tmp_path / "seed9")  # another name: not a copy
+    _, subject = runs.load_runs(tmp_path)
+    assert not subject.is_reference
+    assert "(seed0, seed1, seed9; seed0, seed1: the committed runs, the others not)" in subject.name

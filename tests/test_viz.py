@@ -122,6 +122,8 @@ def test_route_arcs_draws_one_labelled_arc_per_link_and_names_bad_positions():
         viz.route_arcs(tokens, [(3, 9, 0.5, "L0H1")])
     with pytest.raises(ValueError, match=r"weight must be a number in \[0, 1\]"):
         viz.route_arcs(tokens, [(3, 2, 1.5, "L0H1")])
+    ax = viz.route_arcs(tokens, [(3, 2, 0.9, "L0H1")], costs=[0.3], min_cost=0.5, measure="flips")
+    assert any("L0H1 (flips 0.30 < 0.5)" in t.get_text() for t in ax.texts)  # named, not drawn
 
 
 def test_route_arcs_colours_by_layer_and_says_where_each_layer_is_drawn():

@@ -70,7 +70,8 @@ def _reference(subject) -> tuple[bool, str, str]:
 
 
 def claim(bert: LoadedBert | Subject, statement: str, holds: bool, measured=None,
-          cases: int | None = None, none: str = "nothing to check") -> bool:
+          cases: int | None = None, none: str = "nothing to check", about: str | None = None
+          ) -> bool:
     """Check a fact the prose states about the bundled model's own numbers.
 
     bert: the LoadedBert the notebook uses (or a :class:`Subject`, e.g. notebook 09's runs).
@@ -83,24 +84,29 @@ def claim(bert: LoadedBert | Subject, statement: str, holds: bool, measured=None
     An empty set makes the claim vacuous: with the reference it raises (the prose speaks of
     members), with any other model it prints ``none`` (e.g. "no relay run, nothing to check"),
     never "also holds", and returns False.
+    about: what the prose's statement was measured on, when not the model or runs it is checked
+    on (e.g. the histories of seeds trained beside the committed runs); the message names it.
+    A :class:`Subject`'s messages start "[other runs]", a model's "[other model]".
     """
     text(statement, "statement (the claim in words)")
     if not isinstance(bert, Subject):
         kind(bert, "bert", LoadedBert, "the LoadedBert that load_bert() returns, or a Subject")
     holds = bool(holds)
     shown = "" if measured is None else f" (measured: {measured})"
-    reference, name, about = _reference(bert)
+    reference, name, subject_about = _reference(bert)
+    about = subject_about if about is None else text(about, "about (what it was measured on)")
+    tag = "[other runs]" if isinstance(bert, Subject) else "[other model]"
     empty = cases is not None and whole(cases, "cases (the size of the set)", 0) == 0
     if reference:
         assert not empty, f"claim about an empty set for the {about}: {statement}"
         assert holds, f"claim no longer true for the {about}: {statement}{shown}"
         return holds
     if empty:
-        print(f"[other model] '{statement}' was measured on the {about}; with {name}: "
+        print(f"{tag} '{statement}' was measured on the {about}; with {name}: "
               f"{text(none, 'none (what to say about an empty set)')}.")
         return False
     verdict = "also holds" if holds else "does not hold"
-    print(f"[other model] '{statement}' was measured on the {about}; with "
+    print(f"{tag} '{statement}' was measured on the {about}; with "
           f"{name} it {verdict}{shown}.")
     return holds
 

@@ -207,7 +207,8 @@ def small_png(png: bytes, colours: int = PNG_COLOURS) -> bytes:
 LAYER_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
 
 
-def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: float = 0.0):
+def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: float = 0.0,
+               measure: str = "costs"):
     """One sentence's tokens on a line, with an arc for each attention link of a route.
 
     tokens: (n,) strings. arcs: [(query, key, weight, label), ...]: an arc from token ``query``
@@ -216,7 +217,9 @@ def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: flo
     (LAYER_COLOURS; a second title line says so), its width growing with ``weight`` (0..1),
     labelled "label weight" at its top. costs: optional (len(arcs),) what switching each arc's
     head off costs (e.g. an agreement drop); an arc whose cost is below ``min_cost`` is not
-    drawn (no causal test supports it) and is named in a note under the line instead.
+    drawn (no causal test supports it) and is named in a note under the line instead ("label
+    <measure> value < min_cost": ``measure`` names what costs holds, e.g. "flips" for the share of
+    choices a head's patched output flips).
     ValueError for a position outside 0..n − 1, a weight outside 0..1 or costs of another
     length. Returns the Axes.
     """
@@ -229,8 +232,8 @@ def route_arcs(tokens, arcs, ax=None, title: str = "", costs=None, min_cost: flo
         number(weight, "an arc's weight", 0, 1)
     costs = [np.inf] * len(arcs) if costs is None else [float(c) for c in costs]
     whole(len(costs), "the number of costs", len(arcs), len(arcs), "(one per arc)")
-    left_out = [f"{a[3]} (costs {c:.2f} < {min_cost:g})" for a, c in zip(arcs, costs, strict=True)
-                if c < min_cost]
+    left_out = [f"{a[3]} ({measure} {c:.2f} < {min_cost:g})"
+                for a, c in zip(arcs, costs, strict=True) if c < min_cost]
     arcs = [a for a, c in zip(arcs, costs, strict=True) if c >= min_cost]
     if ax is None:
         _, ax = plt.subplots(figsize=(max(6.0, 0.75 * n), 2.8))

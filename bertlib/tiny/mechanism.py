@@ -17,6 +17,9 @@ activation patching (the linear probe, which reads what is decodable rather than
   how often the masked verb's preference flips (Vig et al. 2020; Meng et al. 2022 call it
   patching). A state that carries the number flips the verb; one that does not, leaves it.
   :func:`patch_flips`: every layer and position at once, its fast twin.
+  :func:`head_patch_flips`: one head's output alone copied at one position, for each head of a
+  layer: which head carries the number there (a head-level causal test, where ablation only says
+  a head is needed).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from bertlib.tiny.agreement import SentenceSet, agreement_table, hidden_states, 
 
 __all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_table", "ablation_drops",
            "ablated_correct", "agreement_correct", "head_means", "mean_ablation_drops",
-           "minimal_pairs", "patch_flip", "patch_flips", "POSITIONS"]
+           "minimal_pairs", "patch_flip", "patch_flips", "head_patch_flips", "POSITIONS"]
 
 
 def head_groups(layers: int, heads: int) -> list[tuple[str, list[tuple[int, int]]]]:
@@ -305,4 +308,48 @@ def patch_flips(model, original: SentenceSet, flipped: SentenceSet) -> np.ndarra
                 right, wrong = (torch.as_tensor(v[rows]).repeat(P) for v in (original.right,
                                                                               original.wrong))
                 out[layer][:, rows] = (logits[b, right] < logits[b, wrong]).view(P, -1).numpy()
+    return out
+
+
+def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: int, where: str
+                     ) -> np.ndarray:
+    """(H, R) bool: for each head of ``layer`` (0-based encoder layer), that head's output alone
+    (its slice of the heads' outputs, before W_O) at position ``where`` (a key of POSITIONS) is
+    copied from ``flipped`` into ``original``, row by row, everything else kept: does the masked
+    verb now prefer the form that is wrong for ``original``? A head whose own output there flips
+    the choice carries the number at that position; :func:`patch_flip` swaps a whole state, this
+    one head's part of it (H + 1 forward passes)."""
+    same_shape(original.ids, flipped.ids, ("original's ids", "flipped's ids"))
+    whole(layer, "layer", 0, model.config.num_hidden_layers - 1)
+    one_of(where, "where", list(POSITIONS))
+    heads, module = model.config.num_attention_heads, _head_outputs(model, layer)
+    width = model.config.hidden_size // heads
+    rows, pos = torch.arange(len(original.ids)), torch.as_tensor(POSITIONS[where](original))
+    ids, mask = (torch.as_tensor(s) for s in (original.ids, original.attention_mask))
+    captured = {}
+    handle = module.register_forward_pre_hook(lambda m, args: captured.update(x=args[0].clone()))
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.as_tensor(flipped.ids),
+                  attention_mask=torch.as_tensor(flipped.attention_mask))
+    finally:
+        handle.remove()
+    donor = captured["x"][rows, pos]  # (R, d): every head's output at ``where``
+    out = np.zeros((heads, len(rows)), dtype=bool)
+    for h in range(heads):
+        cols = slice(h * width, (h + 1) * width)
+
+        def swap(m, args, cols=cols):
+            x = args[0].clone()
+            x[rows, pos, cols] = donor[:, cols]
+            return (x, *args[1:])
+
+        handle = module.register_forward_pre_hook(swap)
+        try:
+            with torch.inference_mode():
+                logits = model(input_ids=ids, attention_mask=mask).logits
+        finally:
+            handle.remove()
+        at_verb = logits[rows, torch.as_tensor(original.verb)]  # (R, V)
+        out[h] = (at_verb[rows, original.right] < at_verb[rows, original.wrong]).numpy()
     return out

@@ -120,10 +120,22 @@ def load_runs(path=None) -> tuple[list[Run], Subject]:
     is_reference = set(folders) == committed
     where = folders[0] if len(folders) == 1 else folders[0].parent
     names = ", ".join(r.name for r in runs)
+    copies = [r.name for r, f in zip(runs, folders, strict=True) if _copy_of_committed(f, r)]
     # The committed runs are named without their folder, so saved outputs read the same anywhere.
     name = (f"the {len(runs)} committed runs ({names})" if is_reference
-            else f"the {len(runs)} run{'s' * (len(runs) != 1)} in {where} ({names})")
+            else f"the {len(runs)} run{'s' * (len(runs) != 1)} in {where} ({names}" + (
+                f"; {', '.join(copies)}: the committed run{'s' * (len(copies) != 1)}, the others "
+                f"not" if copies else "") + ")")
     return runs, Subject(name, is_reference, f"{len(committed)} committed runs")
+
+
+def _copy_of_committed(folder: Path, run: Run) -> bool:
+    """Is the run in ``folder`` a copy of the committed run of its name (same training log)?"""
+    twin = COMMITTED / folder.name
+    if folder.resolve() == twin.resolve() or not _is_run(twin):
+        return folder.resolve() == twin.resolve()
+    with np.load(twin / "history.npz") as saved:
+        return np.array_equal(saved["loss"], run.history["loss"])
 
 
 def final_table(model, tokenizer) -> dict[str, np.ndarray]:

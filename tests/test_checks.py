@@ -143,6 +143,20 @@ def test_check_finite_reads_a_torch_tensor_where_it_lives():
         checks.check_finite(torch.tensor([[0.0, float("nan")], [float("inf"), 1.0]]), "x")
 
 
+def test_are_attention_weights_asks_the_one_rule_as_a_question():
+    A = np.full((2, 4, 4), 0.25)
+    assert checks.are_attention_weights(A) and checks.are_attention_weights(A + 2e-4)
+    assert not checks.are_attention_weights(A + 2e-3)  # rows off 1 by 8e-3
+    assert not checks.are_attention_weights(np.array([[1.5, -0.5], [0.5, 0.5]]))  # sums to 1
+    assert checks.are_attention_weights(np.array([[np.nan, 1.0], [0.5, 0.5]]))  # NaN: not drawn
+    for B in (A, A + 2e-4, A + 2e-3, np.array([[1.5, -0.5], [0.5, 0.5]])):  # the same rule
+        try:
+            ok = checks.attention_rows(B) is B
+        except ValueError:
+            ok = False
+        assert ok == checks.are_attention_weights(B)
+
+
 def test_attention_rows_is_the_one_rule_for_attention_weights():
     """Entries in [0, 1] and rows summing to 1, both within atol; the message names the entries'
     range, or the first row that does not sum to 1."""

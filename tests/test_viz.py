@@ -35,6 +35,10 @@ def test_heatmap_colour_bar_is_labelled_and_the_toy_prints_three_decimals():
     assert "0.625" in [t.get_text() for t in ax.texts]  # as the toy's tables print it
     scores = attention_heatmap(np.array([[2.0, -1.0], [0.0, 3.0]]), ["a", "b"], vmin=-3, vmax=3)
     assert scores.figure.axes[-1].get_ylabel() == ""  # not softmax rows: no "attention weight"
+    # the one rule's 1e-3 (checks.are_attention_weights): weights rounded for display still
+    # read as weights, where numpy's allclose (1e-5) once dropped the label
+    rounded = attention_heatmap(np.array([[0.3334, 0.6670], [0.5, 0.5]]), ["a", "b"])
+    assert rounded.figure.axes[-1].get_ylabel() == "attention weight"
     named = attention_heatmap(w, ["cat", "sat"], cbar_label="prior")
     assert named.figure.axes[-1].get_ylabel() == "prior"
     assert viz.shown_decimals(6) == 3 and viz.shown_decimals(9) == 2

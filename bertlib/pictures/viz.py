@@ -15,7 +15,14 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from bertlib.checks import as_array, attention_rows, attention_stack, number, whole
+from bertlib.checks import (
+    are_attention_weights,
+    as_array,
+    attention_rows,
+    attention_stack,
+    number,
+    whole,
+)
 
 __all__ = [
     "check_attention_weights",
@@ -51,8 +58,10 @@ def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str 
     Rows are queries (who attends), columns keys (attended to). One colour scale: ``vmin`` to
     ``vmax`` (pass the same values to every panel of a figure). ``annotate`` writes the numbers
     in the cells (default: when the matrix is at most 8 x 8), with :func:`shown_decimals` digits.
-    ``cbar_label`` names the colour bar; by default "attention weight" when every row sums to 1
-    (softmax rows), no label otherwise (scores, priors: pass a label of your own).
+    ``cbar_label`` names the colour bar; by default "attention weight" when the matrix keeps the
+    one rule of attention weights (:func:`bertlib.checks.are_attention_weights`: entries in
+    [0, 1], rows summing to 1, within 1e-3), no label otherwise (scores, priors: pass a label of
+    your own).
     """
     A = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)", finite=False)
     col_tokens = row_tokens if col_tokens is None else col_tokens
@@ -80,7 +89,7 @@ def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str 
                 ax.text(j, i, f"{A[i, j]:.{digits}f}", ha="center", va="center", fontsize=8,
                         color="white" if A[i, j] > 0.6 * top else "black")
     if cbar_label is None:
-        cbar_label = "attention weight" if np.allclose(np.nansum(A, axis=-1), 1.0) else ""
+        cbar_label = "attention weight" if are_attention_weights(A) else ""
     ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=cbar_label)
     return ax
 

@@ -269,6 +269,18 @@ def are_attention_weights(A, atol: float = 1e-3) -> bool:
     return not (out_of_range.any() or bad.any())
 
 
+def labels(tokens, n: int, name: str, of: str, each: str = "row") -> list:
+    """``tokens`` as a list of n labels, one word piece for each ``each`` ("row", "column") of
+    ``of`` (e.g. "maps of size n = 5"): the one check that a map's tokens fit it. A list, tuple
+    or array of length n; a string, or anything without a length, is refused (ValueError
+    "4 tokens for maps of size n = 5: give a list of word pieces, one per row")."""
+    sized = hasattr(tokens, "__len__") and not isinstance(tokens, str | bytes)
+    count = len(tokens) if sized else f"a {type(tokens).__name__} of"
+    if count != n:
+        raise ValueError(f"{count} {name} for {of}: give a list of word pieces, one per {each}")
+    return list(tokens)
+
+
 def window(w, name: str = "w") -> int:
     """A sliding window's width w: a positive even whole number (a token sees w/2 keys on each
     side, w + 1 with itself): the one rule for w, or a ValueError naming the nearest even ones."""

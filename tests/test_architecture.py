@@ -274,7 +274,7 @@ MAX_MODULE = 420  # lines of a module: about 400, readable in one sitting
 # `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 99 today (the goal
 # was about 108, half of 216). The ceiling is today's count, so it means something: a new check
 # written by hand fails until it goes to bertlib.checks (lower it when raises go).
-MAX_RAISES = 99
+MAX_RAISES = 97
 
 
 def _trees():
@@ -809,8 +809,7 @@ def test_the_w_scanner_sees_parameters_variables_and_loops():
 #: module's name without its folder. A new `_check_*` fails until it is listed here with its
 #: reason, and a listed one that is gone fails too: the list is the map of what is not shared.
 PRIVATE_CHECKS = {
-    "analysis": {"_check_tokens": "one word piece per row of the maps",
-                 "_check_keys": "key_share's keys: one bool per key, or positions"},
+    "analysis": {"_check_keys": "key_share's keys: one bool per key, or positions"},
     "attention": {"_check_softmax": "softmax's x and its where mask",
                   "_check_attention": "Q, K, V and mask of one attention, together",
                   "_check_split": "split_heads' X and h",
@@ -833,6 +832,8 @@ PRIVATE_CHECKS = {
     "kernels": {"_check_qkv": "Q, K, V as torch tensors of one kernel",
                 "_check_tiled": "the tiled kernel's block, mask and scale"},
     "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
+    "models": {"_check_sizes_source": "check_layer_head's model, run or maps (layers, heads, "
+                                      "n, n): only models knows a BertRun and a LoadedBert"},
     "mlm": {"_check_masking": "the corruption's ids, rate and special tokens"},
     "params": {"_check_bert": "a BertModel whose GELU is the exact one the numpy BERT computes"},
     "pretrain": {"_check_fill_mask": "a text of the tiny language's words with one [MASK]"},
@@ -871,8 +872,7 @@ RAISE_WHILE_WORKING = {
     "custom": {"_read_lexicon": "a relation in the lexicon file with no score, met reading it",
                "_wordnet_similarity": "nltk or its WordNet data missing, met on import"},
     "loading": {"_load": "a model that is not a BERT, known once loaded"},
-    "models": {"_tokenize": "a text that gives no word pieces, known once tokenised",
-               "_layers_heads": "sizes read from a model, a run or maps; anything else has none"},
+    "models": {"_tokenize": "a text that gives no word pieces, known once tokenised"},
     "nb03": {"_top_keys": "a word that is not a word piece of the text, known once tokenised"},
     "variants": {"_block_layout": "more random blocks than a query block has free, known as the "
                                   "layout is drawn"},

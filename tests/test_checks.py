@@ -143,6 +143,16 @@ def test_check_finite_reads_a_torch_tensor_where_it_lives():
         checks.check_finite(torch.tensor([[0.0, float("nan")], [float("inf"), 1.0]]), "x")
 
 
+def test_labels_is_one_word_piece_per_row_or_column():
+    assert checks.labels(("a", "b"), 2, "tokens", "maps of size n = 2") == ["a", "b"]
+    assert checks.labels(np.array(["a", "b"]), 2, "tokens", "maps") == ["a", "b"]
+    with pytest.raises(ValueError, match=r"^3 tokens for maps of size n = 2: give a list of word "
+                                         r"pieces, one per row$"):
+        checks.labels(["a", "b", "c"], 2, "tokens", "maps of size n = 2")
+    with pytest.raises(ValueError, match="^a str of tokens for maps: .* one per column$"):
+        checks.labels("ab", 2, "tokens", "maps", each="column")
+
+
 def test_are_attention_weights_asks_the_one_rule_as_a_question():
     A = np.full((2, 4, 4), 0.25)
     assert checks.are_attention_weights(A) and checks.are_attention_weights(A + 2e-4)

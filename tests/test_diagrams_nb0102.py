@@ -41,8 +41,10 @@ def test_hatch_masked_covers_exactly_the_masked_cells():
     assert diagrams.hatch_masked(ax, np.tril(np.ones((3, 3), bool))) == 3
     assert sum(p.get_hatch() == "///" for p in ax.patches) == 3
     plt.close(fig)
-    with pytest.raises(ValueError, match="bool"):
+    with pytest.raises(TypeError, match="mask must be boolean"):  # checks.bool_mask
         diagrams.hatch_masked(ax, np.ones((3, 3)))
+    with pytest.raises(ValueError, match=r"mask must have shape \(n_q, n_k\)"):
+        diagrams.hatch_masked(ax, np.ones(3, bool))
 
 
 def test_hatch_masked_legend_sits_right_above_the_cells():

@@ -23,8 +23,11 @@ def test_heatmap_has_token_labels_and_shape_errors():
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
     with pytest.raises(ValueError, match=r"must have 2 dimensions \(n_q, n_k\)"):
         attention_heatmap(np.ones(5), TOKENS)
-    with pytest.raises(ValueError, match="labels for a matrix"):
-        attention_heatmap(np.eye(4), TOKENS)
+    with pytest.raises(ValueError, match=r"5 row labels for a matrix of shape \(4, 4\): give "
+                                         "a list of word pieces, one per row"):
+        attention_heatmap(np.eye(4), TOKENS)  # checks.labels, the one rule
+    with pytest.raises(ValueError, match="4 column labels .* one per column"):
+        attention_heatmap(np.ones((5, 5)), TOKENS, TOKENS[:4])
 
 
 def test_heatmap_colour_bar_is_labelled_and_the_toy_prints_three_decimals():

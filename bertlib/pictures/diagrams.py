@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from bertlib.checks import as_array, heads_dividing, number, whole
+from bertlib.checks import as_array, bool_mask, has_shape, heads_dividing, number, whole
 from bertlib.paper.attention import attention_scale, scaled_dot_product_attention
 
 __all__ = ["COLOURS", "canvas", "box", "arrow"]
@@ -187,10 +187,8 @@ def hatch_masked(ax, mask, label: str = "masked: no weight allowed"):
     learned zeros but cells the softmax never sees, so they are drawn as hatched blanks over
     whatever was there (numbers included). Returns the number of cells hatched.
     """
-    m = np.asarray(mask)
-    if m.ndim != 2 or m.dtype != bool:
-        raise ValueError(f"mask must be a 2-D bool array (True = may attend), got "
-                         f"{m.dtype} of shape {m.shape}")
+    m = bool_mask(mask, np.shape(mask), "(n_q, n_k)")  # the one check of an attention mask
+    has_shape(m, "mask", (None, None), "(n_q, n_k)", "(one bool per cell of the heatmap)")
     cells = np.argwhere(~m)
     for i, j in cells:
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", edgecolor="#888888",

@@ -20,6 +20,7 @@ from bertlib.checks import (
     as_array,
     attention_rows,
     attention_stack,
+    labels,
     number,
     whole,
 )
@@ -64,12 +65,10 @@ def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str 
     your own).
     """
     A = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)", finite=False)
+    of = f"a matrix of shape {A.shape}"
+    row_tokens = labels(row_tokens, A.shape[0], "row labels", of)
     col_tokens = row_tokens if col_tokens is None else col_tokens
-    if len(row_tokens) != A.shape[0] or len(col_tokens) != A.shape[1]:
-        raise ValueError(
-            f"{len(row_tokens)} row and {len(col_tokens)} column labels for a matrix of shape "
-            f"{A.shape}"
-        )
+    col_tokens = labels(col_tokens, A.shape[1], "column labels", of, each="column")
     if ax is None:
         size = max(3.0, 0.45 * max(A.shape) + 1.5)
         _, ax = plt.subplots(figsize=(size + 1, size))

@@ -717,6 +717,36 @@ def test_each_piece_of_attention_is_written_in_its_listed_places():
     assert not gone, f"remove these from ATTENTION_WRITTEN, they write none of it now: {gone}"
 
 
+_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+
+
+def torch_softmax_calls(trees) -> set[str]:
+    """``module.function`` of every function that calls a ``.softmax`` (torch.softmax,
+    tensor.softmax, F.softmax); numpy's is a plain call of ``attention.softmax``."""
+    found = set()
+    for path, tree in trees:
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                   and c.func.attr == "softmax" for c in ast.walk(fn)):
+                found.add(f"{path.stem}.{fn.name}")
+    return found
+
+
+def test_the_torch_softmax_count_in_the_docs_is_the_codes():
+    # "The layout" names each place torch's paths call torch.softmax, and says how many; the
+    # paper/attention row repeats the number: both are the code's count
+    text = MAP.read_text(encoding="utf-8")
+    calls = torch_softmax_calls(_trees())
+    said = re.search(r"`torch\.softmax` itself, in (\w+) named places: (.*?)the tiled kernels",
+                     text, re.S)
+    assert said, "ARCHITECTURE.md's 'One softmax per library' no longer names torch's places"
+    assert _NUMBERS[said[1]] == len(calls), (said[1], sorted(calls))
+    named = set(re.findall(r"`(?:hf\.)?(\w+\.\w+)`", said[2]))
+    assert calls <= named, f"name these torch.softmax callers there: {sorted(calls - named)}"
+    row = re.search(r"call `torch\.softmax`, in the (\w+) places named", text)
+    assert row and _NUMBERS[row[1]] == len(calls), "the paper/attention row's count"
+
+
 def test_the_attention_scanner_sees_scores_softmax_and_heads(tmp_path):
     tree = ast.parse(
         "def old_layer_at(q, k, width):\n"  # tiny.mechanism._layer_at before it called eager

@@ -241,17 +241,44 @@ def attention_rows(A: np.ndarray, name: str = "attention maps", atol: float = 1e
     rows_sum_to_one=False checks the entries only: for pictures, which also draw weights rounded
     for display (bertviz's 3 decimals move a row's sum by up to n/2 · 10⁻³). index: what the
     axes before the keys are, to name the first row that fails. Returns A, or a ValueError."""
-    if ((A < -atol) | (A > 1 + atol)).any():
+    out_of_range, bad = _off_the_rule(A, atol)
+    if out_of_range.any():
         raise ValueError(f"{name} must be attention weights in [0, 1] (within {atol}); entries "
                          f"run from {A.min():.4g} to {A.max():.4g}")
     sums = A.sum(-1)
-    bad = np.abs(sums - 1) > atol
     if rows_sum_to_one and bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"every row of an attention map must sum to 1 (within {atol}); "
                          f"{int(bad.sum())} row(s) do not, e.g. {index} = {at} sums to "
                          f"{sums[at]:.4g}")
     return A
+
+
+def _off_the_rule(A: np.ndarray, atol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Where A breaks the rule of attention weights: (entries outside [0, 1], rows whose sum is
+    not 1), both within ``atol``."""
+    return (A < -atol) | (A > 1 + atol), np.abs(A.sum(-1) - 1) > atol
+
+
+def are_attention_weights(A, atol: float = 1e-3) -> bool:
+    """Whether A (..., n_q, n_k) keeps :func:`attention_rows`' rule (entries in [0, 1], rows
+    summing to 1, within ``atol``): the same rule asked as a question, for a picture that draws
+    weights, scores or priors alike and labels only weights; NaN entries (cells not drawn) count
+    as 0. Never raises for numbers."""
+    out_of_range, bad = _off_the_rule(np.nan_to_num(np.asarray(A, dtype=float)), atol)
+    return not (out_of_range.any() or bad.any())
+
+
+def labels(tokens, n: int, name: str, of: str, each: str = "row") -> list:
+    """``tokens`` as a list of n labels, one word piece for each ``each`` ("row", "column") of
+    ``of`` (e.g. "maps of size n = 5"): the one check that a map's tokens fit it. A list, tuple
+    or array of length n; a string, or anything without a length, is refused (ValueError
+    "4 tokens for maps of size n = 5: give a list of word pieces, one per row")."""
+    sized = hasattr(tokens, "__len__") and not isinstance(tokens, str | bytes)
+    count = len(tokens) if sized else f"a {type(tokens).__name__} of"
+    if count != n:
+        raise ValueError(f"{count} {name} for {of}: give a list of word pieces, one per {each}")
+    return list(tokens)
 
 
 def window(w, name: str = "w") -> int:

@@ -53,6 +53,23 @@ def test_eager_attention_equals_transformers_eager_and_its_hook_sees_the_scores(
     assert torch.allclose(seen["scores"], q @ k.transpose(2, 3) / 2.0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_two_torch_attentions_are_one_equation(dtype):
+    # kernels.naive_attention (paper/, the n × n lesson of notebook 05) and eager_attention (hf/,
+    # the one registered with transformers) both compute softmax(Q Kᵀ · s) V: with no mask and
+    # no dropout they agree, to rounding
+    from bertlib.paper.kernels import naive_attention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4, dtype=dtype) for _ in range(3))
+    module = torch.nn.Module().eval()
+    for scale in (None, 0.3):
+        out, _ = eager_attention(module, q, k, v, None, scaling=scale)
+        naive = naive_attention(q, k, v, scale=scale)
+        tol = 1e-6 if dtype == torch.float32 else 1e-14
+        assert torch.allclose(out.transpose(1, 2), naive, rtol=0, atol=tol)
+
+
 
 def test_project_heads_torch_is_the_layers_own_cut_and_the_numpy_projection():
     from transformers import BertConfig, BertModel

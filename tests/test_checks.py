@@ -143,6 +143,30 @@ def test_check_finite_reads_a_torch_tensor_where_it_lives():
         checks.check_finite(torch.tensor([[0.0, float("nan")], [float("inf"), 1.0]]), "x")
 
 
+def test_labels_is_one_word_piece_per_row_or_column():
+    assert checks.labels(("a", "b"), 2, "tokens", "maps of size n = 2") == ["a", "b"]
+    assert checks.labels(np.array(["a", "b"]), 2, "tokens", "maps") == ["a", "b"]
+    with pytest.raises(ValueError, match=r"^3 tokens for maps of size n = 2: give a list of word "
+                                         r"pieces, one per row$"):
+        checks.labels(["a", "b", "c"], 2, "tokens", "maps of size n = 2")
+    with pytest.raises(ValueError, match="^a str of tokens for maps: .* one per column$"):
+        checks.labels("ab", 2, "tokens", "maps", each="column")
+
+
+def test_are_attention_weights_asks_the_one_rule_as_a_question():
+    A = np.full((2, 4, 4), 0.25)
+    assert checks.are_attention_weights(A) and checks.are_attention_weights(A + 2e-4)
+    assert not checks.are_attention_weights(A + 2e-3)  # rows off 1 by 8e-3
+    assert not checks.are_attention_weights(np.array([[1.5, -0.5], [0.5, 0.5]]))  # sums to 1
+    assert checks.are_attention_weights(np.array([[np.nan, 1.0], [0.5, 0.5]]))  # NaN: not drawn
+    for B in (A, A + 2e-4, A + 2e-3, np.array([[1.5, -0.5], [0.5, 0.5]])):  # the same rule
+        try:
+            ok = checks.attention_rows(B) is B
+        except ValueError:
+            ok = False
+        assert ok == checks.are_attention_weights(B)
+
+
 def test_attention_rows_is_the_one_rule_for_attention_weights():
     """Entries in [0, 1] and rows summing to 1, both within atol; the message names the entries'
     range, or the first row that does not sum to 1."""

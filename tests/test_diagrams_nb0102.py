@@ -41,8 +41,10 @@ def test_hatch_masked_covers_exactly_the_masked_cells():
     assert diagrams.hatch_masked(ax, np.tril(np.ones((3, 3), bool))) == 3
     assert sum(p.get_hatch() == "///" for p in ax.patches) == 3
     plt.close(fig)
-    with pytest.raises(ValueError, match="bool"):
+    with pytest.raises(TypeError, match="mask must be boolean"):  # checks.bool_mask
         diagrams.hatch_masked(ax, np.ones((3, 3)))
+    with pytest.raises(ValueError, match=r"mask must have shape \(n_q, n_k\)"):
+        diagrams.hatch_masked(ax, np.ones(3, bool))
 
 
 def test_hatch_masked_legend_sits_right_above_the_cells():
@@ -75,6 +77,23 @@ def test_one_query_flow_works_every_number_through():
         diagrams.one_query_flow(toy.TOKENS, X @ W_Q, X @ W_K, X @ W_V, query=6)
     with pytest.raises(ValueError, match="for 6 tokens"):
         diagrams.one_query_flow(toy.TOKENS, X @ W_Q, (X @ W_K)[:5], X @ W_V, query=1)
+
+
+def test_one_query_flow_draws_the_one_attentions_numbers():
+    # its raw scores are its own column; the scaled scores, weights and z it draws are
+    # scaled_dot_product_attention's
+    from bertlib.paper.attention import attention_scale, scaled_dot_product_attention
+
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.normal(size=(3, 5, 4))
+    z, A = scaled_dot_product_attention(Q, K, V)
+    fig = diagrams.one_query_flow(list("abcde"), Q, K, V, query=2)
+    words = texts(fig)
+    scaled = (Q @ K.T * attention_scale(4))[2]
+    for j in range(5):
+        assert f"{scaled[j]:.2f}" in words and f"{A[2, j]:.3f} ×" in words
+    assert "z = [" + ", ".join(f"{x:.3f}" for x in z[2]) + "]" in words
+    plt.close(fig)
 
 
 def test_multi_head_flow_split_attend_concat_w_o():

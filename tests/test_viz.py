@@ -23,8 +23,11 @@ def test_heatmap_has_token_labels_and_shape_errors():
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
     with pytest.raises(ValueError, match=r"must have 2 dimensions \(n_q, n_k\)"):
         attention_heatmap(np.ones(5), TOKENS)
-    with pytest.raises(ValueError, match="labels for a matrix"):
-        attention_heatmap(np.eye(4), TOKENS)
+    with pytest.raises(ValueError, match=r"5 row labels for a matrix of shape \(4, 4\): give "
+                                         "a list of word pieces, one per row"):
+        attention_heatmap(np.eye(4), TOKENS)  # checks.labels, the one rule
+    with pytest.raises(ValueError, match="4 column labels .* one per column"):
+        attention_heatmap(np.ones((5, 5)), TOKENS, TOKENS[:4])
 
 
 def test_heatmap_colour_bar_is_labelled_and_the_toy_prints_three_decimals():
@@ -35,6 +38,10 @@ def test_heatmap_colour_bar_is_labelled_and_the_toy_prints_three_decimals():
     assert "0.625" in [t.get_text() for t in ax.texts]  # as the toy's tables print it
     scores = attention_heatmap(np.array([[2.0, -1.0], [0.0, 3.0]]), ["a", "b"], vmin=-3, vmax=3)
     assert scores.figure.axes[-1].get_ylabel() == ""  # not softmax rows: no "attention weight"
+    # the one rule's 1e-3 (checks.are_attention_weights): weights rounded for display still
+    # read as weights, where numpy's allclose (1e-5) once dropped the label
+    rounded = attention_heatmap(np.array([[0.3334, 0.6670], [0.5, 0.5]]), ["a", "b"])
+    assert rounded.figure.axes[-1].get_ylabel() == "attention weight"
     named = attention_heatmap(w, ["cat", "sat"], cbar_label="prior")
     assert named.figure.axes[-1].get_ylabel() == "prior"
     assert viz.shown_decimals(6) == 3 and viz.shown_decimals(9) == 2

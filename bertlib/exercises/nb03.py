@@ -1,7 +1,7 @@
 """Checkers for notebook 03's "Try it" exercises, on the BERT that ``load_bert()`` returns
 (the answer is computed on the model in use); ``None`` gets "not answered yet", never a raise.
 
-1. :func:`check_embeddings` (reproduce): S = W_word[t] + W_pos[0…n−1] + W_type[s] of a sentence
+1. :func:`check_embeddings` (reproduce): S = W_word[t] + W_pos[0…n−1] + W_type[seg] of a sentence
    *pair* and E = LayerNorm(S), both (n, d) (S too, so ``hidden_states[0]`` alone cannot pass).
 2. :func:`check_position_guess` (predict, then check): the input cosine of *bank* at 2 positions.
 3. :func:`check_heads` (reproduce): every (layer, head) in which two words each give the other
@@ -102,8 +102,8 @@ def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
 def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedback:
     """Check a learner's sum ``summed`` and embedding output ``E``, both (n, d), for ``pair``.
 
-    summed = W_word[t] + W_pos[0…n−1] + W_type[s], E = LayerNorm(summed), with t the piece ids
-    and s the token types (0 up to the first [SEP], 1 after it). model: None = ``load_bert()``.
+    summed = W_word[t] + W_pos[0…n−1] + W_type[seg], E = LayerNorm(summed), with t the piece ids
+    and seg the token types (0 up to the first [SEP], 1 after it). model: None = ``load_bert()``.
     """
     if summed is None and E is None:
         return _not_answered("compute `summed` (the three embeddings added) and `E_pair` (its "

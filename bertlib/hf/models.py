@@ -255,8 +255,11 @@ def attention_maps(text: str, text_pair: str | None = None, model: LoadedBert | 
     return run.tokens, run.attentions
 
 
-def _layers_heads(source) -> tuple[int, int]:
-    """(number of layers, heads per layer) of a model, a run or an attention array."""
+def _check_sizes_source(source) -> tuple[int, int]:
+    """``source`` checked as something with layers and heads (a model, a run, or attention
+    maps (layers, heads, n, n)); returns its (number of layers, heads per layer), or a
+    TypeError. check_layer_head's input check: only this module knows a BertRun and a
+    LoadedBert."""
     if isinstance(source, BertRun):
         source = source.attentions
     if isinstance(source, LoadedBert):
@@ -283,7 +286,7 @@ def check_layer_head(model_or_attentions, layer, head=None,
     Raises TypeError for a non-integer and ValueError naming the valid range, e.g.
     ``layer must be a whole number in 0..5 (6 layers), got 7``.
     """
-    n_layers, n_heads = _layers_heads(model_or_attentions)
+    n_layers, n_heads = _check_sizes_source(model_or_attentions)
     layer = checks.whole(layer, "layer", 0, n_layers - 1, why=f"({n_layers} layers)")
     if head is None and allow_mean:
         return layer, None

@@ -30,6 +30,7 @@ from bertlib.checks import (
     attention_stack,
     has_shape,
     items,
+    labels,
     number,
     positions,
     same_shape,
@@ -88,19 +89,10 @@ def _check_keys(A, keys) -> tuple[np.ndarray, np.ndarray]:
     return A, bools
 
 
-def _check_tokens(tokens: Sequence[str], n: int) -> list[str]:
-    """tokens as a list, after checking there is one word piece per row of the maps."""
-    count = len(tokens) if isinstance(tokens, list | tuple) else f"a {type(tokens).__name__} of"
-    if count != n:
-        raise ValueError(f"{count} tokens for maps of size n = {n}: give a list of word pieces, "
-                         "one per row")
-    return list(tokens)
-
-
 def token_classes(tokens: Sequence[str]) -> dict[str, np.ndarray]:
     """Boolean masks (n,) marking "[CLS]", "[SEP]" and "punctuation" (pieces made only of
     punctuation characters, such as "." "," "?" "'")."""
-    tokens = _check_tokens(tokens, len(tokens))
+    tokens = labels(tokens, len(tokens), "tokens", "token_classes")
     return {
         "[CLS]": np.array([t == "[CLS]" for t in tokens]),
         "[SEP]": np.array([t == "[SEP]" for t in tokens]),
@@ -127,7 +119,8 @@ def to_token_shares(attentions, tokens: Sequence[str]) -> dict[str, np.ndarray]:
     wherever the pieces fall); tiny.agreement.measure_on picks them by position.
     """
     A = check_maps(attentions)
-    tokens = _check_tokens(tokens, whole(A.shape[-1], "n (shares need at least 2 tokens)", 2))
+    n = whole(A.shape[-1], "n (shares need at least 2 tokens)", 2)
+    tokens = labels(tokens, n, "tokens", f"maps of size n = {n}")
     shares = {name: key_share(A, keys) for name, keys in token_classes(tokens).items()}
     shares["self"], shares["previous"], shares["next"] = (offset_share(A, k) for k in (0, -1, 1))
     return shares
@@ -244,7 +237,7 @@ def word_ids_from_pieces(tokens: Sequence[str]) -> list[int | None]:
     also splits off punctuation as words of their own), except that in a pair the ids keep
     increasing into the second sentence where the tokenizer restarts them at 0.
     """
-    tokens = _check_tokens(tokens, len(tokens))
+    tokens = labels(tokens, len(tokens), "tokens", "word_ids_from_pieces")
     ids: list[int | None] = []
     current = -1
     for t in tokens:
@@ -273,7 +266,7 @@ def word_level_maps(attentions, tokens: Sequence[str],
     """
     A = check_maps(attentions)
     n = A.shape[-1]
-    tokens = _check_tokens(tokens, n)
+    tokens = labels(tokens, n, "tokens", f"maps of size n = {n}")
     word_ids = word_ids_from_pieces(tokens) if word_ids is None else list(word_ids)
     same_shape((len(word_ids),), (n,), ("word_ids", "tokens"))
     groups: list[list[int]] = []
@@ -320,7 +313,7 @@ def pattern_features(attentions, tokens: Sequence[str],
     """
     A = check_maps(attentions)
     n = A.shape[-1]
-    tokens = _check_tokens(tokens, n)
+    tokens = labels(tokens, n, "tokens", f"maps of size n = {n}")
     classes = token_classes(tokens)
     special = classes["[CLS]"] | classes["[SEP]"]
     near = band(np.arange(n), np.arange(n), 1)  # |i − j| ≤ 1

@@ -169,16 +169,17 @@ def window_half(w, n: int) -> int:
 def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np.ndarray]:
     """The blocked sliding window: which keys each block of queries reads, and which it may attend.
 
-    Query block t (queries t·B .. t·B + B − 1, B = ``block``) reads one slab of S = B + 2·half
-    consecutive keys, t·B − half .. t·B + B − 1 + half: every key j with |i − j| ≤ half for its
-    queries i (Longformer's "sliding chunks"). n: tokens; half: w/2 keys on each side (>= 0).
-    Returns (keys (n_blocks, S) ints: the key index of each slab place, outside 0..n−1 where the
-    slab runs past the sequence; keep (n_blocks, B, S) bool: True where query t·B + r may attend
-    keys[t, c], i.e. |r − c + half| ≤ half and the key is real). n_blocks = ⌈n / B⌉.
+    Query block t (queries t·B .. t·B + B − 1, B = ``block``) reads one slab of B + 2·half
+    consecutive keys (``slab``, its width), t·B − half .. t·B + B − 1 + half: every key j with
+    |i − j| ≤ half for its queries i (Longformer's "sliding chunks"). n: tokens; half: w/2 keys on
+    each side (>= 0). Returns (keys (n_blocks, slab) ints: the key index of each slab place,
+    outside 0..n−1 where the slab runs past the sequence; keep (n_blocks, B, slab) bool: True
+    where query t·B + r may attend keys[t, c], i.e. |r − c + half| ≤ half and the key is real).
+    n_blocks = ⌈n / B⌉.
     """
     n, half, B = whole(n, "n", 1), whole(half, "half", 0), whole(block, "block", 1)
-    keys = np.arange(-(-n // B))[:, None] * B - half + np.arange(B + 2 * half)  # (n_blocks, S)
-    in_band = band(np.arange(B), np.arange(B + 2 * half) - half, half)  # (B, S)
+    keys = np.arange(-(-n // B))[:, None] * B - half + np.arange(B + 2 * half)  # (n_blocks, slab)
+    in_band = band(np.arange(B), np.arange(B + 2 * half) - half, half)  # (B, slab)
     return keys, in_band & ((keys >= 0) & (keys < n))[:, None, :]
 
 

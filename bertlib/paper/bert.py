@@ -2,7 +2,7 @@
 
 The whole model (Devlin et al. 2019; the encoder of Vaswani et al. 2017), for token ids t_1..t_n:
 
-    X   = LayerNorm(W_word[t] + W_pos[0..n-1] + W_type[s])                 (n, d)
+    X   = LayerNorm(W_word[t] + W_pos[0..n-1] + W_type[seg])               (n, d)
     for each of the L layers:
         M   = MultiHead(X) = Concat(head_0, ..., head_{h-1}) W_O + b_O,
               head_i = softmax(Q_i K_iᵀ / √d_k) V_i, padding keys excluded   (n, d)
@@ -60,12 +60,12 @@ __all__ = [
 
 
 def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None) -> BertOutput:
-    """X_0 = LayerNorm(W_word[t] + W_pos + W_type[s]), X_l = EncoderLayer_l(X_{l−1}) for l = 1..L.
+    """X_0 = LayerNorm(W_word[t] + W_pos + W_type[seg]), X_l = EncoderLayer_l(X_{l−1}) for l = 1..L.
     input_ids, token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding,
     None = all real; model: BertModel / LoadedBert / BertParams / None. Returns BertOutput(hidden
     states (L+1, ..., n, d), attentions A (L, ..., h, n, n)), float64."""
     params, mask = _check_forward(input_ids, attention_mask, model)
-    X = embed(params, input_ids, token_type_ids)  # X_0 = LayerNorm(W_word[t] + W_pos + W_type[s])
+    X = embed(params, input_ids, token_type_ids)  # X_0 = LayerNorm(W_word[t] + W_pos + W_type[seg])
     hidden, attentions = [X], []
     for layer in params.layers:  # X_l = EncoderLayer_l(X_{l−1}), l = 1..L
         X, A = encoder_layer(X, layer, params.h, mask, params.eps)
@@ -88,13 +88,13 @@ def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12,
 
 
 def embed(params: BertParams, input_ids, token_type_ids=None) -> np.ndarray:
-    """E = LayerNorm(W_word[t] + W_pos[0..n−1] + W_type[s]).
+    """E = LayerNorm(W_word[t] + W_pos[0..n−1] + W_type[seg]).
 
     input_ids, token_type_ids: (..., n) ints (token types default to 0, "sentence A").
     Returns (..., n, d) float64.
     """
-    t, s, n = _check_ids(params, input_ids, token_type_ids)
-    E = params.word[t].astype(np.float64) + params.position[:n] + params.token_type[s]
+    t, seg, n = _check_ids(params, input_ids, token_type_ids)
+    E = params.word[t].astype(np.float64) + params.position[:n] + params.token_type[seg]
     return layer_norm(E, params.emb_gamma, params.emb_beta, params.eps)
 
 
@@ -152,13 +152,13 @@ def _key_mask_per_head(attention_mask, shape: tuple[int, ...]) -> np.ndarray | N
 
 
 def _check_ids(params: BertParams, input_ids, token_type_ids):
-    """embed's (token ids t, token types s, n): ids inside the vocabulary, n within positions."""
+    """embed's (token ids t, token types seg, n): ids inside the vocabulary, n within positions."""
     t = vocab_ids(input_ids, "input_ids", params.word.shape[0])
     n = within_positions(t.shape[-1] if t.ndim else 0, params.position.shape[0])
-    s = np.zeros_like(t) if token_type_ids is None else vocab_ids(
+    seg = np.zeros_like(t) if token_type_ids is None else vocab_ids(
         token_type_ids, "token_type_ids", params.token_type.shape[0])
-    same_shape(s, t, ("token_type_ids", "input_ids"))
-    return t, s, n
+    same_shape(seg, t, ("token_type_ids", "input_ids"))
+    return t, seg, n
 
 
 def _check_layer(X, params, h, mask, attend) -> tuple[np.ndarray, LayerParams, np.ndarray | None]:

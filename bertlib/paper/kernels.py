@@ -180,12 +180,12 @@ def banded_attention(Q, K, V, w: int):
     half = window_half(w, n)  # w/2 (capped at n − 1)
     B = max(half, 1)  # queries per block
     keys, keep = sliding_window_blocks(n, half, B)  # the slabs and the band, as numpy
-    (n_blocks, S), keep = keys.shape, torch.from_numpy(keep).to(Q.device)  # S = B + 2·half
+    (n_blocks, slab), keep = keys.shape, torch.from_numpy(keep).to(Q.device)  # slab = B + 2·half
     pad_end = n_blocks * B - n
-    K_slab = torch.nn.functional.pad(K, (0, 0, half, pad_end + half)).unfold(-2, S, B)
-    V_slab = torch.nn.functional.pad(V, (0, 0, half, pad_end + half)).unfold(-2, S, B)
+    K_slab = torch.nn.functional.pad(K, (0, 0, half, pad_end + half)).unfold(-2, slab, B)
+    V_slab = torch.nn.functional.pad(V, (0, 0, half, pad_end + half)).unfold(-2, slab, B)
     Q_blocks = torch.nn.functional.pad(Q, (0, 0, 0, pad_end)).unflatten(-2, (n_blocks, B))
-    scores = (Q_blocks @ K_slab) * attention_scale(d_k)  # (..., n_blocks, B, S)
+    scores = (Q_blocks @ K_slab) * attention_scale(d_k)  # (..., n_blocks, B, slab)
     weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
     out = weights @ V_slab.transpose(-2, -1)  # (..., n_blocks, B, d_v)
     return out.flatten(-3, -2)[..., :n, :]

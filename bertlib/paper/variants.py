@@ -98,25 +98,25 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     is_global[g] = True
 
     B = max(half, 1)  # queries per block
-    keys, keep = sliding_window_blocks(n, half, B)  # (n_blocks, S) slab keys; (n_blocks, B, S)
-    (n_blocks, S), cols = keys.shape, keys[:, None, :]  # S = B + w keys per slab
+    keys, keep = sliding_window_blocks(n, half, B)  # slab keys, band
+    (n_blocks, slab), cols = keys.shape, keys[:, None, :]  # slab = B + w keys per slab (its width)
     rows = (np.arange(n_blocks)[:, None] * B + np.arange(B))[:, :, None]  # query index
     keep = keep & ~is_global[np.clip(cols, 0, n - 1)] & (rows < n)  # globals apart
     pad = ((half, n_blocks * B - n + half), (0, 0))
 
-    def slabs(X):  # (n_blocks, d, S): block t's S rows of X, a strided view of the padded X
+    def slabs(X):  # (n_blocks, d, slab): block t's rows of X, a strided view of the padded X
         # made contiguous (3·n·d numbers), so that the batched products below run in BLAS
-        return np.ascontiguousarray(sliding_window_view(np.pad(X, pad), S, axis=0)[::B])
+        return np.ascontiguousarray(sliding_window_view(np.pad(X, pad), slab, axis=0)[::B])
 
-    K_slab = slabs(K)  # (n_blocks, d_k, S)
-    V_slab = np.swapaxes(slabs(V), 1, 2)  # (n_blocks, S, d_v)
+    K_slab = slabs(K)  # (n_blocks, d_k, slab)
+    V_slab = np.swapaxes(slabs(V), 1, 2)  # (n_blocks, slab, d_v)
     Q_blocks = np.pad(Q, ((0, n_blocks * B - n), (0, 0))).reshape(n_blocks, B, d_k)
     scale = attention_scale(d_k)
-    scores_band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, S)
+    scores_band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, slab)
     to_global = ((Q_blocks @ K[g].T) * scale)  # (n_blocks, B, g)
     weights = softmax(np.concatenate([scores_band, to_global], axis=2),
                       where=np.concatenate([keep, np.ones(to_global.shape, bool)], axis=2))
-    w_band, w_global = weights[..., :S], weights[..., S:]
+    w_band, w_global = weights[..., :slab], weights[..., slab:]
     out = (w_band @ V_slab + w_global @ V[g]).reshape(-1, V.shape[1])[:n]
     out_g, weights_g = scaled_dot_product_attention(Q[g], K, V)  # global rows see everything
     out[g] = out_g
@@ -249,7 +249,7 @@ def bert_layer(hidden, layer: int, attend=None, model=None) -> np.ndarray:
     """One BERT encoder layer in numpy, with each head's attention computed by ``attend``:
     :func:`bertlib.paper.bert.encoder_layer` with the attention swapped,
 
-        A = Concat_i attend(Q_i, K_i, V_i) W_O + b_O;  X' = LayerNorm(X + A)
+        M = Concat_i attend(Q_i, K_i, V_i) W_O + b_O;  X' = LayerNorm(X + M)
         out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
     hidden: X (n, d), the layer's input; attend(Q, K, V) -> (n, d_k) for one head, with Q, K, V
     (n, d_k), e.g. ``lambda Q, K, V: sliding_window_attention(Q, K, V, 4)``; None = BERT's

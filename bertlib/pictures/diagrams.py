@@ -16,8 +16,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from bertlib.checks import as_array, heads_dividing, number, whole
-from bertlib.paper.attention import attention_scale, softmax
+from bertlib.checks import as_array, bool_mask, has_shape, heads_dividing, number, whole
+from bertlib.paper.attention import attention_scale, scaled_dot_product_attention
 
 __all__ = ["COLOURS", "canvas", "box", "arrow"]
 
@@ -148,9 +148,9 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
     K = as_array(K, "K", shape=Q.shape, layout="(n, d_k)", why=why)
     V = as_array(V, "V", shape=(n, None), layout="(n, d_v)", why=why)
     d_k = Q.shape[1]
-    s = K @ Q[query]
+    s = K @ Q[query]  # the picture's own column: each raw score q·k_j, before the scale
     scaled = s * attention_scale(d_k)  # q·k_j / √d_k
-    w = softmax(scaled)
+    (z,), (w,) = scaled_dot_product_attention(Q[query:query + 1], K, V)  # the one definition
     fmt = lambda v, p=2: "[" + ", ".join(f"{x:.{p}f}" for x in v) + "]"  # noqa: E731
     fig, ax = canvas(12.5, 1.0 * n + 1.8, title=f"One query worked through: {tokens[query]!r}, "
                      f"q = {fmt(Q[query])}", scale=0.8)
@@ -168,7 +168,6 @@ def one_query_flow(tokens: list[str], Q, K, V, query: int):
             box(ax, (x, y), text, colour, width=2.6 if x > 9 else 1.4, height=0.7, fontsize=8)
         for x0, x1 in ((1.5, 1.9), (3.3, 4.0), (5.4, 6.1), (7.5, 8.3)):
             arrow(ax, (x0, y), (x1, y))
-    z = w @ V
     box(ax, (9.6, 0.45), f"sum: z = {fmt(z, 3)}", "output", width=2.6, height=0.6, fontsize=8)
     right, rows = 11.15, [top - 1.0 * (j + 1) for j in range(n)]
     for y in rows:  # every row's w_j v_j goes into the sum, not the last row's alone
@@ -188,10 +187,8 @@ def hatch_masked(ax, mask, label: str = "masked: no weight allowed"):
     learned zeros but cells the softmax never sees, so they are drawn as hatched blanks over
     whatever was there (numbers included). Returns the number of cells hatched.
     """
-    m = np.asarray(mask)
-    if m.ndim != 2 or m.dtype != bool:
-        raise ValueError(f"mask must be a 2-D bool array (True = may attend), got "
-                         f"{m.dtype} of shape {m.shape}")
+    m = bool_mask(mask, np.shape(mask), "(n_q, n_k)")  # the one check of an attention mask
+    has_shape(m, "mask", (None, None), "(n_q, n_k)", "(one bool per cell of the heatmap)")
     cells = np.argwhere(~m)
     for i, j in cells:
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", edgecolor="#888888",

@@ -15,7 +15,15 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from bertlib.checks import as_array, attention_rows, attention_stack, number, whole
+from bertlib.checks import (
+    are_attention_weights,
+    as_array,
+    attention_rows,
+    attention_stack,
+    labels,
+    number,
+    whole,
+)
 
 __all__ = [
     "check_attention_weights",
@@ -51,16 +59,16 @@ def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str 
     Rows are queries (who attends), columns keys (attended to). One colour scale: ``vmin`` to
     ``vmax`` (pass the same values to every panel of a figure). ``annotate`` writes the numbers
     in the cells (default: when the matrix is at most 8 x 8), with :func:`shown_decimals` digits.
-    ``cbar_label`` names the colour bar; by default "attention weight" when every row sums to 1
-    (softmax rows), no label otherwise (scores, priors: pass a label of your own).
+    ``cbar_label`` names the colour bar; by default "attention weight" when the matrix keeps the
+    one rule of attention weights (:func:`bertlib.checks.are_attention_weights`: entries in
+    [0, 1], rows summing to 1, within 1e-3), no label otherwise (scores, priors: pass a label of
+    your own).
     """
     A = as_array(weights, "weights", ndim=2, layout="(n_q, n_k)", finite=False)
+    of = f"a matrix of shape {A.shape}"
+    row_tokens = labels(row_tokens, A.shape[0], "row labels", of)
     col_tokens = row_tokens if col_tokens is None else col_tokens
-    if len(row_tokens) != A.shape[0] or len(col_tokens) != A.shape[1]:
-        raise ValueError(
-            f"{len(row_tokens)} row and {len(col_tokens)} column labels for a matrix of shape "
-            f"{A.shape}"
-        )
+    col_tokens = labels(col_tokens, A.shape[1], "column labels", of, each="column")
     if ax is None:
         size = max(3.0, 0.45 * max(A.shape) + 1.5)
         _, ax = plt.subplots(figsize=(size + 1, size))
@@ -80,7 +88,7 @@ def attention_heatmap(weights, row_tokens, col_tokens=None, ax=None, title: str 
                 ax.text(j, i, f"{A[i, j]:.{digits}f}", ha="center", va="center", fontsize=8,
                         color="white" if A[i, j] > 0.6 * top else "black")
     if cbar_label is None:
-        cbar_label = "attention weight" if np.allclose(np.nansum(A, axis=-1), 1.0) else ""
+        cbar_label = "attention weight" if are_attention_weights(A) else ""
     ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=cbar_label)
     return ax
 

@@ -32,6 +32,7 @@ from bertlib.exercises import (
     is_complex,
     not_answered,
     ragged_message,
+    watched_calls,
 )
 from bertlib.exercises.toy_design import key_hint, lost_verb_hint, toy_qkv
 from bertlib.paper import toy
@@ -139,7 +140,11 @@ def check_attention_fn(fn: Callable) -> Feedback:
                                "answer itself; write the attention yourself, with loops")
     rng = np.random.default_rng(1)
     Q, K, V = rng.normal(size=(4, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
-    result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())
+    with watched_calls(scaled_dot_product_attention) as reached:  # an import inside fn's body
+        result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())
+    if reached:
+        return Feedback(False, "your function calls bertlib's scaled_dot_product_attention (it "
+                               "imports it), the answer itself; write the attention yourself")
     if error is not None:
         return error
     if _pair(result) is None:
@@ -332,6 +337,9 @@ def _window_slip(a: np.ndarray, Q: np.ndarray, K: np.ndarray, mask: np.ndarray) 
                 "scores queries against keys, Q Kᵀ") for c in (1.0, math.sqrt(d_k))),
              (softmax(S, axis=-1, where=mask).T, "that is the right matrix transposed: row i must "
               "be query i's weights over the keys (each row sums to 1), not column i"),
+             (softmax(S.T, axis=-1, where=mask), "the window is right, but your scores are "
+              "transposed, K Qᵀ: row i, column j must be q_i · k_j (query i against key j), "
+              "not k_i · q_j"),
              (softmax(S, axis=0, where=mask), "the window is right, but your softmax runs down "
               "the columns: each query's ROW must sum to 1"),
              (softmax(S, axis=-1), "no mask applied: these are the full bidirectional weights"),
@@ -340,7 +348,8 @@ def _window_slip(a: np.ndarray, Q: np.ndarray, K: np.ndarray, mask: np.ndarray) 
     return next((message for wrong, message in slips if _close(a, wrong, PENCIL_ATOL)), None)
 
 
-@explained_tries("sections 6 and 11 (a mask sets scores to -inf before the softmax)")
+@explained_tries("section 6 (the scaled scores and their softmax) and section 11 (a mask sets "
+                 "scores to -inf before the softmax, and e^-inf = 0)")
 def check_window_weights(weights) -> Feedback:
     """Exercise: the toy's (6, 6) weights when word i sees only words i−1, i, i+1: softmax over
     each row of Q Kᵀ / √d_k, the scores outside the window set to −∞ first. Answers within
@@ -368,8 +377,9 @@ def check_window_weights(weights) -> Feedback:
     S, mask = Q @ K.T / math.sqrt(Q.shape[1]), window_mask(_N)
     right, tol = _pencil_weights(Q @ K.T, math.sqrt(Q.shape[1]), mask)
     if _close(a, right, tol):
-        return Feedback(True, "correct: every word spreads its attention over itself and its "
-                              "neighbours only (two in the middle, one at either end)")
+        return Feedback(True, f"correct (each weight within {tol:.4f}): every word spreads its "
+                              "attention over itself and its neighbours only (two in the middle, "
+                              "one at either end)")
     if _close(a / 100, right, tol):  # the right weights, written as percentages
         return form_error("your rows sum to 100: percentages? A softmax weight is a fraction, "
                           "so each row sums to 1")

@@ -29,11 +29,9 @@ and :func:`described` (what a learner's function returned, in words).
 from __future__ import annotations
 
 import builtins
-import contextlib
 import dis
 import functools
 import math
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -323,28 +321,6 @@ def calls_library(fn: Callable, target: Callable, depth: int = 3) -> bool:
     found = _loaded(code, getattr(fn, "__globals__", {}))
     return any(obj is not fn and callable(obj) and calls_library(obj, target, depth - 1)
                for obj in cells + found)
-
-
-@contextlib.contextmanager
-def watched_calls(target: Callable):
-    """While inside, every bertlib module's name for ``target`` holds a twin that records its
-    calls in the list yielded: a learner's function that imports target in its own body (which
-    :func:`calls_library` cannot see before the call) is caught in the act."""
-    calls: list[int] = []
-
-    def twin(*args, **kwargs):
-        calls.append(1)
-        return target(*args, **kwargs)
-
-    held = [(m, name) for key, m in list(sys.modules.items()) if key.split(".")[0] == "bertlib"
-            for name, value in list(vars(m).items()) if value is target]
-    for m, name in held:
-        setattr(m, name, twin)
-    try:
-        yield calls
-    finally:
-        for m, name in held:
-            setattr(m, name, target)
 
 
 def _filled(cell) -> bool:

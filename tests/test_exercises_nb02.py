@@ -573,3 +573,13 @@ def test_split_heads_written_but_not_returned_is_asked_about_return():
     fb = check_split_heads(no_return, batched=True)
     assert not fb.ok and "did you forget `return`?" in fb.message, fb.message
     assert "not answered yet" in check_split_heads(lambda X, h: None).message
+
+
+def test_w_o_swap_refuses_a_complex_matrix_without_a_numpy_warning():
+    # learner 29: a ComplexWarning leaked and the matrix was read as real
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fb = nb02.check_w_o_swap(np.eye(4) * (1 + 1j))
+    assert not fb.ok and fb.form and "complex" in fb.message

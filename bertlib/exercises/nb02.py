@@ -25,6 +25,7 @@ from bertlib.exercises import (
     described,
     explained_tries,
     form_error,
+    is_complex,
     not_answered,
 )
 from bertlib.hf.loading import load_bert
@@ -326,6 +327,8 @@ def check_w_o_swap(W_O) -> Feedback:
     transpose, so rows and columns of W_O mixed up is a wrong answer, and named. Says which
     output columns are already right.
     """
+    if is_complex(W_O):
+        return form_error("your W_O has complex numbers; W_O is a real matrix")
     W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
                         "output (n, 4))")
     if isinstance(W, Feedback):

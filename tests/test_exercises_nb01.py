@@ -635,3 +635,39 @@ def test_window_weights_name_a_softmax_down_the_columns_and_percentages():
     wrong[1, [0, 2]] = wrong[1, [2, 0]]  # percentages, and one row's values swapped
     fb = check_window_weights(wrong)
     assert not fb.ok and "sums to 100.000: percentages?" in fb.message, fb.message
+
+
+def test_window_weights_name_scores_transposed_k_q():
+    # learner 29: K Qᵀ (reading the scores by column, a pencil slip) got "recompute them"
+    S = Q @ K.T / np.sqrt(2)
+    fb = check_window_weights(softmax(S.T, axis=-1, where=window_mask(6)))
+    assert not fb.ok and "K Qᵀ" in fb.message and "q_i · k_j" in fb.message
+
+
+def test_window_weights_hint_names_where_minus_inf_is_taught(monkeypatch):
+    # learner 29: the reread hint named sections 6 and 11 for -inf, which neither said; section
+    # 11 of the notebook now shows e^-inf = 0 (its cell asserts it)
+    monkeypatch.setattr(exercises, "EXPLAINED_TRIES", 3)
+    reset_tries()
+    wrong = np.full((6, 6), 1 / 6)
+    messages = [check_window_weights(wrong).message for _ in range(4)]
+    assert "section 11 (a mask sets scores to -inf before the softmax, and e^-inf = 0)" in \
+        messages[-1]
+
+
+def test_attention_fn_refuses_bertlibs_attention_imported_inside_the_function():
+    # learner 29: an import in the body is not a global: the call itself is watched
+    def imports_it(Q, K, V):
+        from bertlib.paper.attention import scaled_dot_product_attention as mine
+        return mine(Q, K, V)
+
+    def imports_module(Q, K, V):
+        import bertlib.paper.attention as att
+        return att.scaled_dot_product_attention(Q, K, V)
+
+    for fn in (imports_it, imports_module):
+        fb = check_attention_fn(fn)
+        assert not fb.ok and "bertlib's scaled_dot_product_attention" in fb.message, fn
+    from bertlib.paper import attention
+    assert attention.scaled_dot_product_attention is scaled_dot_product_attention  # put back
+    assert check_attention_fn(loops).ok

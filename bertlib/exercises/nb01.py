@@ -13,6 +13,7 @@ an unanswered stub (``None``) gets "not answered yet", never an exception.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -139,7 +140,7 @@ def check_attention_fn(fn: Callable) -> Feedback:
                                "answer itself; write the attention yourself, with loops")
     rng = np.random.default_rng(1)
     Q, K, V = rng.normal(size=(4, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
-    result, error = call_answer(fn, Q.copy(), K.copy(), V.copy())
+    result, error = _call_watched(fn, Q.copy(), K.copy(), V.copy())
     if error is not None:
         return error
     if _pair(result) is None:
@@ -183,6 +184,32 @@ def check_attention_fn(fn: Callable) -> Feedback:
     if not _close(Z, A @ V):
         return Feedback(False, "A is right, but Z is not Σ_j A[i, j] · V[j] for every query i")
     return _other_shape(fn)
+
+
+def _call_watched(fn: Callable, *args) -> tuple:
+    """call_answer(fn, *args), every bertlib module's name for scaled_dot_product_attention held
+    by a twin during the call: a function that imports it in its own body (which calls_library
+    cannot see beforehand) is refused, like one that reaches it through a global."""
+    calls, target = [], scaled_dot_product_attention
+
+    def twin(*a, **kw):
+        calls.append(1)
+        return target(*a, **kw)
+
+    held = [(m, name) for key, m in list(sys.modules.items()) if key.split(".")[0] == "bertlib"
+            for name, value in list(vars(m).items()) if value is target]
+    try:
+        for m, name in held:
+            setattr(m, name, twin)
+        result, error = call_answer(fn, *args)
+    finally:
+        for m, name in held:
+            setattr(m, name, target)
+    if calls:
+        return None, Feedback(False, "your function calls bertlib's scaled_dot_product_attention "
+                                     "(it imports it), the answer itself; write the attention "
+                                     "yourself")
+    return result, error
 
 
 def _pair(result) -> tuple | None:
@@ -332,6 +359,9 @@ def _window_slip(a: np.ndarray, Q: np.ndarray, K: np.ndarray, mask: np.ndarray) 
                 "scores queries against keys, Q Kᵀ") for c in (1.0, math.sqrt(d_k))),
              (softmax(S, axis=-1, where=mask).T, "that is the right matrix transposed: row i must "
               "be query i's weights over the keys (each row sums to 1), not column i"),
+             (softmax(S.T, axis=-1, where=mask), "the window is right, but your scores are "
+              "transposed, K Qᵀ: row i, column j must be q_i · k_j (query i against key j), "
+              "not k_i · q_j"),
              (softmax(S, axis=0, where=mask), "the window is right, but your softmax runs down "
               "the columns: each query's ROW must sum to 1"),
              (softmax(S, axis=-1), "no mask applied: these are the full bidirectional weights"),
@@ -340,7 +370,8 @@ def _window_slip(a: np.ndarray, Q: np.ndarray, K: np.ndarray, mask: np.ndarray) 
     return next((message for wrong, message in slips if _close(a, wrong, PENCIL_ATOL)), None)
 
 
-@explained_tries("sections 6 and 11 (a mask sets scores to -inf before the softmax)")
+@explained_tries("section 6 (the scaled scores and their softmax) and section 11 (a mask sets "
+                 "scores to -inf before the softmax, and e^-inf = 0)")
 def check_window_weights(weights) -> Feedback:
     """Exercise: the toy's (6, 6) weights when word i sees only words i−1, i, i+1: softmax over
     each row of Q Kᵀ / √d_k, the scores outside the window set to −∞ first. Answers within
@@ -368,8 +399,9 @@ def check_window_weights(weights) -> Feedback:
     S, mask = Q @ K.T / math.sqrt(Q.shape[1]), window_mask(_N)
     right, tol = _pencil_weights(Q @ K.T, math.sqrt(Q.shape[1]), mask)
     if _close(a, right, tol):
-        return Feedback(True, "correct: every word spreads its attention over itself and its "
-                              "neighbours only (two in the middle, one at either end)")
+        return Feedback(True, f"correct (each weight within {tol:.4f}): every word spreads its "
+                              "attention over itself and its neighbours only (two in the middle, "
+                              "one at either end)")
     if _close(a / 100, right, tol):  # the right weights, written as percentages
         return form_error("your rows sum to 100: percentages? A softmax weight is a fraction, "
                           "so each row sums to 1")

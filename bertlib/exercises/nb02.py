@@ -25,6 +25,7 @@ from bertlib.exercises import (
     described,
     explained_tries,
     form_error,
+    is_complex,
     not_answered,
 )
 from bertlib.hf.loading import load_bert
@@ -230,8 +231,6 @@ def check_det_noun_head(layer, head) -> Feedback:
     scores, _, pairs = _det_noun_scores()
     L, H = scores.shape
     best = tuple(int(x) for x in np.unravel_index(int(scores.argmax()), scores.shape))
-    if (order := _det_noun_order(layer, head, best)) is not None:
-        return Feedback(False, order)
     try:
         layer, head = check_layer_head(load_bert(), layer, head, allow_mean=False)
     except (TypeError, ValueError) as exc:  # a wrong index is feedback, not a traceback
@@ -248,18 +247,6 @@ def check_det_noun_head(layer, head) -> Feedback:
 def _whole(*values) -> bool:
     """True when every value is a whole number (an int or a numpy integer, not a bool)."""
     return all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in values)
-
-
-def _det_noun_order(layer, head, best: tuple[int, int]) -> str | None:
-    """The message for the right head counted from 1 or given as (head, layer); else None."""
-    if not _whole(layer, head):
-        return None
-    if (layer - 1, head - 1) == best:
-        return ("counted from 1? Layers and heads count from 0 here (the first layer is layer 0): "
-                "check your two numbers again with 1 taken off each")
-    if (head, layer) == best:
-        return "your two numbers are the right ones in the other order: layer first, then head"
-    return None
 
 
 def _det_noun_miss(layer: int, head: int, pairs) -> str:
@@ -280,7 +267,8 @@ def _det_noun_miss(layer: int, head: int, pairs) -> str:
     looks = ", ".join(f"{kind} {'once' if n == 1 else f'{n} times'}" for kind, n in counts)
     return (f"not layer {layer}, head {head}: there, over the {len(pairs)} cases, 'the' looks "
             f"most at: {looks}. Average each head's weight from 'the' to its noun over all "
-            f"{len(pairs)} cases and take the largest (layers and heads count from 0)")
+            f"{len(pairs)} cases and take the largest (layers and heads count from 0, the first "
+            "layer is layer 0; the answer is (layer, head), in that order)")
 
 
 @explained_tries("section 6 (write each count in terms of h·d_k)")
@@ -339,6 +327,8 @@ def check_w_o_swap(W_O) -> Feedback:
     transpose, so rows and columns of W_O mixed up is a wrong answer, and named. Says which
     output columns are already right.
     """
+    if is_complex(W_O):
+        return form_error("your W_O has complex numbers; W_O is a real matrix")
     W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
                         "output (n, 4))")
     if isinstance(W, Feedback):

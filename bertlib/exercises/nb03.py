@@ -91,8 +91,9 @@ def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
         return Feedback(False, "`summed` is already normalised (it equals E): it is the sum of "
                                "the three embeddings, before the LayerNorm")
     if found:  # where the token types are: named from the second such slip on
-        key = "; the key is token_type_ids" * (found[2:] in ("all segment A", "no token type")
-                                               and count_try("nb03.segments") > 1)
+        key = ("; print the keys of what `encode` returns for a pair: one of them says which "
+               "sentence each piece belongs to") * (found[2:] in ("all segment A", "no token type")
+                                                    and count_try("nb03.segments") > 1)
         return Feedback(False, f"`summed`: {EMBED_HINTS[found[2:]]}{key}")
     worst = float(np.abs(S - variants["right"][0]).max())
     return Feedback(False, f"`summed` differs from word + position + token type by up to "
@@ -165,7 +166,8 @@ def check_position_guess(guess, model=None) -> Feedback:
                               f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
                               "piece, but a different position embedding: similar, not the same")
     why = ("Before another number, reason it out: what does the position row add, how long is it "
-           "next to the word row, how alike are rows four places apart (section 3)?")
+           "next to the word row, how many places apart are the two pieces, and how alike are "
+           "position rows that far apart (section 3)?")
     if guess > 0.999 or guess < 0:  # "identical" or "opposite": ideas to unlearn, on any try
         idea = ("identical vectors would give 1; what else does E add?" if guess > 0 else "a "
                 "negative cosine: vectors pointing apart, yet both share word and type rows.")
@@ -218,14 +220,10 @@ def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> F
     """Feedback for (head, layer) order, a pair naming no head (a form error), one way only."""
     config = _model(model).model.config
     L, H = config.num_hidden_layers, config.num_attention_heads
-    swapped = len({(b, a) for a, b in answer} & expected)  # right once read as (head, layer)
-    if 2 * swapped > len(answer) and swapped > len(answer & expected):
-        return Feedback(False, f"{swapped} of your pairs are right with their numbers swapped: "
-                        f"(head, layer); the order is (layer, head) ({L} layers of {H} heads)")
     outside = sorted((a, b) for a, b in answer if not (0 <= a < L and 0 <= b < H))
     if outside:
-        return form_error(f"{outside[0]} names no head: layers run 0..{L - 1} and heads "
-                          f"0..{H - 1} ({L} layers of {H} heads)")
+        return form_error(f"{outside[0]} names no head: each pair is (layer, head), layers run "
+                          f"0..{L - 1} and heads 0..{H - 1} ({L} layers of {H} heads)")
     ways = {(x, y): set(heads_where_top(x, y, model=model)) for x, y in ((query, target),
                                                                           (target, query))}
     for (x, y), one_way in ways.items():
@@ -237,15 +235,6 @@ def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> F
         return Feedback(False, "your list holds the heads in which either word looks most at the "
                         "other; the question asks for the heads in which both do")
     return None
-
-
-def _looks_one_based(answer: set, shifted: set, expected: set) -> bool:
-    """True when nearly every ``shifted`` pair is a right head and none was shifted from a 0."""
-    if not answer or any(-1 in pair for pair in shifted):
-        return False
-    hits = len(shifted & expected)
-    nearly_all_right = len(shifted - expected) <= len(answer) // 5
-    return nearly_all_right and hits >= min(2, len(expected)) and hits > len(answer & expected)
 
 
 @explained_tries("section 5 and the exercise (both words' rows in every head, [CLS], [SEP] out)")
@@ -260,20 +249,22 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
         return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, {query!r} "
                               f"and {target!r} each give the other their largest weight (after "
                               "[CLS]/[SEP])")
-    for dl, dh, which in ((1, 1, "both numbers"), (1, 0, "the layer"), (0, 1, "the head")):
-        shifted = {(layer - dl, head - dh) for layer, head in answer}
-        if _looks_one_based(answer, shifted, expected):  # no count: it would confirm the list
-            return Feedback(False, "your pairs look 1-based: bertlib and numpy count layers and "
-                                   "heads from 0 (the first layer is layer 0), so check them "
-                                   f"again with 1 taken off {which}")
     slip = _heads_slip(answer, expected, query, target, model)
     if slip is not None:
         return slip
     kept = set(heads_both_ways(query, target, skip_special=False, model=model))  # [CLS], [SEP] in
+    if not answer and not kept:  # learner 29: with [CLS]/[SEP] compared, no head fits
+        return Feedback(False, "your list is empty, yet at least one head fits: did you leave "
+                               "[CLS] and [SEP] in the comparison? The question compares the "
+                               "words' weights with those two positions left out" + CONVENTION)
     again = bool(answer) and answer == kept and count_try("nb03.specials") > 1  # learner 22
     return Feedback(False, _heads_wrong(answer, expected, (query, target), model) + again * (
         "; and your list, again, is exactly the heads that would be right if the [CLS] and [SEP] "
-        "positions counted: which positions does the question ask you to compare?"))
+        "positions counted: which positions does the question ask you to compare?") + CONVENTION)
+
+
+#: What every wrong list of check_heads is told, whatever it holds (never which pairs it fixes).
+CONVENTION = " (layers and heads count from 0; each pair is (layer, head), in that order)"
 
 
 def _heads_wrong(answer: set, expected: set, words: tuple[str, str], model) -> str:

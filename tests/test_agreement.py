@@ -111,6 +111,20 @@ def test_subset_keeps_the_chosen_rows(tok):
     assert len(part.verb) == (sentence_set.role == "main").sum() and (part.role == "main").all()
 
 
+def test_accuracy_by_reads_the_chosen_rows_and_names_a_bad_selection(tok):
+    sentence_set = agreement.make_sentence_set(tok, g.generate(5, g.CONSTRUCTIONS, seed=2))
+    R = len(sentence_set.verb)
+    correct = np.arange(R) % 2 == 0
+    main = sentence_set.role == "main"
+    assert agreement.accuracy_by(sentence_set, correct, main) == correct[main].mean()
+    with pytest.raises(ValueError, match=rf"rows and the sentence set's rows must have the same "
+                                         rf"shape, got \({R - 1},\) and \({R},\)"):
+        agreement.accuracy_by(sentence_set, correct, main[1:])
+    with pytest.raises(ValueError, match=r"the number of rows selected must be a whole number "
+                                         r">= 1, got 0"):
+        agreement.accuracy_by(sentence_set, correct, np.zeros(R, dtype=bool))
+
+
 def test_logits_and_attentions_are_the_model_s_in_chunks(tok, tiny):
     ids, mask = agreement.encode_texts(tok, [s.text for s in g.generate(5, seed=3)])
     logits, maps = agreement.logits_and_attentions(tiny, ids, mask, batch=2)  # chunks of 2, 2, 1

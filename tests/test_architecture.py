@@ -274,7 +274,7 @@ MAX_MODULE = 420  # lines of a module: about 400, readable in one sitting
 # `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 99 today (the goal
 # was about 108, half of 216). The ceiling is today's count, so it means something: a new check
 # written by hand fails until it goes to bertlib.checks (lower it when raises go).
-MAX_RAISES = 97
+MAX_RAISES = 96
 
 
 def _trees():

@@ -263,7 +263,6 @@ _WORDS = list(SPECIALS) + grammar.vocabulary()
 def accuracy_by(sentence_set: SentenceSet, correct, rows) -> float:
     """The model's accuracy over the rows of a sentence set selected by ``rows`` ((R,) bool)."""
     rows = np.asarray(rows, dtype=bool)
-    if rows.shape != sentence_set.verb.shape or not rows.any():
-        raise ValueError("rows must be a (R,) bool array selecting at least one row of the "
-                         "sentence set")
+    same_shape(rows, sentence_set.verb, ("rows", "the sentence set's rows"))
+    whole(rows.sum(), "the number of rows selected", 1)
     return float(np.asarray(correct)[rows].mean())

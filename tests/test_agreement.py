@@ -103,6 +103,13 @@ def test_measure_shapes_and_rows_sum(tok, tiny):
                for r, n in enumerate(sentence_set.length)]
     np.testing.assert_allclose(m["[CLS]"], np.mean([c for c, _ in by_hand], 0), rtol=1e-6)
     np.testing.assert_allclose(m["[SEP]"], np.mean([s for _, s in by_hand], 0), rtol=1e-6)
+    # the verb -> subject share is pair_share row by row: the same numbers, bit for bit, as the
+    # indexing measure_on wrote before it called pair_share
+    r = np.arange(len(sentence_set.verb))
+    assert m["subject"].dtype == maps.dtype == np.float32
+    assert np.array_equal(m["subject"], maps[r, :, :, sentence_set.verb, sentence_set.subject].mean(0))
+    assert np.array_equal(m["subject_far"], maps[r[far], :, :, sentence_set.verb[far],
+                                                 sentence_set.subject[far]].mean(0))
 
 
 def test_subset_keeps_the_chosen_rows(tok):

@@ -202,14 +202,16 @@ def measure_on(model, sentence_set: SentenceSet) -> dict[str, np.ndarray]:
     r = np.arange(len(sentence_set.ids))
     at_verb = logits[r, sentence_set.verb].astype(np.float64)
     p = softmax(at_verb)
+    # (R, L, H): each row's masked verb -> its own subject, on that row's maps
+    to_subject = np.stack([pair_share(A, [v], [s]) for A, v, s in
+                           zip(maps, sentence_set.verb, sentence_set.subject, strict=True)])
     out = {"correct": at_verb[r, sentence_set.right] > at_verb[r, sentence_set.wrong],
            "log_odds": at_verb[r, sentence_set.right] - at_verb[r, sentence_set.wrong],
            "p_right": p[r, sentence_set.right],
-           "subject": maps[r, :, :, sentence_set.verb, sentence_set.subject].mean(0)}
+           "subject": to_subject.mean(0)}
     far = sentence_set.verb - sentence_set.subject > 1
-    out["subject_far"] = (maps[r[far], :, :, sentence_set.verb[far],
-                               sentence_set.subject[far]].mean(0)
-                          if far.any() else np.full(maps.shape[1:3], np.nan))
+    out["subject_far"] = (to_subject[far].mean(0) if far.any()
+                          else np.full(maps.shape[1:3], np.nan))
     shares = {"previous": [], "next": [], "[CLS]": [], "[SEP]": []}
     for n in np.unique(sentence_set.length):
         A = maps[sentence_set.length == n][..., :n, :n]

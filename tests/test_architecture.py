@@ -832,6 +832,49 @@ def test_the_w_scanner_sees_parameters_variables_and_loops():
         ["t:1 W", "t:1 w", "t:2 full_w", "t:3 W", "t:7 var_W"])
 
 
+# ---------------------------------------------------------------- padding flags' name
+
+#: Where bertlib hands a model padding flags as ``attention_mask=`` under another name, with the
+#: reason it stays ("file function value"). Everywhere else they are called ``attention_mask``
+#: (or read from a field of that name), as transformers calls them, never ``mask`` or
+#: ``attention`` (docs/ARCHITECTURE.md, "Three forms called mask").
+FLAGS_NAMED_OTHERWISE = {
+    "tiny/pretrain.py mlm_step a": "notebook 09 prints mlm_step's source: x, a, y are its "
+                                   "input_ids, attention_mask and labels, named in its docstring",
+}
+
+
+def flags_named_otherwise(trees) -> set[str]:
+    """Each keyword ``attention_mask=`` whose value's text does not say ``attention_mask``:
+    "label function value". ``trees``: (label, tree) pairs."""
+    found = set()
+    for label, tree in trees:
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.keyword) and node.arg == "attention_mask"
+                        and "attention_mask" not in ast.unparse(node.value)):
+                    found.add(f"{label} {fn.name} {ast.unparse(node.value)}")
+    return found
+
+
+def test_padding_flags_are_called_attention_mask():
+    trees = [(path.relative_to(ROOT / "bertlib").as_posix(), tree) for path, tree in _trees()]
+    found = flags_named_otherwise(trees)
+    assert found == set(FLAGS_NAMED_OTHERWISE), (
+        "padding flags handed to a model are called attention_mask in bertlib; new: "
+        f"{sorted(found - set(FLAGS_NAMED_OTHERWISE))}, listed but gone: "
+        f"{sorted(set(FLAGS_NAMED_OTHERWISE) - found)}")
+
+
+def test_the_flags_scanner_sees_other_names():
+    tree = ast.parse("def f(x, mask):\n    model(x, attention_mask=mask)\n"
+                     "    model(x, attention_mask=torch.as_tensor(s.attention_mask[:2]))\n"
+                     "    model(x, attention_mask=torch.as_tensor(attention))\n")
+    assert flags_named_otherwise([("t", tree)]) == {"t f mask", "t f torch.as_tensor(attention)"}
+
+
 # ---------------------------------------------------------------- checks once, at the edge
 
 #: The private checks a module keeps, because what they check is its own (the arguments of one

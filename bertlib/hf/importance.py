@@ -229,8 +229,8 @@ def _occluded_outputs(model, enc: dict, chunk: list, n: int) -> tuple:
     occluded = torch.tensor([j for _, j in chunk])
     hit = occluded >= 0
     ids[hit.nonzero()[:, 0], occluded[hit]] = model.tokenizer.mask_token_id
-    flags = enc["attention_mask"][rows, :n]  # padding flags: 1 for a real piece
+    attention_mask = enc["attention_mask"][rows, :n]  # padding flags: 1 for a real piece
     with torch.no_grad():
-        out = bert_module(model)(input_ids=ids, attention_mask=flags,
+        out = bert_module(model)(input_ids=ids, attention_mask=attention_mask,
                                  token_type_ids=enc["token_type_ids"][rows, :n])
-    return out.last_hidden_state, mean_pool(out.last_hidden_state, flags)
+    return out.last_hidden_state, mean_pool(out.last_hidden_state, attention_mask)

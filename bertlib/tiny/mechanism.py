@@ -325,7 +325,7 @@ def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: 
     heads, module = model.config.num_attention_heads, _head_outputs(model, layer)
     width = model.config.hidden_size // heads
     rows, pos = torch.arange(len(original.ids)), torch.as_tensor(POSITIONS[where](original))
-    ids, mask = (torch.as_tensor(s) for s in (original.ids, original.attention_mask))
+    ids, attention_mask = (torch.as_tensor(s) for s in (original.ids, original.attention_mask))
     captured = {}
     handle = module.register_forward_pre_hook(lambda m, args: captured.update(x=args[0].clone()))
     try:
@@ -347,7 +347,7 @@ def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: 
         handle = module.register_forward_pre_hook(swap)
         try:
             with torch.inference_mode():
-                logits = model(input_ids=ids, attention_mask=mask).logits
+                logits = model(input_ids=ids, attention_mask=attention_mask).logits
         finally:
             handle.remove()
         at_verb = logits[rows, torch.as_tensor(original.verb)]  # (R, V)

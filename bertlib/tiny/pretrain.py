@@ -170,10 +170,10 @@ def _batch_ids(tokenizer, n: int, rng: np.random.Generator, constructions: Seque
     vocab = tokenizer.get_vocab()
     rows = [[vocab["[CLS]"], *(vocab[w] for w in s.words), vocab["[SEP]"]] for s in sents]
     ids = np.full((n, max(map(len, rows))), vocab["[PAD]"], dtype=np.int64)
-    attention = np.zeros_like(ids)
+    attention_mask = np.zeros_like(ids)  # padding flags, 1 = real token
     for i, row in enumerate(rows):
-        ids[i, :len(row)], attention[i, :len(row)] = row, 1
-    return ids, attention
+        ids[i, :len(row)], attention_mask[i, :len(row)] = row, 1
+    return ids, attention_mask
 
 
 def _schedule(optimizer, warmup: int, total: int):
@@ -236,9 +236,9 @@ def train(model, tokenizer, recipe: Recipe, check_set: SentenceSet, steps=None, 
     optimizer = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay,
                                   foreach=True)  # the per-parameter loop's numbers, in one call
     schedule = _schedule(optimizer, recipe.warmup, recipe.steps)  # linear warm-up, linear decay
-    for step, (ids, attention) in loop.batches():  # (B, N) word ids and 1/0 padding flags
+    for step, (ids, attention_mask) in loop.batches():  # (B, N) word ids, 1/0 padding flags
         masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
-        loss = mlm_step(model, optimizer, masked.input_ids, attention, masked.labels)  # L
+        loss = mlm_step(model, optimizer, masked.input_ids, attention_mask, masked.labels)  # L
         schedule.step()  # the learning rate of the next step
         loop.after(step, loss)  # measurements, progress bar
     return loop.finish()
@@ -311,12 +311,12 @@ def _progress(total: int, show: bool):
 
 def mlm_accuracy(model, tokenizer, sentences: Sequence[grammar.Sentence], seed: int = 0) -> float:
     """Share of masked-LM targets predicted exactly (argmax), BERT's corruption with ``seed``."""
-    ids, attention = encode_texts(tokenizer, [s.text for s in sentences])
+    ids, attention_mask = encode_texts(tokenizer, [s.text for s in sentences])
     mask_id, vocab_size, special = masking_ids(tokenizer)
     masked = mask_batch(ids, mask_id, vocab_size, special, np.random.default_rng(seed))
     with torch.no_grad():
         logits = model(input_ids=torch.as_tensor(masked.input_ids),
-                       attention_mask=torch.as_tensor(attention)).logits.numpy()
+                       attention_mask=torch.as_tensor(attention_mask)).logits.numpy()
     target = masked.labels != IGNORE_INDEX
     return float((logits.argmax(-1)[target] == masked.labels[target]).mean())
 

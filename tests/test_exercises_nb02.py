@@ -583,3 +583,30 @@ def test_w_o_swap_refuses_a_complex_matrix_without_a_numpy_warning():
         warnings.simplefilter("error")
         fb = nb02.check_w_o_swap(np.eye(4) * (1 + 1j))
     assert not fb.ok and fb.form and "complex" in fb.message
+
+
+def test_split_heads_refuses_bertlib_s_split_imported_in_the_function_s_own_body():
+    import bertlib.paper.attention as attention
+
+    def imports_it(X, h):  # calls_library reads globals beforehand: it cannot see this import
+        from bertlib.paper.attention import split_heads as theirs
+        return theirs(X, h)
+
+    fb = check_split_heads(imports_it, batched=True)
+    assert not fb.ok and "calls bertlib's split_heads" in fb.message and "reshape" not in fb.message
+    assert attention.split_heads is split_heads  # the name is put back after the call
+    assert check_split_heads(imports_it).ok  # one sentence: not the exercise that forbids it
+
+
+def test_call_watched_counts_calls_and_puts_the_names_back():
+    import bertlib.paper.attention as attention
+    from bertlib.exercises.watched import call_watched
+
+    X = np.arange(24.0).reshape(3, 8)
+    got, error, called = call_watched(lambda X, h: attention.split_heads(X, h), split_heads, X, 2)
+    assert called and error is None and np.array_equal(got, split_heads(X, 2))
+    got, error, called = call_watched(lambda X, h: X.reshape(3, h, 4).swapaxes(0, 1),
+                                      split_heads, X, 2)
+    assert not called and np.array_equal(got, split_heads(X, 2))
+    _, error, called = call_watched(lambda X, h: 1 / 0, split_heads, X, 2)
+    assert error is not None and not called and attention.split_heads is split_heads

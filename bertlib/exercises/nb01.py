@@ -13,7 +13,6 @@ an unanswered stub (``None``) gets "not answered yet", never an exception.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -35,6 +34,7 @@ from bertlib.exercises import (
     ragged_message,
 )
 from bertlib.exercises.toy_design import key_hint, lost_verb_hint, toy_qkv
+from bertlib.exercises.watched import call_watched
 from bertlib.paper import toy
 from bertlib.paper.attention import band, causal_mask, scaled_dot_product_attention, softmax
 
@@ -187,25 +187,10 @@ def check_attention_fn(fn: Callable) -> Feedback:
 
 
 def _call_watched(fn: Callable, *args) -> tuple:
-    """call_answer(fn, *args), every bertlib module's name for scaled_dot_product_attention held
-    by a twin during the call: a function that imports it in its own body (which calls_library
-    cannot see beforehand) is refused, like one that reaches it through a global."""
-    calls, target = [], scaled_dot_product_attention
-
-    def twin(*a, **kw):
-        calls.append(1)
-        return target(*a, **kw)
-
-    held = [(m, name) for key, m in list(sys.modules.items()) if key.split(".")[0] == "bertlib"
-            for name, value in list(vars(m).items()) if value is target]
-    try:
-        for m, name in held:
-            setattr(m, name, twin)
-        result, error = call_answer(fn, *args)
-    finally:
-        for m, name in held:
-            setattr(m, name, target)
-    if calls:
+    """call_answer(fn, *args), refused when fn reaches bertlib's scaled_dot_product_attention
+    during the call (an import in its own body, which calls_library cannot see beforehand)."""
+    result, error, called = call_watched(fn, scaled_dot_product_attention, *args)
+    if called:
         return None, Feedback(False, "your function calls bertlib's scaled_dot_product_attention "
                                      "(it imports it), the answer itself; write the attention "
                                      "yourself")

@@ -28,6 +28,7 @@ from bertlib.exercises import (
     is_complex,
     not_answered,
 )
+from bertlib.exercises.watched import call_watched
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import check_layer_head, run_bert
 from bertlib.paper import toy
@@ -46,6 +47,11 @@ DET_NOUN_SENTENCES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+#: What a batched split that hands the work to bertlib's own split_heads hears.
+_USES_LIBRARY = ("your function calls bertlib's split_heads, which already handles batches; write "
+                 "the split into heads yourself")
+
+
 def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     """Check a learner's ``fn(X, h)`` that should turn X (n, d) into (h, n, d / h).
 
@@ -59,13 +65,15 @@ def check_split_heads(fn: Callable, batched: bool = False) -> Feedback:
     if fn is None:
         return not_answered()
     if batched and calls_library(fn, split_heads):
-        return Feedback(False, "your function calls bertlib's split_heads, which already handles "
-                               "batches; write the split into heads yourself")
+        return Feedback(False, _USES_LIBRARY)
     lead, n, d = ((5,) if batched else ()), 3, 8
     X = np.arange(int(np.prod(lead + (n, d))), dtype=float).reshape(*lead, n, d)
     for h in (2, 4):
         d_k = d // h
-        got, error = call_answer(fn, X.copy(), h, when=f"with X of shape {X.shape} and h = {h}")
+        got, error, called = call_watched(fn, split_heads, X.copy(), h,
+                                          when=f"with X of shape {X.shape} and h = {h}")
+        if batched and called:  # imported in its own body, which calls_library cannot see
+            return Feedback(False, _USES_LIBRARY)
         if batched and (single := _one_sentence_only(fn, X, h, got, error)) is not None:
             return single
         if error is not None and (numpy_said := _numpy_error(error, X)) is not None:

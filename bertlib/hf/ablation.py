@@ -5,7 +5,8 @@ No class of transformers is patched: the model runs
 :func:`bertlib.hf.attention_interface.eager_attention`, registered with
 ``transformers.AttentionInterface``, whose ``weights_of`` step replaces one head's weights in one
 layer. :mod:`bertlib.hf.importance` measures what each head is worth with it;
-:func:`bertlib.tiny.pretrain.ablated` uses it on the tiny BERT of notebook 09.
+On notebook 09's tiny BERT, :mod:`bertlib.tiny.mechanism` switches groups of heads off with its
+own batched twin, tested equal to :func:`ablated_heads`.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@ activation patching (the linear probe, which reads what is decodable rather than
 :mod:`bertlib.tiny.linear_probe`).
 
 - :func:`head_groups` / :func:`ablation_grid`: every single head, every pair of heads of one
-  layer and every whole layer switched off at once (:func:`bertlib.hf.ablation.ablated_heads`), the
-  agreement accuracy per "construction · role" (Michel et al. 2019 ablate heads; pairs show heads
-  that stand in for each other, which one-at-a-time ablation cannot); :func:`cross_layer_groups`:
+  layer and every whole layer switched off at once (as :func:`bertlib.hf.ablation.ablated_heads`
+  does; a batched twin, tested equal), the agreement accuracy per "construction · role" (Michel
+  et al. 2019 ablate heads; pairs show heads that stand in for each other, which one-at-a-time
+  ablation cannot); :func:`cross_layer_groups`:
   every pair of heads of two layers, switched off together (a route across layers needs both);
   :func:`agreement_correct`: the agreement test alone; :func:`ablated_correct`: the same for
   every group at once (one batched forward pass, states shared by groups computed once).

@@ -271,13 +271,20 @@ def patch_flip(model, original: SentenceSet, flipped: SentenceSet, layer: int, w
         h[torch.as_tensor(rows), torch.as_tensor(pos)] = donor
         return (h, *output[1:]) if isinstance(output, tuple) else h
 
-    handle = _layer_module(model, layer).register_forward_hook(swap)
+    return _prefers_wrong(model, original, _layer_module(model, layer).register_forward_hook(swap))
+
+
+def _prefers_wrong(model, original: SentenceSet, handle) -> np.ndarray:
+    """(R,) bool: with the hook behind ``handle`` in place (removed afterwards), does each row's
+    masked verb prefer the form that is wrong for ``original``? One batch: a hook's row indices
+    are the set's."""
     try:
-        with torch.no_grad():  # one batch: the hook's row indices are the set's
+        with torch.inference_mode():
             logits = model(input_ids=torch.as_tensor(original.ids),
                            attention_mask=torch.as_tensor(original.attention_mask)).logits
     finally:
         handle.remove()
+    rows = np.arange(len(original.ids))
     at_verb = logits[torch.as_tensor(rows), torch.as_tensor(original.verb)]  # (R, V)
     return (at_verb[rows, original.right] < at_verb[rows, original.wrong]).numpy()
 
@@ -326,7 +333,6 @@ def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: 
     heads, module = model.config.num_attention_heads, _head_outputs(model, layer)
     width = model.config.hidden_size // heads
     rows, pos = torch.arange(len(original.ids)), torch.as_tensor(POSITIONS[where](original))
-    ids, attention_mask = (torch.as_tensor(s) for s in (original.ids, original.attention_mask))
     captured = {}
     handle = module.register_forward_pre_hook(lambda m, args: captured.update(x=args[0].clone()))
     try:
@@ -345,12 +351,5 @@ def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: 
             x[rows, pos, cols] = donor[:, cols]
             return (x, *args[1:])
 
-        handle = module.register_forward_pre_hook(swap)
-        try:
-            with torch.inference_mode():
-                logits = model(input_ids=ids, attention_mask=attention_mask).logits
-        finally:
-            handle.remove()
-        at_verb = logits[rows, torch.as_tensor(original.verb)]  # (R, V)
-        out[h] = (at_verb[rows, original.right] < at_verb[rows, original.wrong]).numpy()
+        out[h] = _prefers_wrong(model, original, module.register_forward_pre_hook(swap))
     return out

@@ -114,6 +114,11 @@ def test_training_is_deterministic_and_lowers_the_loss(tok):
     plain = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, check_set,
                      progress=False)
     assert plain.number_probe is None and np.array_equal(plain.loss, a.loss)  # same training
+    asked = []  # until(recorder): stop after the first measurement at which it holds
+    early = pt.train(pt.new_model(recipe.config(tok.get_vocab_size()), 0), tok, recipe, check_set,
+                     progress=False, until=lambda r: asked.append(r.steps[-1]) or r.steps[-1] >= 20)
+    assert asked == [10, 20] and early.steps == [0, 10, 20]
+    assert np.array_equal(early.loss, a.loss[:20]) and np.array_equal(early.accuracy, a.accuracy[:3])
     with pytest.raises(ValueError, match=r"steps must be a whole number in 1..30"):
         pt.train(model, tok, recipe, check_set, steps=31)
     with pytest.raises(TypeError, match="recipe must be a bertlib.tiny.pretrain.Recipe"):

@@ -231,7 +231,7 @@ class _Recorder:
 
 def train(model, tokenizer, recipe: Recipe, check_set: SentenceSet, steps=None, **watch) -> History:
     """Masked-LM pre-training, the first ``steps`` (default all) of the recipe. ``watch`` (see
-    _Loop): progress, on_record(recorder), number_probe(model, check_set), snapshot_steps."""
+    _Loop): progress, on_record, until (stop early), number_probe, snapshot_steps."""
     loop = _Loop(model, tokenizer, recipe, check_set, steps, **watch)  # checks, seeds, measurements
     optimizer = torch.optim.AdamW(model.parameters(), recipe.lr, weight_decay=recipe.weight_decay,
                                   foreach=True)  # the per-parameter loop's numbers, in one call
@@ -253,7 +253,9 @@ class _Loop:
     :func:`bertlib.tiny.linear_probe.verb_number_probe` with its control labels on a sentence set
     of its own, as ``tools/pretrain_tiny_bert.py`` passes), then
     ``on_record(recorder)`` (e.g. to redraw a plot; the recorder holds ``steps``, ``accuracy``,
-    ``log_odds`` and ``losses`` so far). Without ``number_probe`` (None or False) History's
+    ``log_odds`` and ``losses`` so far). ``until(recorder)``: training stops after the first
+    measurement at which it returns True (e.g. once agreement has risen), before ``steps``.
+    Without ``number_probe`` (None or False) History's
     number_probe is None; measuring never changes the training. Deterministic for a given seed
     and thread count: the seeds are set here, in this order, before the first batch. The
     model's config records the recipe (``config.bertlib_recipe``).
@@ -261,7 +263,7 @@ class _Loop:
 
     def __init__(self, model, tokenizer, recipe, check_set, steps, *, snapshot_steps=(),
                  progress: bool = True, on_record: Callable | None = None,
-                 number_probe: Callable | None = None):
+                 until: Callable | None = None, number_probe: Callable | None = None):
         kind(recipe, "recipe", Recipe, "a bertlib.tiny.pretrain.Recipe")
         self.steps = whole(recipe.steps if steps is None else steps, "steps", 1, recipe.steps)
         self.model, self.tokenizer, self.recipe = model, tokenizer, recipe
@@ -269,7 +271,8 @@ class _Loop:
         self.rng = np.random.default_rng(recipe.seed)
         torch.manual_seed(recipe.seed)
         self.record = _Recorder(model, check_set, snapshot_steps, number_probe or None)
-        self.snapshot_steps, self.on_record = snapshot_steps, on_record
+        self.snapshot_steps, self.on_record, self.until = snapshot_steps, on_record, until
+        self.stopped = False  # set when until(recorder) holds: batches() then yields no more
         self.record(0)
         self.bar = _progress(self.steps, progress)
         self.start = time.process_time()
@@ -278,6 +281,8 @@ class _Loop:
         """(step, (ids, padding flags)) for steps 1..steps: a fresh batch drawn at each step."""
         r = self.recipe
         for step in range(1, self.steps + 1):
+            if self.stopped:
+                return
             yield step, _batch_ids(self.tokenizer, r.batch_size, self.rng, r.constructions,
                                    r.max_pp)
 
@@ -287,6 +292,7 @@ class _Loop:
             self.record(step)
             if self.on_record is not None:
                 self.on_record(self.record)
+            self.stopped = self.until is not None and bool(self.until(self.record))
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{loss:.2f}", agreement=f"{self.record.accuracy[-1]:.2f}",

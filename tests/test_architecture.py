@@ -267,6 +267,25 @@ def test_the_folder_rule_sees_a_crossing(tmp_path):
     assert paper_crossings(modules) == {("paper/a", "hf/models"), ("paper/a", "transformers")}
 
 
+def transformers_importers(modules: dict[str, list[Path]]) -> set[str]:
+    """The bertlib modules outside hf/ whose files import transformers (inside functions too)."""
+    return {name for name, files in modules.items()
+            if not name.startswith("hf/") and any(map(_imports_transformers, files))}
+
+
+def test_the_map_names_who_imports_transformers_outside_hf():
+    # "The layout", hf/'s bullet: "Outside hf/, four modules import transformers themselves ..."
+    said = re.search(r"Outside hf/,\s+(\w+) modules import transformers themselves(.*?)"
+                     r"computes this list", MAP.read_text(encoding="utf-8"), re.S)
+    assert said, "ARCHITECTURE.md no longer says which modules outside hf/ import transformers"
+    found = transformers_importers(_modules())
+    named = {_unit(name.split("/")) for name in re.findall(r"`(\w+/\w+)`", said[2])}
+    assert _NUMBERS[said[1]] == len(found) and named == found, (
+        f"the map says {said[1]}: {sorted(named)}; the imports say {sorted(found)}")
+    assert {name for name, _ in paper_crossings(_modules()) if name in found} == {
+        name for name, targets in PAPER_CROSSINGS.items() if "transformers" in targets}
+
+
 # ---------------------------------------------------------------- readable in one sitting
 
 MAX_BODY = 50  # lines of a function body, docstring excluded
@@ -966,6 +985,66 @@ def test_the_flags_scanner_sees_other_names():
                      "    model(x, attention_mask=torch.as_tensor(s.attention_mask[:2]))\n"
                      "    model(x, attention_mask=torch.as_tensor(attention))\n")
     assert flags_named_otherwise([("t", tree)]) == {"t f mask", "t f torch.as_tensor(attention)"}
+
+
+#: How a docstring says which of the two forms called ``attention_mask`` a function takes
+#: (docs/ARCHITECTURE.md, "Three forms called mask"): transformers' additive float mask, or
+#: padding flags (1 = real token).
+_ADDITIVE = ("additive",)
+_FLAGS = ("0/1", "1/0", "1 = real", "padding flags")
+
+
+def attention_mask_forms(trees) -> dict[str, str]:
+    """``module.function`` (``module.Class.method``) -> "additive", "flags" or "unsaid", for each
+    public function or method with a parameter ``attention_mask``, read from its docstring (a
+    method without one: its class's). Nested functions (transformers' hooks) and private ones
+    are left out. ``trees``: (path, tree) pairs."""
+    found = {}
+    for path, tree in trees:
+        owners = [(fn.name, fn, None) for fn in tree.body if isinstance(fn, ast.FunctionDef)]
+        owners += [(f"{cls.name}.{fn.name}", fn, cls) for cls in tree.body
+                   if isinstance(cls, ast.ClassDef) for fn in cls.body
+                   if isinstance(fn, ast.FunctionDef)]
+        for name, fn, cls in owners:
+            if name.split(".")[-1].startswith("_") or "attention_mask" not in [a.arg for a in fn.args.args + fn.args.kwonlyargs]:
+                continue
+            doc = ast.get_docstring(fn) or (ast.get_docstring(cls) if cls else None) or ""
+            form = [f for f, words in (("additive", _ADDITIVE), ("flags", _FLAGS))
+                    if any(w in doc for w in words)]
+            found[f"{path.stem}.{name}"] = form[0] if len(form) == 1 else "unsaid"
+    return found
+
+
+def test_each_attention_mask_says_which_form_it_is():
+    forms = attention_mask_forms(_trees())
+    unsaid = sorted(name for name, form in forms.items() if form == "unsaid")
+    assert not unsaid, ("say in these docstrings whether attention_mask is transformers' "
+                        f"additive float mask or padding flags (1 = real), not both: {unsaid}")
+    text = MAP.read_text(encoding="utf-8")
+    bullet = re.search(r"^- \*\*additive mask\*\*(.*?)^- ", text, re.S | re.M)
+    assert bullet, "ARCHITECTURE.md's 'Three forms called mask' lost its additive-mask bullet"
+    named = {name.removeprefix(f"{folder}.") for name in re.findall(r"`([\w.]+)`", bullet[1])
+             for folder in FOLDERS if name.startswith(f"{folder}.")} | set(
+        re.findall(r"`([\w.]+)`", bullet[1]))
+    additive = {name for name, form in forms.items() if form == "additive"}
+    assert additive <= named, ("name these additive-mask takers in ARCHITECTURE.md's additive "
+                               f"mask bullet: {sorted(additive - named)}")
+    assert len(forms) - len(additive) >= 5, "padding flags' takers were not found"
+
+
+def test_the_mask_form_reader_sees_both_forms_and_silence(tmp_path):
+    tree = ast.parse(
+        'def a(scores, attention_mask):\n    """attention_mask: the additive float mask."""\n'
+        'def b(ids, attention_mask):\n    """attention_mask: (B, N) 0/1 padding flags."""\n'
+        'def c(x, attention_mask=None):\n    """x: anything."""\n'
+        'def d(x, *, attention_mask):\n    """additive, or 1 = real: both."""\n'
+        'def _e(attention_mask):\n    pass\n'
+        'class C:\n    """forward(x, attention_mask): the additive mask."""\n'
+        '    def forward(self, x, attention_mask=None):\n'
+        '        def hook(attention_mask):\n            pass\n')
+    assert attention_mask_forms([(tmp_path / "m.py", tree)]) == {
+        "m.a": "additive", "m.b": "flags", "m.c": "unsaid", "m.d": "unsaid",
+        "m.C.forward": "additive"}
 
 
 # ---------------------------------------------------------------- checks once, at the edge

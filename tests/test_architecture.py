@@ -1163,7 +1163,8 @@ def test_the_raise_scanner_sees_a_check_under_another_name(tmp_path):
 #: why; a listed one that no longer checks fails too.
 CHECKED_WHILE_WORKING = {
     "models": {"_tokenize": "checked tokenisation: a text's length is known once tokenised"},
-    "claims": {"_group_interval": "the number of distinct groups is known once grouped"},
+    "claims": {"_group_interval": "groups= is checked where it is first read, against the "
+                                  "values; the number of distinct groups is known once grouped"},
     "linear_probe": {"_probe_features": "standardises the features; the training cut is known "
                                         "once computed from train_share"},
     # Review r9 named these checks under other names. Their modules (paper/attention, paper/bert,

@@ -267,12 +267,31 @@ def test_the_folder_rule_sees_a_crossing(tmp_path):
     assert paper_crossings(modules) == {("paper/a", "hf/models"), ("paper/a", "transformers")}
 
 
+def transformers_importers(modules: dict[str, list[Path]]) -> set[str]:
+    """The bertlib modules outside hf/ whose files import transformers (inside functions too)."""
+    return {name for name, files in modules.items()
+            if not name.startswith("hf/") and any(map(_imports_transformers, files))}
+
+
+def test_the_map_names_who_imports_transformers_outside_hf():
+    # "The layout", hf/'s bullet: "Outside hf/, four modules import transformers themselves ..."
+    said = re.search(r"Outside hf/,\s+(\w+) modules import transformers themselves(.*?)"
+                     r"computes this list", MAP.read_text(encoding="utf-8"), re.S)
+    assert said, "ARCHITECTURE.md no longer says which modules outside hf/ import transformers"
+    found = transformers_importers(_modules())
+    named = {_unit(name.split("/")) for name in re.findall(r"`(\w+/\w+)`", said[2])}
+    assert _NUMBERS[said[1]] == len(found) and named == found, (
+        f"the map says {said[1]}: {sorted(named)}; the imports say {sorted(found)}")
+    assert {name for name, _ in paper_crossings(_modules()) if name in found} == {
+        name for name, targets in PAPER_CROSSINGS.items() if "transformers" in targets}
+
+
 # ---------------------------------------------------------------- readable in one sitting
 
 MAX_BODY = 50  # lines of a function body, docstring excluded
 MAX_MODULE = 420  # lines of a module: about 400, readable in one sitting
-# `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, 99 today (the goal
-# was about 108, half of 216). The ceiling is today's count, so it means something: a new check
+# `raise` statements in bertlib: 216 before bertlib.checks, 266 at its peak, MAX_RAISES today
+# (the goal was about 108, half of 216). The ceiling is today's count, so it means something: a new check
 # written by hand fails until it goes to bertlib.checks (lower it when raises go).
 MAX_RAISES = 96
 
@@ -475,17 +494,36 @@ def _exponent(node) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+#: Names a head's width goes by (d_k, dk, d, d_head, head_dim, head_size, width, dim, d_model,
+#: hidden_size, …), as a variable or an attribute (``config.head_dim``).
+_WIDTH = re.compile(r"d|dk|d_?k|d_?head|d_?model|head_?(dim|size)|width|dim|hidden(_size)?"
+                    r"|attention_head_size|embed_dim")
+
+
+def _is_width(node) -> bool:
+    """Whether ``node``'s text names a width: a name or attribute of :data:`_WIDTH`, a shape
+    (``Q.shape[1]``, ``Q.size(-1)``), but not a call of attention_scale (its scale, √s)."""
+    if "attention_scale(" in ast.unparse(node):
+        return False
+    return any(isinstance(n, ast.Name) and _WIDTH.fullmatch(n.id)
+               or isinstance(n, ast.Attribute) and (_WIDTH.fullmatch(n.attr) or n.attr == "shape")
+               or isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "size" for n in ast.walk(node))
+
+
 def scale_writers(trees) -> list[str]:
     """Where 1/√d_k is written out rather than taken from ``attention_scale``: sqrt (np., math.,
-    torch.) of d_k or of a width read from a shape; a square root of a square root; a power of
-    ±1/4 (d_k^{−1/4} on each side of q·k is 1/√d_k again); ``** -0.5`` of anything, and
-    ``** 0.5`` of d_k or a shape. An argument that calls attention_scale is its scale, not a
-    second one (√s on each side). ``trees``: (label, tree) pairs."""
+    torch.) of a width (:func:`_is_width`: d_k, d, head_dim, width, a shape, inside
+    ``torch.tensor(..)`` too); a square root of a square root; a power of ±1/4 (d_k^{−1/4} on
+    each side of q·k is 1/√d_k again); ``** -0.5`` of anything, and ``** 0.5`` of a width. An
+    argument that calls attention_scale is its scale, not a second one (√s on each side).
+    ``trees``: (label, tree) pairs."""
     found = []
     for label, tree in trees:
         for node in ast.walk(tree):
             text = ast.unparse(node)
-            width = any(w in text for w in ("d_k", ".shape")) and "attention_scale(" not in text
+            width = _is_width(node.args[0]) if isinstance(node, ast.Call) and node.args else (
+                isinstance(node, ast.BinOp) and _is_width(node.left))
             if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("sqrt") and \
                     node.args and (width or any(
                         isinstance(n, ast.Call) and ast.unparse(n.func).endswith("sqrt")
@@ -523,11 +561,18 @@ def test_one_scale_in_all_of_bertlib():
 def test_the_scale_scanner_sees_every_form_of_the_scale():
     forms = {"x ** -0.5": "x ** (-0.5)", "torch.sqrt(d_k)": "torch.sqrt(d_k)",
              "d_k ** -0.25": "d_k ** (-0.25)", "d ** (1 / 4)": "d ** (1 / 4)",
-             "np.sqrt(np.sqrt(d))": "np.sqrt(np.sqrt(d))",
+             "np.sqrt(np.sqrt(x))": "np.sqrt(np.sqrt(x))",
              "Q / math.sqrt(Q.shape[1])": "math.sqrt(Q.shape[1])", "d_k ** 0.5": "d_k ** 0.5",
-             "x ** 0.25": "x ** 0.25"}
+             "x ** 0.25": "x ** 0.25",
+             # the other names of a head's width, each a 1/√d_k of its own
+             "1 / math.sqrt(d)": "math.sqrt(d)", "np.sqrt(head_dim)": "np.sqrt(head_dim)",
+             "np.sqrt(dk)": "np.sqrt(dk)",
+             "torch.sqrt(torch.tensor(width))": "torch.sqrt(torch.tensor(width))",
+             "config.head_dim ** 0.5": "config.head_dim ** 0.5",
+             "math.sqrt(Q.size(-1))": "math.sqrt(Q.size(-1))"}
     allowed = ["math.sqrt(attention_scale(d_k))", "var ** 0.5", "np.sqrt(2.0)",
-               "attention_scale(d_k) ** 0.5", "x ** 2"]
+               "attention_scale(d_k) ** 0.5", "x ** 2", "np.sqrt(var + eps)",
+               "1.0 / np.sqrt(k)", "math.sqrt(float(rx @ rx))"]
     found = scale_writers([("t", ast.parse("\n".join([*forms, *allowed])))])
     assert sorted(found) == sorted(f"t: {seen}" for seen in forms.values())
 
@@ -601,22 +646,65 @@ def _einsum_scores(spec) -> bool:
             and ins[0][-2] in out and ins[1][-2] in out)
 
 
+def _assigned(fn, test) -> set[str]:
+    """Names ``fn`` assigns a value that passes ``test`` (``e = np.exp(x)``: e), in order, so a
+    name assigned from another such name counts too."""
+    names: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name) and test(node.value, names):
+            names.add(node.targets[0].id)
+    return names
+
+
+def _is_exp(node, names: set[str]) -> bool:
+    """Whether ``node`` is an exponential (``np.exp(x)``, ``x.exp()``) or a name assigned one."""
+    node = _unwrapped(node)
+    if isinstance(node, ast.Name):
+        return node.id in names
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        node.func.attr in ("exp", "exp_")
+
+
+def _sums(node, totals: set[str] = frozenset()) -> bool:
+    """Whether ``node`` holds a sum (``e.sum(-1)``, ``np.sum(e)``, ``sum(e)``) or is a name in
+    ``totals``, assigned one."""
+    if isinstance(node, ast.Name) and node.id in totals:
+        return True
+    return any(isinstance(n, ast.Call) and ast.unparse(n.func).split(".")[-1] == "sum"
+               for n in ast.walk(node))
+
+
+def _qk_pair(a, b) -> bool:
+    """Whether ``a`` and ``b`` are queries and keys, in either order."""
+    return (_named(a, _QUERIES) and _named(b, _KEYS)) or (_named(a, _KEYS) and _named(b, _QUERIES))
+
+
 def _pieces_of(fn) -> set[str]:
     """What ``fn`` writes of attention by hand: "scores" (Q Kᵀ: a product with a transposed
     matrix, ``Q @ K.T``, ``np.dot(Q, K.T)``, ``torch.matmul(Q, Kt)``; keys times a query,
-    ``K @ q``; or an einsum contracting both operands' last axis, "qd,kd->qk"), "softmax" (a call of a ``.softmax`` / ``.log_softmax``, or e^(x − shift), the stable
-    softmax's exponent), "heads" (a reshape then a transpose, the cut into heads, or the
-    reverse, their merge)."""
-    names: set[str] = set()
-    for node in ast.walk(fn):  # names that hold a transposed matrix (Kt = K.transpose(-2, -1))
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
-                node.targets[0], ast.Name) and _transposed(node.value, names):
-            names.add(node.targets[0].id)
+    ``K @ q``; an einsum contracting both operands' last axis, "qd,kd->qk"; queries and keys
+    multiplied elementwise, ``(Q[:, None] * K[None]).sum(-1)``; ``np.inner(Q, K)`` or
+    ``np.tensordot(Q, K, ..)``), "softmax" (a call of a ``.softmax`` / ``.log_softmax``, e^(x −
+    shift), the stable softmax's exponent, or an exponential divided by a sum, the softmax
+    without its shift: ``e / e.sum()``, ``np.exp(x) / np.exp(x).sum()``), "heads" (a reshape
+    then a transpose, the cut into heads, or the reverse, their merge, in one expression or
+    through a name: ``Y = X.reshape(..)`` then ``Y.transpose(..)``)."""
+    names = _assigned(fn, _transposed)  # Kt = K.transpose(-2, -1)
+    exps = _assigned(fn, _is_exp)  # e = np.exp(x)
+    reshaped = _assigned(fn, lambda v, _: _called(v, ("reshape", "view", "unflatten")) is not None)
+    totals = _assigned(fn, lambda v, _: _sums(v))  # total = e.sum(-1)
     found = set()
     for node in ast.walk(fn):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and _is_scores(
                 node.left, node.right, names):
             found.add("scores")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and _qk_pair(
+                node.left, node.right):
+            found.add("scores")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _is_exp(
+                node.left, exps) and _sums(node.right, totals):
+            found.add("softmax")
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         attr, of = node.func.attr, node.func.value
@@ -624,6 +712,8 @@ def _pieces_of(fn) -> set[str]:
         pair = node.args[:2] if module else [of, *node.args[:1]]  # np.dot(a, b), a.dot(b)
         if attr in ("matmul", "dot", "mm", "bmm") and len(pair) == 2 and _is_scores(
                 *pair, names):
+            found.add("scores")
+        if attr in ("inner", "tensordot") and len(pair) == 2 and _qk_pair(*pair):
             found.add("scores")
         if attr == "einsum" and len(node.args) == 3 and _einsum_scores(node.args[0]):
             found.add("scores")
@@ -633,8 +723,13 @@ def _pieces_of(fn) -> set[str]:
                 isinstance(x, ast.BinOp) and isinstance(x.op, ast.Sub)
                 or _called(x, ("sub", "sub_")) is not None for x in [of, *node.args[:1]]):
             found.add("softmax")
-        if _called(_called(node, _TRANSPOSE), ("reshape", "view", "unflatten")) is not None \
-                or _called(_called(node, ("reshape", "view", "flatten")), _TRANSPOSE) is not None:
+        if attr == "divide" and len(pair) == 2 and _is_exp(pair[0], exps) and _sums(pair[1], totals):
+            found.add("softmax")
+        cut, merged = _called(node, _TRANSPOSE), _called(node, ("reshape", "view", "flatten"))
+        if _called(cut, ("reshape", "view", "unflatten")) is not None \
+                or _called(merged, _TRANSPOSE) is not None \
+                or isinstance(cut, ast.Name) and cut.id in reshaped \
+                or isinstance(merged, ast.Name) and merged.id in names:
             found.add("heads")
     return found
 
@@ -767,12 +862,29 @@ def test_the_attention_scanner_sees_scores_softmax_and_heads(tmp_path):
         "def ein(Q, K):\n    return np.einsum('qd,kd->qk', Q, K)\n"
         "def ein_batched(Q, K):\n    return torch.einsum('...id,...jd->...ij', Q, K)\n"
         "def not_scores(A, V, q, x, w):\n    return A @ V, q @ x, np.dot(x, w), "
-        "np.einsum('ij,ij->i', x, w), np.einsum('ij,jk->ik', x, w)\n")
+        "np.einsum('ij,ij->i', x, w), np.einsum('ij,jk->ik', x, w)\n"
+        # the spellings review r9 found missed: Q Kᵀ broadcast, inner, tensordot; softmax
+        # without its shift; a cut into heads (and a merge) over two statements
+        "def broadcast(Q, K):\n    return (Q[:, None] * K[None]).sum(-1)\n"
+        "def inner(Q, K):\n    return np.inner(Q, K)\n"
+        "def tensordot(Q, K):\n    return np.tensordot(Q, K, ([1], [1]))\n"
+        "def unshifted(x):\n    e = np.exp(x)\n    return e / e.sum()\n"
+        "def unshifted_inline(x):\n    return np.exp(x) / np.exp(x).sum(-1, keepdims=True)\n"
+        "def unshifted_total(x):\n    e = x.exp()\n    total = e.sum(-1)\n"
+        "    return np.divide(e, total)\n"
+        "def split_twice(X):\n    Y = X.reshape(2, 3, 4, -1)\n    return Y.transpose(0, 2, 1, 3)\n"
+        "def merge_twice(X):\n    Y = np.swapaxes(X, 1, 2)\n    return Y.reshape(2, 3, -1)\n"
+        "def not_pieces(x, w, q, v):\n    p = 1 / (1 + np.exp(-x))\n    e = np.exp(x)\n"
+        "    return p, e.sum(), q * v, x * w, np.inner(x, w), x.reshape(3, 4) / w.sum(), "
+        "x.reshape(2, 6).T.sum()\n")
     assert attention_pieces([(tmp_path / "m.py", tree)]) == {
         ("m", "old_layer_at"): "scores softmax", ("m", "tiled"): "scores softmax",
         ("m", "split"): "heads", ("m", "merge"): "heads", ("m", "stable"): "softmax",
         ("m", "C.f"): "scores", **{("m", f): "scores" for f in (
-            "k_q", "keys_q", "dot", "dot_method", "mm", "ein", "ein_batched")}}
+            "k_q", "keys_q", "dot", "dot_method", "mm", "ein", "ein_batched", "broadcast",
+            "inner", "tensordot")},
+        **{("m", f): "softmax" for f in ("unshifted", "unshifted_inline", "unshifted_total")},
+        ("m", "split_twice"): "heads", ("m", "merge_twice"): "heads"}
 
 
 def test_parameter_types_are_imported_from_where_they_are_read():
@@ -875,6 +987,66 @@ def test_the_flags_scanner_sees_other_names():
     assert flags_named_otherwise([("t", tree)]) == {"t f mask", "t f torch.as_tensor(attention)"}
 
 
+#: How a docstring says which of the two forms called ``attention_mask`` a function takes
+#: (docs/ARCHITECTURE.md, "Three forms called mask"): transformers' additive float mask, or
+#: padding flags (1 = real token).
+_ADDITIVE = ("additive",)
+_FLAGS = ("0/1", "1/0", "1 = real", "padding flags")
+
+
+def attention_mask_forms(trees) -> dict[str, str]:
+    """``module.function`` (``module.Class.method``) -> "additive", "flags" or "unsaid", for each
+    public function or method with a parameter ``attention_mask``, read from its docstring (a
+    method without one: its class's). Nested functions (transformers' hooks) and private ones
+    are left out. ``trees``: (path, tree) pairs."""
+    found = {}
+    for path, tree in trees:
+        owners = [(fn.name, fn, None) for fn in tree.body if isinstance(fn, ast.FunctionDef)]
+        owners += [(f"{cls.name}.{fn.name}", fn, cls) for cls in tree.body
+                   if isinstance(cls, ast.ClassDef) for fn in cls.body
+                   if isinstance(fn, ast.FunctionDef)]
+        for name, fn, cls in owners:
+            if name.split(".")[-1].startswith("_") or "attention_mask" not in [a.arg for a in fn.args.args + fn.args.kwonlyargs]:
+                continue
+            doc = ast.get_docstring(fn) or (ast.get_docstring(cls) if cls else None) or ""
+            form = [f for f, words in (("additive", _ADDITIVE), ("flags", _FLAGS))
+                    if any(w in doc for w in words)]
+            found[f"{path.stem}.{name}"] = form[0] if len(form) == 1 else "unsaid"
+    return found
+
+
+def test_each_attention_mask_says_which_form_it_is():
+    forms = attention_mask_forms(_trees())
+    unsaid = sorted(name for name, form in forms.items() if form == "unsaid")
+    assert not unsaid, ("say in these docstrings whether attention_mask is transformers' "
+                        f"additive float mask or padding flags (1 = real), not both: {unsaid}")
+    text = MAP.read_text(encoding="utf-8")
+    bullet = re.search(r"^- \*\*additive mask\*\*(.*?)^- ", text, re.S | re.M)
+    assert bullet, "ARCHITECTURE.md's 'Three forms called mask' lost its additive-mask bullet"
+    named = {name.removeprefix(f"{folder}.") for name in re.findall(r"`([\w.]+)`", bullet[1])
+             for folder in FOLDERS if name.startswith(f"{folder}.")} | set(
+        re.findall(r"`([\w.]+)`", bullet[1]))
+    additive = {name for name, form in forms.items() if form == "additive"}
+    assert additive <= named, ("name these additive-mask takers in ARCHITECTURE.md's additive "
+                               f"mask bullet: {sorted(additive - named)}")
+    assert len(forms) - len(additive) >= 5, "padding flags' takers were not found"
+
+
+def test_the_mask_form_reader_sees_both_forms_and_silence(tmp_path):
+    tree = ast.parse(
+        'def a(scores, attention_mask):\n    """attention_mask: the additive float mask."""\n'
+        'def b(ids, attention_mask):\n    """attention_mask: (B, N) 0/1 padding flags."""\n'
+        'def c(x, attention_mask=None):\n    """x: anything."""\n'
+        'def d(x, *, attention_mask):\n    """additive, or 1 = real: both."""\n'
+        'def _e(attention_mask):\n    pass\n'
+        'class C:\n    """forward(x, attention_mask): the additive mask."""\n'
+        '    def forward(self, x, attention_mask=None):\n'
+        '        def hook(attention_mask):\n            pass\n')
+    assert attention_mask_forms([(tmp_path / "m.py", tree)]) == {
+        "m.a": "additive", "m.b": "flags", "m.c": "unsaid", "m.d": "unsaid",
+        "m.C.forward": "additive"}
+
+
 # ---------------------------------------------------------------- checks once, at the edge
 
 #: The private checks a module keeps, because what they check is its own (the arguments of one
@@ -883,6 +1055,10 @@ def test_the_flags_scanner_sees_other_names():
 #: reason, and a listed one that is gone fails too: the list is the map of what is not shared.
 PRIVATE_CHECKS = {
     "analysis": {"_check_keys": "key_share's keys: one bool per key, or positions"},
+    "bertviz_offline": {"_check_attentions": "the maps of a view, (layers, heads, n, n) for its n "
+                                             "tokens",
+                        "_check_sentence_b_start": "where the second sentence starts, among the "
+                                                   "view's tokens"},
     "attention": {"_check_softmax": "softmax's x and its where mask",
                   "_check_attention": "Q, K, V and mask of one attention, together",
                   "_check_split": "split_heads' X and h",
@@ -893,7 +1069,8 @@ PRIVATE_CHECKS = {
              "_check_ids": "token ids inside this model's vocabulary and positions",
              "_check_layer": "one layer's X, parameters, h and mask"},
     "approximations": {"_check_lsh": "LSH's n_buckets (1 or even), n_hashes and a chunk "
-                                     "dividing n, together"},
+                                     "dividing n, together",
+                       "_check_projection": "Linformer's E or F, (k, n): k and n are its call's"},
     "corpus": {"_check_texts": "each text a sentence or a pair (first, second)"},
     "cost": {"_check_sizes": "the sizes n of a sweep"},
     "custom": {"_check_prior": "a prior against one layer's query and key",
@@ -977,6 +1154,85 @@ def test_the_raise_scanner_sees_a_check_under_another_name(tmp_path):
                      "def _check_x(a):\n    raise ValueError\ndef __init__(self):\n    raise X\n"
                      "def _quiet(a):\n    return a\n")
     assert raising_private_functions([(tmp_path / "m.py", tree)]) == {("m", "_lsh_checks")}
+
+
+#: Private functions that check through bertlib.checks (or a public ``check_*``) without a
+#: ``raise`` of their own, and are not named ``_check_*``: a check under another name unless its
+#: checks are part of its work (a conversion it returns, a size known once it has worked). A new
+#: one fails until it is renamed ``_check_*`` (and listed in PRIVATE_CHECKS) or listed here with
+#: why; a listed one that no longer checks fails too.
+CHECKED_WHILE_WORKING = {
+    "models": {"_tokenize": "checked tokenisation: a text's length is known once tokenised"},
+    "claims": {"_group_interval": "groups= is checked where it is first read, against the "
+                                  "values; the number of distinct groups is known once grouped"},
+    "linear_probe": {"_probe_features": "standardises the features; the training cut is known "
+                                        "once computed from train_share"},
+    # Review r9 named these checks under other names. Their modules (paper/attention, paper/bert,
+    # paper/variants, hf/importance) were being edited by another helper at the time (h28h), so
+    # they are listed, exactly these, until they are renamed _check_* there.
+    "attention": {"_param": "r9: a check of a projection matrix or bias (as_array): rename it"},
+    "bert": {"_float64": "r9: a check that converts to float64 (as_array): rename it",
+             "_key_mask_per_head": "r9: checks attention_mask's shape against input_ids "
+                                   "(same_shape), then builds the key mask"},
+    "variants": {"_global_positions": "r9: the global positions' check (checks.positions), "
+                                      "sorted and unique",
+                 "_block_layout": "draws the block layout; checks block, global_blocks and "
+                                  "n_random on the way (it also raises: RAISE_WHILE_WORKING)",
+                 "_layer_params": "reads one layer's parameters; check_layer_head on the way"},
+    "importance": {"_params_and_states": "reads the parameters; checks the hidden states "
+                                         "against their d and layer count"},
+}
+
+
+def checking_private_functions(trees) -> set[tuple[str, str]]:
+    """(module name, function) for every private function (not ``_check_*``, not ``__dunder__``)
+    that calls a function of bertlib.checks (imported by name, or as ``checks.x``) or a public
+    ``check_*``, at any depth."""
+    found = set()
+    for path, tree in trees:
+        if path.stem == "checks":
+            continue
+        names = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 and node.module in ("bertlib.checks", "checks") for a in node.names}
+        module = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                  and node.module == "bertlib" for a in node.names if a.name == "checks"}
+        for fn in ast.walk(tree):
+            if not (isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.name.startswith(
+                    "_") and not fn.name.startswith(("_check_", "__"))):
+                continue
+            if any(isinstance(c, ast.Call) and (
+                    isinstance(c.func, ast.Name) and (c.func.id in names
+                                                      or c.func.id.startswith("check_"))
+                    or isinstance(c.func, ast.Attribute) and (
+                        c.func.attr.startswith("check_") or isinstance(c.func.value, ast.Name)
+                        and c.func.value.id in module))
+                   for c in ast.walk(fn)):
+                found.add((path.stem, fn.name))
+    return found
+
+
+def test_a_private_function_that_checks_through_checks_is_a_named_check():
+    found = checking_private_functions(_trees())
+    listed = {(module, name) for module, names in CHECKED_WHILE_WORKING.items()
+              for name in names}
+    new, gone = sorted(found - listed), sorted(listed - found)
+    assert not new, ("these private functions check their input through bertlib.checks: a check "
+                     "under another name? Call it _check_* and list it in PRIVATE_CHECKS; or, if "
+                     f"its checks are part of its work, list it in CHECKED_WHILE_WORKING: {new}")
+    assert not gone, f"remove these from CHECKED_WHILE_WORKING, they check nothing now: {gone}"
+
+
+def test_the_checks_scanner_sees_checks_without_a_raise(tmp_path):
+    tree = ast.parse("from bertlib.checks import as_array, whole as w\nfrom bertlib import checks\n"
+                     "def _param(W):\n    return as_array(W, 'W')\n"
+                     "def _count(n):\n    return w(n, 'n')\n"
+                     "def _text(t):\n    checks.text(t, 't')\n"
+                     "def _layer(m, l):\n    return models.check_layer_head(m, l)\n"
+                     "def _check_x(a):\n    return as_array(a, 'a')\n"
+                     "def public(a):\n    return as_array(a, 'a')\n"
+                     "def _quiet(a):\n    return np.asarray(a)\n")
+    assert checking_private_functions([(tmp_path / "m.py", tree)]) == {
+        ("m", "_param"), ("m", "_count"), ("m", "_text"), ("m", "_layer")}
 
 
 def _notebook_tree(path: Path) -> ast.Module:

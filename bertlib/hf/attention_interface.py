@@ -63,11 +63,12 @@ def eager_attention(module, query, key, value, attention_mask, scaling=None, dro
 
         weights = softmax(Q Kᵀ · scaling + mask),    output = weights V,
 
-    scaling = 1/√d_k unless given. query, key, value: (batch, h, n, d_k); attention_mask as in
-    :func:`softmax_weights`. The hook ``weights_of(module, scores, attention_mask)`` turns the
-    scores into weights (default :func:`softmax_weights`); a custom attention changes only that
-    step (``functools.partial(eager_attention, weights_of=...)``) and registers the result with
-    :func:`register_attention`. Dropout on the weights while training, as transformers does.
+    scaling = 1/√d_k unless given. query, key, value: (batch, h, n, d_k); attention_mask: the
+    additive float mask, as in :func:`softmax_weights`. The hook ``weights_of(module, scores,
+    attention_mask)`` turns the scores into weights (default :func:`softmax_weights`); a custom
+    attention changes only that step (``functools.partial(eager_attention, weights_of=...)``)
+    and registers the result with :func:`register_attention`. Dropout on the weights while
+    training, as transformers does.
     Returns (output (batch, n, h, d_k), weights (batch, h, n, n)): transformers'
     ``AttentionInterface`` signature.
     """

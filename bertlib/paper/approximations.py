@@ -66,7 +66,8 @@ def linformer_projections(n: int, k: int, seed: int | None = 0) -> np.ndarray:
     return np.random.default_rng(seed).normal(0.0, 1.0 / np.sqrt(k), size=(k, n))
 
 
-def _projection(P, name: str, k: int, n: int) -> np.ndarray:
+def _check_projection(P, name: str, k: int, n: int) -> np.ndarray:
+    """Linformer's E or F: a finite (k, n) array."""
     return as_array(P, name, shape=(k, n), layout="(k, n)")
 
 
@@ -89,8 +90,8 @@ def linformer_attention(Q, K, V, k: int, E=None, F=None, seed: int | None = 0,
     Q, K, V = check_one_head(Q, K, V)
     n = K.shape[0]
     k = whole(k, "k", 1, n, why=f"(the projected length, at most n={n})")
-    E = linformer_projections(n, k, seed) if E is None else _projection(E, "E", k, n)
-    F = E if F is None else _projection(F, "F", k, n)
+    E = linformer_projections(n, k, seed) if E is None else _check_projection(E, "E", k, n)
+    F = E if F is None else _check_projection(F, "F", k, n)
     E, F = E.astype(Q.dtype, copy=False), F.astype(Q.dtype, copy=False)
     out, P = scaled_dot_product_attention(Q, E @ K, F @ V)  # P: (n, k)
     return (out, P @ F) if return_weights else out

@@ -249,7 +249,8 @@ class LayerStack(nn.Module):
     Each layer maps hidden states (batch, n, H) -> (batch, n, H) (e.g. transformers'
     ``AlbertLayer`` or ``BertLayer``). ``parameters()`` counts a shared layer once.
     forward(hidden (batch, n, H), attention_mask=None) -> (L + 1, batch, n, H): the input and
-    every layer's output.
+    every layer's output; attention_mask is handed to each layer as it is (for a transformers
+    layer, its additive float mask).
     """
 
     def __init__(self, layers: Sequence[nn.Module], num_layers: int):

@@ -95,7 +95,7 @@ def offline_bertviz_html(html: str) -> str:
     return _offline_libraries_script() + html
 
 
-def _attentions(tokens, attentions) -> np.ndarray:
+def _check_attentions(tokens, attentions) -> np.ndarray:
     """attentions as a finite float64 (layers, heads, n, n) array, n = len(tokens)."""
     n = len(tokens)
     return attention_stack(attentions, "attentions", n, "(layers, heads, n, n)", f"for {n} tokens",
@@ -104,11 +104,11 @@ def _attentions(tokens, attentions) -> np.ndarray:
 
 def _bertviz_input(tokens, attentions, decimals: int):
     # rounded: smaller HTML, and the view cannot show more digits anyway
-    A = np.round(_attentions(tokens, attentions), decimals)
+    A = np.round(_check_attentions(tokens, attentions), decimals)
     return [torch.from_numpy(A[l][None]) for l in range(A.shape[0])], list(tokens)
 
 
-def _sentence_b_start(tokens, sentence_b_start):
+def _check_sentence_b_start(tokens, sentence_b_start):
     if sentence_b_start is None:
         return None
     return whole(sentence_b_start, "sentence_b_start", 1, len(tokens) - 1,
@@ -265,7 +265,7 @@ def model_view_figure(tokens, attentions, layers=None, heads=None):
     the indices to draw (None = all; a static picture of a few stays legible). Returns the
     Figure (the caller closes it).
     """
-    A = _attentions(tokens, attentions)
+    A = _check_attentions(tokens, attentions)
     L, h = A.shape[:2]
     rows = list(range(L)) if layers is None else [check_layer_head(A, k)[0] for k in layers]
     cols = list(range(h)) if heads is None else [check_layer_head(A, 0, k)[1] for k in heads]
@@ -304,7 +304,7 @@ def head_view(tokens, attentions, layer: int | None = None, heads=None,
     if layer is not None:
 
         layer, _ = check_layer_head(np.asarray(attentions), layer)
-    out = _head_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
+    out = _head_view(attention, tokens, sentence_b_start=_check_sentence_b_start(tokens,
                      sentence_b_start), layer=layer, heads=heads, html_action="return")
     shown = 0 if layer is None else layer
     A = np.round(np.asarray(attentions, dtype=float), decimals)
@@ -324,7 +324,7 @@ def model_view(tokens, attentions, sentence_b_start: int | None = None, decimals
     """
 
     attention, tokens = _bertviz_input(tokens, attentions, decimals)
-    out = _model_view(attention, tokens, sentence_b_start=_sentence_b_start(tokens,
+    out = _model_view(attention, tokens, sentence_b_start=_check_sentence_b_start(tokens,
                       sentence_b_start), html_action="return")
     png = _snapshot(model_view_figure, tokens, np.round(np.asarray(attentions, dtype=float),
                     decimals), layers, heads)

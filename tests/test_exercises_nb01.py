@@ -27,6 +27,10 @@ Q, K, V = X @ W_Q, X @ W_K, X @ W_V
 S = Q @ K.T / math.sqrt(2)
 
 
+def window_mask(n):  # each word sees itself and its neighbours: the exercise's window
+    return band(np.arange(n), np.arange(n), 1)
+
+
 @pytest.fixture(autouse=True)
 def _every_try_explained(monkeypatch):
     reset_tries()  # each test starts as a fresh kernel would, and all its tries are explained
@@ -164,10 +168,6 @@ def test_design_accepts_a_solution():
     fb = check_design(Wq, Wk)
     assert fb.ok and "'cat'" in fb.message
     assert "must stay" in check_design(np.zeros((4, 3))).message
-
-
-def window_mask(n):  # each word sees itself and its neighbours: the exercise's window
-    return band(np.arange(n), np.arange(n), 1)
 
 
 def test_the_checkers_window_is_each_word_and_its_neighbours():

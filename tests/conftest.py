@@ -55,7 +55,7 @@ _LOADS_MODEL = re.compile(
     r"\b(load_bert|run_bert|attention_maps|encode|sentence_vectors|head_importance|"
     r"ablated_head|bert_forward|bert_params|bert_qkv|bert_layer|[A-Za-z]*Explorer|all_explorers|"
     # corpus statistics and exercise checkers that run the real model inside
-    r"run_corpus|sep_shares|reference_position_prior|heads_where_top|heads_both_ways|right_heads|"
+    r"run_corpus|sep_shares|reference_position_prior|_heads_where_top|_heads_both_ways|right_heads|"
     r"check_(det_noun_head|position_guess|heads|"
     r"bank_sentence|sep_prediction|plugged_in|position_prior))\("
 )

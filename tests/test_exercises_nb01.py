@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertlib import exercises
-from bertlib.exercises import Feedback, reset_tries, wrong_tries
+from bertlib.exercises import Feedback, nb01, reset_tries, wrong_tries
 from bertlib.exercises.nb01 import (
     ATOL,
     PENCIL_ATOL,
@@ -16,16 +16,19 @@ from bertlib.exercises.nb01 import (
     check_causal_guess,
     check_design,
     check_window_weights,
-    toy_qkv,
-    window_mask,
 )
+from bertlib.exercises.toy_design import toy_qkv
 from bertlib.paper import toy
-from bertlib.paper.attention import scaled_dot_product_attention, softmax
+from bertlib.paper.attention import band, scaled_dot_product_attention, softmax
 
 X = toy.embeddings()
 W_Q, W_K, W_V = toy.projections()
 Q, K, V = X @ W_Q, X @ W_K, X @ W_V
 S = Q @ K.T / math.sqrt(2)
+
+
+def window_mask(n):  # each word sees itself and its neighbours: the exercise's window
+    return band(np.arange(n), np.arange(n), 1)
 
 
 @pytest.fixture(autouse=True)
@@ -137,6 +140,7 @@ def _w_q_only_attempt():
 
 def test_design_explains_why_w_q_alone_cannot_work():
     check_design(_w_q_only_attempt())  # the first such try is asked a question (below)
+    check_design(_w_q_only_attempt())  # the second is told which keys to compare
     fb = check_design(_w_q_only_attempt())
     assert not fb and "same key" in fb.message and "not yet" in fb.message
 
@@ -145,9 +149,14 @@ def test_design_first_asks_about_the_keys_then_names_them():
     # learner 26: the first W_Q-only try was told which keys collide and that W_K must change,
     # the whole insight of the exercise; now the first such try is asked to look at the keys
     fb = check_design(_w_q_only_attempt())
-    assert not fb.ok and "Look at the keys" in fb.message and "next check names" in fb.message
+    assert not fb.ok and "Look at the keys" in fb.message and "which keys to compare" in fb.message
     assert "same key" not in fb.message and "W_Q alone" not in fb.message
     assert "'on'" not in fb.message and "times the key" not in fb.message
+    # learner 30: the second try spelled out the insight; now it only names the keys to compare
+    second = check_design(_w_q_only_attempt()).message
+    assert "Compare the key of 'cat' [0.0, 1.0] with that of 'on' [0.0, 1.0]" in second
+    assert "that of 'mat' [0.0, 2.0]" in second and "what follows" in second
+    assert "same key" not in second and "times the key" not in second and "W_Q alone" not in second
     assert "same key" in check_design(_w_q_only_attempt()).message
     reset_tries()  # a fresh kernel asks the question again
     assert "Look at the keys" in check_design(_w_q_only_attempt()).message
@@ -161,12 +170,9 @@ def test_design_accepts_a_solution():
     assert "must stay" in check_design(np.zeros((4, 3))).message
 
 
-def testwindow_mask_and_its_errors():
-    np.testing.assert_array_equal(window_mask(3), [[1, 1, 0], [1, 1, 1], [0, 1, 1]])
-    with pytest.raises(ValueError, match="radius"):
-        window_mask(3, radius=-1)
-    with pytest.raises(ValueError, match="n must"):
-        window_mask(0)
+def test_the_checkers_window_is_each_word_and_its_neighbours():
+    np.testing.assert_array_equal(nb01._window_mask(3), [[1, 1, 0], [1, 1, 1], [0, 1, 1]])
+    np.testing.assert_array_equal(nb01._window_mask(6), window_mask(6))
 
 
 def test_window_weights_right_and_mistakes():
@@ -206,6 +212,7 @@ def test_window_weights_accept_a_pencils_rounded_e_and_root_without_a_try(e, roo
 
 def test_design_names_mats_key_as_a_multiple_of_cats():
     check_design(_w_q_only_attempt())
+    check_design(_w_q_only_attempt())
     fb = check_design(_w_q_only_attempt())
     assert not fb and "2 times the key of 'cat'" in fb.message and "W_Q alone" in fb.message
 
@@ -215,6 +222,19 @@ def test_design_refuses_an_answer_that_breaks_cat_to_sat():
     Wq[1], Wk[3] = [0, 1], [0, -1]  # "mat" attends to "cat", but "cat" no longer asks for a verb
     fb = check_design(Wq, Wk)
     assert not fb.ok and "lost its verb" in fb.message and "W_Q" in fb.message
+
+
+def test_design_names_a_w_k_edit_that_breaks_cat_to_sat():
+    # learner 30: W_K's noun row set to [5, 5] makes 'cat' attend most to 'mat' ([5, 6]), and the
+    # reply spoke only of 'mat'; a W_Q slip that breaks 'cat' was already named
+    Wk = W_K.copy()
+    Wk[1] = [5, 5]
+    fb = check_design(None, Wk)
+    assert not fb.ok and "not yet: 'mat' gives 'cat'" in fb.message
+    assert "also broke the other half: 'cat' lost its verb: it attends most to 'mat'" in fb.message
+    assert "'mat' now has the key [5.0, 6.0] (was [0.0, 2.0])" in fb.message
+    assert "'sat' keeps [2.0, 0.0]" in fb.message and "You changed W_K" in fb.message
+    assert "lost its verb" not in check_design(_w_q_only_attempt()).message  # 'cat' keeps 'sat'
 
 
 def test_window_checker_does_not_print_the_right_row():
@@ -234,6 +254,7 @@ def test_design_does_not_blame_w_q_when_only_w_k_changed():
     Wk = W_K.copy()
     Wk[:, 1] = 0  # the keys' second column gone: keys tie or become multiples of "cat"'s
     check_design(None, Wk)  # the first such try: a question about the keys
+    check_design(None, Wk)  # the second: which keys to compare
     fb = check_design(None, Wk)
     assert not fb.ok and "Note:" in fb.message
     assert "Changing W_Q alone" not in fb.message and "no W_Q" in fb.message
@@ -671,3 +692,15 @@ def test_attention_fn_refuses_bertlibs_attention_imported_inside_the_function():
     from bertlib.paper import attention
     assert attention.scaled_dot_product_attention is scaled_dot_product_attention  # put back
     assert check_attention_fn(loops).ok
+
+
+def test_causal_guess_given_as_a_position_is_asked_for_the_word():
+    # learner 30: check_causal_guess(1), the 0-based position of "cat", heard only the word list
+    fb = check_causal_guess(1)
+    assert not fb.ok and fb.form and "not its position" in fb.message
+    assert "counted from 0, 1 is 'cat'" in fb.message and "counted from 1, 1 is 'the'" in fb.message
+    assert "counted from 1" not in check_causal_guess(0).message
+    assert "counted from 1, 6 is 'mat'" in check_causal_guess(6).message
+    assert "position" not in check_causal_guess(7).message  # no word there: the word list
+    assert "position" not in check_causal_guess(True).message
+    assert wrong_tries(check_causal_guess) == 0  # a form, never a try

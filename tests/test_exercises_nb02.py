@@ -610,3 +610,13 @@ def test_call_watched_counts_calls_and_puts_the_names_back():
     assert not called and np.array_equal(got, split_heads(X, 2))
     _, error, called = call_watched(lambda X, h: 1 / 0, split_heads, X, 2)
     assert error is not None and not called and attention.split_heads is split_heads
+
+
+def test_w_o_swap_given_as_a_column_order_is_asked_for_the_matrix():
+    # learner 30: [2, 3, 1, 0], a natural first attempt, heard only "wrong shape"
+    for order in ([2, 3, 1, 0], np.array([2, 3, 1, 0]), "3,4,2,1", "[2, 3, 1, 0]"):
+        fb = nb02.check_w_o_swap(order)
+        assert not fb.ok and fb.form and "a column order, not a matrix" in fb.message, order
+        assert "W_O[j, c]" in fb.message and "(4, 4)" in fb.message
+    for other in ([0.5, 1, 2, 3], [1, 2, 3], [np.inf, 1, 2, 3], "abc"):
+        assert "column order" not in nb02.check_w_o_swap(other).message, other

@@ -12,26 +12,26 @@ import torch
 from bertlib import exercises
 from bertlib.exercises import Feedback, nb03, reset_tries
 from bertlib.exercises.nb03 import (
+    _GUESS_ABOVE,
+    _GUESS_TOLERANCE,
+    _NARROW_MARGIN,
+    _NEAR_ONE,
+    _QUERY,
+    _TARGET,
     BANK_FIRST,
     BANK_NEUTRAL,
     BANK_RIVER,
     EMBED_PAIR,
-    GUESS_ABOVE,
-    GUESS_TOLERANCE,
     HEADS_TEXT,
-    NARROW_MARGIN,
-    NEAR_ONE,
-    QUERY,
-    TARGET,
-    bank_cosine,
-    bank_margin,
+    _bank_cosine,
+    _bank_margin,
+    _heads_both_ways,
+    _heads_where_top,
+    _river_lean,
     check_bank_sentence,
     check_embeddings,
     check_heads,
     check_position_guess,
-    heads_both_ways,
-    heads_where_top,
-    river_lean,
 )
 from bertlib.hf.models import encode, load_bert, run_bert
 from bertlib.hf.params import bert_params
@@ -51,7 +51,7 @@ WORDS = ("lazy", "dog")
 
 
 def right_heads(skip_special=True):
-    return heads_both_ways(*WORDS, skip_special=skip_special)
+    return _heads_both_ways(*WORDS, skip_special=skip_special)
 
 
 def check(answer):
@@ -144,9 +144,9 @@ def test_embedding_shape_nan_and_type(parts):
 
 
 def test_position_guess_right_wrong_and_one():
-    measured = bank_cosine(0)
+    measured = _bank_cosine(0)
     assert measured < 0.999  # the positions differ, so the input vectors do
-    assert check_position_guess(measured - GUESS_TOLERANCE / 2).ok
+    assert check_position_guess(measured - _GUESS_TOLERANCE / 2).ok
     for wrong, way in ((measured - 0.3, "too low, by more than 0.2"),
                        (measured - 0.1, "too low, by 0.05 to 0.2"),
                        (measured + 0.03, "too high, by less than 0.05")):
@@ -156,13 +156,13 @@ def test_position_guess_right_wrong_and_one():
         assert f"{abs(wrong - measured):.2f}" not in fb.message  # never the distance itself
     for wrong in (measured - 0.3, measured + 0.15, measured - 0.15, -1.0):  # no miss reveals it
         message = check_position_guess(wrong).message
-        assert f"{measured:.2f}" not in message and "bank_cosine" not in message
+        assert f"{measured:.2f}" not in message and "_bank_cosine" not in message
 
 
 def test_position_guess_band_lets_a_reasoned_guess_pass():
     # the worked solution's guess, reasoned from section 3's printed row lengths, passes
     assert check_position_guess(0.93).ok
-    assert check_position_guess(bank_cosine(0) - 0.15).message.startswith("too low")
+    assert check_position_guess(_bank_cosine(0) - 0.15).message.startswith("too low")
     assert "between -1 and 1" in check_position_guess(3).message
     assert "a number" in check_position_guess("high").message
 
@@ -180,9 +180,9 @@ def test_heads_reference_passes_and_matches_a_direct_computation():
         row[..., [0, len(run.tokens) - 1]] = -1
         return {tuple(x) for x in np.argwhere(row.argmax(-1) == run.tokens.index(b)).tolist()}
 
-    assert heads_where_top() == sorted(one_way(QUERY, TARGET))
-    direct = sorted(one_way(QUERY, TARGET) & one_way(TARGET, QUERY))
-    assert heads_both_ways() == direct and direct  # the bundled model: one head, (2, 7)
+    assert _heads_where_top() == sorted(one_way(_QUERY, _TARGET))
+    direct = sorted(one_way(_QUERY, _TARGET) & one_way(_TARGET, _QUERY))
+    assert _heads_both_ways() == direct and direct  # the bundled model: one head, (2, 7)
     assert check_heads(direct).ok
     assert len(right_heads()) > 2  # the longer answer the list tests below use
 
@@ -194,7 +194,7 @@ def test_no_earlier_cell_of_the_lesson_answers_exercise_3():
     # second layer x heads 0-3 (cell "model_view(..., layers=range(0, L, 2), heads=range(4))").
     shown = {(0, 2), (1, 8), (5, 3)} | {(0, k) for k in range(3)}
     shown |= {(layer, k) for layer in range(0, 6, 2) for k in range(4)}
-    answer = set(heads_both_ways())
+    answer = set(_heads_both_ways())
     assert answer and not answer & shown
     # and the selection the lesson's model-view cell really stores (read from the notebook, so
     # a new selection there is checked too): every (layer, head) of its still picture
@@ -206,7 +206,7 @@ def test_no_earlier_cell_of_the_lesson_answers_exercise_3():
     model_view_heads = {(layer, k) for layer in layers for k in heads}
     assert model_view_heads and not answer & model_view_heads, answer & model_view_heads
     tokens = run_bert(HEADS_TEXT).tokens
-    assert abs(tokens.index(QUERY) - tokens.index(TARGET)) > 1  # not neighbours
+    assert abs(tokens.index(_QUERY) - tokens.index(_TARGET)) > 1  # not neighbours
 
 
 def test_heads_mistakes_are_named():
@@ -325,14 +325,14 @@ def test_a_long_list_is_not_checked_pair_by_pair_so_elimination_reveals_nothing(
 
 def test_unknown_word_is_an_error():
     with pytest.raises(ValueError, match="not a word piece"):
-        heads_where_top("cat", "fox")
+        _heads_where_top("cat", "fox")
 
 
 def test_bank_sentence_success_and_margin():
     text = "Willows lined the bank of the lake."
-    to_money, to_river = bank_margin(text)
+    to_money, to_river = _bank_margin(text)
     fb = check_bank_sentence(text)
-    assert fb.ok == (to_river - to_money > max(0.0, river_lean(BANK_NEUTRAL)))
+    assert fb.ok == (to_river - to_money > max(0.0, _river_lean(BANK_NEUTRAL)))
     assert fb.ok and f"{to_river:.3f}" in fb.message
 
 
@@ -349,8 +349,8 @@ def test_bank_sentence_failure_states_the_bar_it_applies():
     # to "pull it further to the river side than that", a bar it had passed; the test is
     # lean > max(0, neutral), so with a money-leaning neutral bank the message asks for lean > 0
     text = "I sat on the bank."
-    to_money, to_river = bank_margin(text)
-    lean, neutral = to_river - to_money, river_lean(BANK_NEUTRAL)
+    to_money, to_river = _bank_margin(text)
+    lean, neutral = to_river - to_money, _river_lean(BANK_NEUTRAL)
     assert neutral < lean < 0  # the case the old message misstated
     fb = check_bank_sentence(text)
     assert not fb.ok and "further to the river side than that" not in fb.message, fb.message
@@ -384,13 +384,13 @@ def test_heads_name_a_missing_layer_and_the_reversed_direction():
     fb = check_heads([(6, 0)])
     assert not fb.ok and "names no head" in fb.message and "0..5" in fb.message
     # learner 28: exercise 3 asks for the link both ways; a list read off one row is named
-    for a, b in ((QUERY, TARGET), (TARGET, QUERY)):
-        one_way = heads_where_top(a, b)
-        assert set(one_way) != set(heads_both_ways())  # the bundled model: more heads one way
+    for a, b in ((_QUERY, _TARGET), (_TARGET, _QUERY)):
+        one_way = _heads_where_top(a, b)
+        assert set(one_way) != set(_heads_both_ways())  # the bundled model: more heads one way
         message = check_heads(one_way).message
         assert f"the heads in which {a!r} gives {b!r} its largest" in message, message
-        assert "both ways" in message and str(heads_both_ways()[0]) not in message
-    either = sorted(set(heads_where_top()) | set(heads_where_top(TARGET, QUERY)))
+        assert "both ways" in message and str(_heads_both_ways()[0]) not in message
+    either = sorted(set(_heads_where_top()) | set(_heads_where_top(_TARGET, _QUERY)))
     assert "either word looks most at the other" in check_heads(either).message
 
 
@@ -441,28 +441,28 @@ def test_embeddings_name_the_first_wrong_piece_of_any_kind(parts):
 def test_position_guess_refuses_one_and_says_why(monkeypatch):
     # 1 ("same word, same vector") is the misconception: outside the printed band, it fails
     # with its own message, which neither gives the value nor says "too high by ..."
-    measured = bank_cosine(0)
-    assert 1.0 - measured > GUESS_TOLERANCE  # true on the bundled model (0.956)
+    measured = _bank_cosine(0)
+    assert 1.0 - measured > _GUESS_TOLERANCE  # true on the bundled model (0.956)
     for guess in (1.0, 0.9999):
         fb = check_position_guess(guess)
         assert not fb.ok and "identical vectors would give 1" in fb.message
         assert "what else does E add" in fb.message and f"{measured:.2f}" not in fb.message
-    monkeypatch.setattr(nb03, "bank_cosine", lambda layer, model=None: 0.7)
+    monkeypatch.setattr(nb03, "_bank_cosine", lambda layer, model=None: 0.7)
     fb = check_position_guess(1.0)
     assert not fb.ok and "identical vectors" in fb.message and "0.7" not in fb.message
-    # the band is the printed one: GUESS_TOLERANCE below, GUESS_ABOVE above
-    assert check_position_guess(0.7 - GUESS_TOLERANCE + 0.005).ok
-    assert check_position_guess(0.7 + GUESS_ABOVE - 0.005).ok
-    assert not check_position_guess(0.7 + GUESS_ABOVE + 0.005).ok
-    assert not check_position_guess(0.7 - GUESS_TOLERANCE - 0.005).ok
+    # the band is the printed one: _GUESS_TOLERANCE below, _GUESS_ABOVE above
+    assert check_position_guess(0.7 - _GUESS_TOLERANCE + 0.005).ok
+    assert check_position_guess(0.7 + _GUESS_ABOVE - 0.005).ok
+    assert not check_position_guess(0.7 + _GUESS_ABOVE + 0.005).ok
+    assert not check_position_guess(0.7 - _GUESS_TOLERANCE - 0.005).ok
 
 
 def test_position_guess_nearly_one_needs_the_reasoning():
     # "basically the same word, say 0.99" is within 0.04 of 0.956 but skips the reasoning about
     # the position row: on a first try it fails with a "why below 1?" nudge
-    measured = bank_cosine(0)
-    assert measured + GUESS_ABOVE < NEAR_ONE  # the bundled model: 0.956
-    for guess in (0.99, NEAR_ONE):
+    measured = _bank_cosine(0)
+    assert measured + _GUESS_ABOVE < _NEAR_ONE  # the bundled model: 0.956
+    for guess in (0.99, _NEAR_ONE):
         reset_tries()
         fb = check_position_guess(guess)
         assert not fb.ok and fb.message.startswith("too high"), fb.message
@@ -471,14 +471,14 @@ def test_position_guess_nearly_one_needs_the_reasoning():
     assert "identical vectors would give 1" in check_position_guess(1).message
     fb = check_position_guess(0.93)  # the worked solution's reasoned guess
     assert fb.ok and f"{measured:.3f}" in fb.message and "below" in fb.message
-    assert check_position_guess(measured + GUESS_ABOVE / 2).ok  # a little above still passes
+    assert check_position_guess(measured + _GUESS_ABOVE / 2).ok  # a little above still passes
     assert "pointing apart" in check_position_guess(-0.5).message
 
 
 def test_position_guess_only_the_first_try_says_which_way(monkeypatch):
     # learner 20: "a little too low" / "well too high" on every try let 3 guesses halve their
     # way in. Now the first wrong try says which way, later ones only "not within the band"
-    monkeypatch.setattr(nb03, "bank_cosine", lambda layer, model=None: 0.6)
+    monkeypatch.setattr(nb03, "_bank_cosine", lambda layer, model=None: 0.6)
     for off in np.arange(-0.5, 0.35, 0.01):
         guess = float(0.6 + off)
         reset_tries()
@@ -494,7 +494,7 @@ def test_halving_on_the_position_guess_learns_one_direction_at_most(monkeypatch)
     # the search: halve [-1, 1] by the message's "too high"/"too low". With the real limit it
     # gets a direction once, then identical messages, so it cannot home in on the band
     monkeypatch.setattr(exercises, "EXPLAINED_TRIES", 3)
-    measured, low, high, ways = bank_cosine(0), -1.0, 1.0, []
+    measured, low, high, ways = _bank_cosine(0), -1.0, 1.0, []
     for _ in range(8):
         guess = (low + high) / 2
         fb = check_position_guess(guess)
@@ -507,14 +507,14 @@ def test_halving_on_the_position_guess_learns_one_direction_at_most(monkeypatch)
         elif way == "low":
             low = guess
     assert not fb.ok and sum(w is not None for w in ways) == 1, ways
-    assert high - low >= 1.0 > GUESS_TOLERANCE + GUESS_ABOVE  # the band is still far narrower
+    assert high - low >= 1.0 > _GUESS_TOLERANCE + _GUESS_ABOVE  # the band is still far narrower
     assert low <= measured <= high
 
 
 def test_position_guess_misses_ask_for_reasoning_and_leak_no_number():
     # every failure: never the value nor a band edge, and a question about the position row
     # instead of "guess again"; past the learner's own number, a miss's text is one of a few
-    measured, texts = bank_cosine(0), set()
+    measured, texts = _bank_cosine(0), set()
     for guess in np.round(np.arange(-1.0, 1.0001, 0.005), 3):
         fb = check_position_guess(float(guess))
         if fb.ok:
@@ -528,13 +528,20 @@ def test_position_guess_misses_ask_for_reasoning_and_leak_no_number():
     assert f"{measured:.2f}" not in "".join(texts)
 
 
+def test_a_first_miss_says_the_guess_before_the_hint():
+    # learner 30: "…more than you assumed. (you said 0.500) Before another number, …"
+    message = check_position_guess(0.5).message
+    assert message.startswith("too low, by more than 0.2 (you said 0.500): ")
+    assert ". (you said" not in message
+
+
 @pytest.mark.parametrize("lean, narrow", [(0.002, True), (0.05, False)])
 def test_bank_sentence_success_names_a_narrow_margin(monkeypatch, lean, narrow):
-    monkeypatch.setattr(nb03, "bank_margin", lambda text, model=None: (0.5, 0.5 + lean))
-    monkeypatch.setattr(nb03, "river_lean", lambda text, model=None: -0.01)
+    monkeypatch.setattr(nb03, "_bank_margin", lambda text, model=None: (0.5, 0.5 + lean))
+    monkeypatch.setattr(nb03, "_river_lean", lambda text, model=None: -0.01)
     fb = check_bank_sentence("The boat drifted toward the bank.")
     assert fb.ok and f"a margin of {lean:.3f}" in fb.message
-    assert ("narrow win" in fb.message) == narrow == (lean < NARROW_MARGIN)
+    assert ("narrow win" in fb.message) == narrow == (lean < _NARROW_MARGIN)
 
 
 @pytest.mark.parametrize("axis, ddof, named", [(-1, 1, "d − 1"), (0, 0, "over the tokens")])
@@ -559,11 +566,18 @@ def test_heads_given_as_head_layer_get_the_convention_not_a_confirmation():
 def test_an_empty_list_from_keeping_cls_and_sep_names_that_slip():
     # learner 29: with [CLS]/[SEP] compared no head fits, so the natural answer is []; the
     # checker asked to "look at both words' rows", not at the exclusion the exercise asks for
-    assert heads_both_ways() and not heads_both_ways(skip_special=False)  # the exercise's words
+    assert _heads_both_ways() and not _heads_both_ways(skip_special=False)  # the exercise's words
     reset_tries()
     fb = check_heads([])
     assert not fb.ok and "[CLS] and [SEP] in the comparison" in fb.message
-    assert not any(str(pair) in fb.message for pair in heads_both_ways())
+    assert not any(str(pair) in fb.message for pair in _heads_both_ways())
+    assert "at least one" not in fb.message and "fits" not in fb.message  # learner 30
+
+
+def test_an_empty_list_is_not_told_that_some_head_fits():
+    fb = check([])  # lazy and dog: an empty list that [CLS]/[SEP] do not explain
+    assert not fb.ok and "your list is empty" in fb.message and "every head" in fb.message
+    assert "at least one" not in fb.message and "fits" not in fb.message  # learner 30
 
 
 def test_exercise_1_leaves_token_type_ids_for_the_checker_to_teach():
@@ -613,7 +627,7 @@ def test_position_guess_band_passes_the_lessons_reasoning_but_not_0_97():
     def reasoned(cos_p, typ=typ):  # the rows as unrelated directions: the solution's formula
         return (word**2 + typ**2 + pos**2 * cos_p) / (word**2 + pos**2 + typ**2)
 
-    measured = bank_cosine(0)
+    measured = _bank_cosine(0)
     assert round(reasoned(mean_cos(4)), 2) == 0.93 and check_position_guess(0.93).ok
     assert check_position_guess(round(reasoned(mean_cos(4), typ=0.0), 2)).ok  # type row left out
     assert check_position_guess(round(measured, 2)).ok  # the value itself, rounded
@@ -623,11 +637,12 @@ def test_position_guess_band_passes_the_lessons_reasoning_but_not_0_97():
         fb = check_position_guess(guess)
         assert not fb.ok and fb.message.startswith("too high, by less than 0.05"), fb.message
         assert "position row" in fb.message  # differs more than assumed, or counts: why below 1?
-    assert measured + GUESS_ABOVE < 0.97 < measured + 2 * GUESS_ABOVE  # a near miss, told so
+    assert measured + _GUESS_ABOVE < 0.97 < measured + 2 * _GUESS_ABOVE  # a near miss, told so
     # what the reasoning needs is printed (section 3), the answer is not
     cells = json.loads(LESSON.read_text())["cells"]
-    printed = next("".join("".join(o.get("text", [])) for o in c["outputs"]) for c in cells
-                   if c["cell_type"] == "code" and "gaps = (" in "".join(c["source"]))
+    printed = "".join("".join(o.get("text", [])) for c in cells for o in c.get("outputs", [])
+                      if c["cell_type"] == "code" and ("gaps = (" in "".join(c["source"])
+                                                       or "lengths = {" in "".join(c["source"])))
     assert f"k = 4: {mean_cos(4):.2f}" in printed and "mean length" in printed, printed
     assert f"{measured:.2f}" not in printed and f"{measured:.3f}" not in printed
     task = next("".join(c["source"]) for c in cells if "**2. Predict" in "".join(c["source"]))
@@ -684,10 +699,10 @@ def test_exercise_2_tells_the_band_only_after_the_guess():
     sources = ["".join(c["source"]) for c in cells]
     task = next(s for s in sources if "**2. Predict" in s)
     code = next(s for s in sources if "check_position_guess(guess)" in s)
-    assert "GUESS_TOLERANCE" not in code and "GUESS_ABOVE" not in code
+    assert "_GUESS_TOLERANCE" not in code and "_GUESS_ABOVE" not in code
     assert "band" not in task and "below the measured" not in task and "accepts" in task
     fb = check_position_guess(0.93)
-    assert fb.ok and f"from {GUESS_TOLERANCE} below to {GUESS_ABOVE} above" in fb.message
+    assert fb.ok and f"from {_GUESS_TOLERANCE} below to {_GUESS_ABOVE} above" in fb.message
 
 
 def test_exercise_2_says_plainly_to_reason_on_the_sum():
@@ -695,3 +710,15 @@ def test_exercise_2_says_plainly_to_reason_on_the_sum():
     cells = json.loads(LESSON.read_text())["cells"]
     task = next("".join(c["source"]) for c in cells if "**2. Predict" in "".join(c["source"]))
     assert "You need not\nwork the LayerNorm out: reason on the plain sum" in task
+
+
+def test_section_3_shows_that_two_equal_mean_lengths_come_from_different_rows():
+    # learner 30: "position 0.47" and "token type 0.47" read as a copy-paste slip
+    cells = json.loads(LESSON.read_text())["cells"]
+    printed = next("".join("".join(o.get("text", [])) for o in c["outputs"]) for c in cells
+                   if c["cell_type"] == "code" and "lengths = {" in "".join(c["source"]))
+    means = dict(re.findall(r"length ‖row‖ of a (\w[\w ]*) embedding: (\d\.\d\d)", printed))
+    assert set(means) == {"word", "position", "token type"}, printed
+    assert "512 rows" in printed and "(2 rows" in printed  # each mean's own count and range
+    same = means["position"] == means["token type"]
+    assert ("from different rows" in printed) == same, printed

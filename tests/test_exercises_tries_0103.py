@@ -26,7 +26,7 @@ from bertlib.exercises import (
     wrong_tries,
 )
 from bertlib.exercises.nb02 import DET_NOUN_SENTENCES
-from bertlib.exercises.nb03 import check_heads, heads_both_ways
+from bertlib.exercises.nb03 import _heads_both_ways, check_heads
 from bertlib.hf.models import run_bert
 from bertlib.paper import toy
 from bertlib.paper.attention import softmax
@@ -59,7 +59,7 @@ def test_only_the_first_three_wrong_tries_are_explained_and_a_right_answer_alway
 
 
 S = toy.embeddings() @ toy.projections()[0] @ (toy.embeddings() @ toy.projections()[1]).T
-WINDOW = softmax(S / math.sqrt(2), axis=-1, where=nb01.window_mask(6))
+WINDOW = softmax(S / math.sqrt(2), axis=-1, where=nb01._window_mask(6))
 
 
 def _best_det_noun_head():  # recomputed here: the mean weight from each "the" to its noun
@@ -90,8 +90,8 @@ LIMITED = [
 def test_each_limited_checker_explains_three_tries_then_says_only_not_right(check, wrong, other,
                                                                             right):
     right = right or {nb02.check_det_noun_head: _best_det_noun_head,
-                      nb03.check_position_guess: lambda: (nb03.bank_cosine(0),),
-                      nb03.check_heads: lambda: (heads_both_ways(),)}[check]()
+                      nb03.check_position_guess: lambda: (nb03._bank_cosine(0),),
+                      nb03.check_heads: lambda: (_heads_both_ways(),)}[check]()
     assert check(*right).ok  # before any wrong try
     for k in range(1, 4):
         message = check(*wrong).message
@@ -105,7 +105,7 @@ def test_72_one_pair_lists_tell_no_pair_apart():
     # learner 20: check_heads judged single pairs, so 72 one-pair calls gave the answer away.
     # With an answer of several heads (lazy and dog: five), no one-pair list is right; exercise
     # 3's own answer is one head, found by a loop only by reaching it (as notebook 02's head)
-    answer = set(heads_both_ways("lazy", "dog"))
+    answer = set(_heads_both_ways("lazy", "dog"))
     messages = {(layer, head): check_heads([(layer, head)], "lazy", "dog").message
                 for layer in range(6) for head in range(12)}
     explained = list(messages)[:EXPLAINED_TRIES]
@@ -126,7 +126,7 @@ def test_six_pair_lists_classify_at_most_eighteen_pairs():
 
 def test_a_single_right_pair_is_called_right_without_a_cls_sep_doubt():
     # learners 20 and 22: a [CLS]/[SEP] note made a learner with a right pair doubt it
-    for pair in heads_both_ways("lazy", "dog"):  # five heads; exercise 3's fox and dog: one
+    for pair in _heads_both_ways("lazy", "dog"):  # five heads; exercise 3's fox and dog: one
         reset_tries()
         message = check_heads([pair], "lazy", "dog").message
         assert "1 of your pairs is right" in message and "missing" in message, message
@@ -221,7 +221,7 @@ def test_how_far_apart_says_which_way_and_a_band_never_the_gap():
 def test_the_cls_sep_hint_of_check_heads_counts_as_one_of_the_three_explained_tries():
     # under the real limit: the list found with [CLS]/[SEP] kept in is told the slip on its second
     # coming while tries are explained, and after them gets the one "not right" like any list
-    kept = heads_both_ways("lazy", "dog", skip_special=False)  # (0, 3), a right part of five
+    kept = _heads_both_ways("lazy", "dog", skip_special=False)  # (0, 3), a right part of five
     messages = [check_heads(kept, "lazy", "dog").message for _ in range(4)]
     assert "[CLS]" not in messages[0] and "positions counted" in messages[1]
     assert messages[1].endswith("(explained try 2 of 3)") and "positions counted" in messages[2]

@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bertlib.checks import whole
 from bertlib.exercises import (
     Feedback,
     as_answer_array,
@@ -33,13 +32,15 @@ from bertlib.exercises import (
     not_answered,
     ragged_message,
 )
-from bertlib.exercises.toy_design import key_hint, lost_verb_hint, toy_qkv
+from bertlib.exercises import toy_design as _design
 from bertlib.exercises.watched import call_watched
 from bertlib.paper import toy
 from bertlib.paper.attention import band, causal_mask, scaled_dot_product_attention, softmax
 
+#: Public: the checkers and the tolerances the lesson prints. What computes an answer (the window's
+#: mask, the toy's Q, K, V) is private, so Tab on ``nb01.`` does not offer it.
 __all__ = ["check_causal_guess", "check_attention_fn", "check_design", "check_window_weights",
-           "ATOL", "PENCIL_ATOL", "toy_qkv", "window_mask"]
+           "ATOL", "PENCIL_ATOL"]
 
 #: Absolute tolerance for a match: loose enough for float32 (torch) answers (~1e-7 relative on
 #: weights of order 1), tight enough to tell every mistake below apart (they differ by > 0.01).
@@ -56,11 +57,13 @@ def _close(a: np.ndarray, b: np.ndarray, atol: float = ATOL) -> bool:
 def check_causal_guess(word) -> Feedback:
     """Predict-then-check: under a causal mask, which word (a str) does "cat" attend to most? The
     answer is computed here: the argmax of row "cat" of the causal softmax(Q Kᵀ / √d_k)."""
+    if isinstance(word, int | np.integer) and not isinstance(word, bool) and 0 <= word <= _N:
+        return form_error(_position_not_word(int(word)))
     word = as_answer_word(word, "your guess", sorted(set(toy.TOKENS)),
                           todo="replace None with a word in quotes, e.g. 'the'")
     if isinstance(word, Feedback):
         return word
-    Q, K, _ = toy_qkv()
+    Q, K, _ = _design.toy_qkv()
     i = toy.TOKENS.index("cat")
     w = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1, where=causal_mask(_N))[i]
     best = toy.TOKENS[int(w.argmax())]
@@ -74,6 +77,14 @@ def check_causal_guess(word) -> Feedback:
                                "words after its own")
     return Feedback(False, f"{word!r} is visible, but compare the scores: the query of 'cat' "
                            f"{Q[i].tolist()} against the keys 'cat' can see")
+
+
+def _position_not_word(i: int) -> str:
+    """The causal guess given as a position i (0-based or 1-based): ask for the word."""
+    read = [f"counted from {start}, {i} is {toy.TOKENS[i - start]!r}" for start in (0, 1)
+            if 0 <= i - start < _N]
+    return (f"your guess is a number, {i}: answer with the word, not its position ("
+            f"{'; '.join(read)}); write it in quotes, e.g. \"the\"")
 
 
 def _a_not_softmax(A: np.ndarray, Q: np.ndarray, K: np.ndarray) -> Feedback:
@@ -225,8 +236,9 @@ def _other_shape(fn: Callable) -> Feedback:
 def check_design(W_Q, W_K=None) -> Feedback:
     """Design task: edit the toy's W_Q (4, 2), and W_K (4, 2) if needed, so that "mat" attends most
     to "cat" (strictly more than to any other key) while "cat" still attends most to "sat". W_Q
-    None or W_K None = the toy's own (not both). Says how close an answer is, and (from the second
-    such try on) which keys no W_Q can get past: ties with, or multiples of, the key of "cat"."""
+    None or W_K None = the toy's own (not both). Says how close an answer is, whether "cat" lost
+    "sat" (with either half), and, over stuck tries, asks about the keys no W_Q can get past, then
+    names them, then says why: ties with, or multiples of, the key of "cat"."""
     if W_Q is None and W_K is None:
         return not_answered()
     arrays = _design_matrices(W_Q, W_K)
@@ -235,26 +247,21 @@ def check_design(W_Q, W_K=None) -> Feedback:
     if all(np.allclose(a, b) for a, b in zip(arrays, toy.projections()[:2], strict=True)):
         return Feedback(False, "nothing changed yet: these are the toy's own W_Q and W_K; edit "
                                "some of their entries, then check again")
-    Q, K, _ = toy_qkv(*arrays)
-    i_mat, i_cat, i_sat = (toy.TOKENS.index(w) for w in ("mat", "cat", "sat"))
+    Q, K, _ = _design.toy_qkv(*arrays)
+    i_mat, i_cat = toy.TOKENS.index("mat"), toy.TOKENS.index("cat")
     A = softmax(Q @ K.T / math.sqrt(Q.shape[1]), axis=-1)
     w = A[i_mat]
     rival = max((j for j in range(_N) if j != i_cat), key=lambda j: w[j])
+    lost = _design.lost_verb(A, Q, K, *arrays, atol=ATOL)  # named on either half
     if w[i_cat] <= w[rival] + ATOL:
+        also = f". Your edit also broke the other half: {lost}" if lost else ""
         return Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
                                f"{toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
                                f"{np.round(Q[i_mat], 3).tolist()})"
-                               f"{key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}")
-    cat_top = toy.TOKENS[int(A[i_cat].argmax())]
-    if cat_top != "sat":
-        top = [t for t, a in zip(toy.TOKENS, A[i_cat], strict=True) if A[i_cat].max() - a <= ATOL]
-        most = (f"attends most to {cat_top!r} ({A[i_cat].max():.3f}), 'sat' gets "
-                f"{A[i_cat, i_sat]:.3f}" if "sat" not in top else "splits its attention evenly "
-                f"among {', '.join(map(repr, top))} ({A[i_cat].max():.3f} each), so 'sat' is no"
-                " longer clearly first")
-        return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but 'cat' lost its verb: it "
-                               f"{most}. "
-                               + lost_verb_hint(Q, K, i_cat, cat_top, *arrays))
+                               f"{_design.key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}"
+                               f"{also}")
+    if lost:
+        return Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but {lost}")
     s_mat = (Q @ K.T)[i_mat]  # tied by score, not by rounded weight
     tied = [toy.TOKENS[j] for j in range(_N) if j != i_cat and abs(s_mat[j] - s_mat[rival]) <= 1e-9]
     runner = (f"{tied[0]!r} ({w[rival]:.3f})" if len(tied) == 1 else
@@ -283,10 +290,9 @@ def _design_matrices(W_Q, W_K):
     return arrays
 
 
-def window_mask(n: int, radius: int = 1) -> np.ndarray:
-    """(n, n) bool mask, True where |i − j| ≤ radius: each word sees itself and its neighbours."""
-    whole(n, "n", low=1), whole(radius, "radius", low=0)
-    return band(np.arange(n), np.arange(n), radius)
+def _window_mask(n: int) -> np.ndarray:
+    """(n, n) bool mask, True where |i − j| ≤ 1: each word sees itself and its neighbours."""
+    return band(np.arange(n), np.arange(n), 1)
 
 
 #: Tolerance for the window weights (worked by pencil): 3 decimals are off by <= 0.0005, so 1e-3,
@@ -380,8 +386,8 @@ def check_window_weights(weights) -> Feedback:
         i, j = (int(x) for x in np.argwhere(a < -PENCIL_ATOL)[0])
         return form_error(f"row {i} gives position {j} the weight {a[i, j]:.3f}: softmax weights "
                           "are never negative (each is e^s / Σ e^s, between 0 and 1)")
-    Q, K, _ = toy_qkv()
-    S, mask = Q @ K.T / math.sqrt(Q.shape[1]), window_mask(_N)
+    Q, K, _ = _design.toy_qkv()
+    S, mask = Q @ K.T / math.sqrt(Q.shape[1]), _window_mask(_N)
     right, tol = _pencil_weights(Q @ K.T, math.sqrt(Q.shape[1]), mask)
     if _close(a, right, tol):
         return Feedback(True, f"correct (each weight within {tol:.4f}): every word spreads its "

@@ -11,6 +11,7 @@ An unanswered stub (``None``) gets a "not answered yet" message, never an except
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -337,6 +338,11 @@ def check_w_o_swap(W_O) -> Feedback:
     """
     if is_complex(W_O):
         return form_error("your W_O has complex numbers; W_O is a real matrix")
+    if (order := _column_order(W_O)) is not None:  # learner 30: [2, 3, 1, 0] or "3,4,2,1"
+        return form_error(f"your W_O is {order}, a column order, not a matrix: W_O must be (4, 4). "
+                          "Write the order as a matrix: which entry W_O[j, c] carries "
+                          "concatenated column j into output column c, and what value should "
+                          "it hold?")
     W = as_answer_array(W_O, "W_O", (4, 4), why=" (it maps the concatenation (n, 4) to the "
                         "output (n, 4))")
     if isinstance(W, Feedback):
@@ -369,6 +375,19 @@ def check_w_o_swap(W_O) -> Feedback:
     which = f"output columns {right} are right" if right else "no output column is right yet"
     return Feedback(False, f"{which}; write out what concat @ W_O puts in one output column, "
                            "say column 0, as a sum over the entries of W_O")
+
+
+def _column_order(W_O) -> str | None:
+    """W_O given as a column order (4 whole numbers, in a list or a str), shown; else None."""
+    if isinstance(W_O, str):
+        numbers = re.fullmatch(r"[\s\[(]*(\d+)[\s,]+(\d+)[\s,]+(\d+)[\s,]+(\d+)[\s\])]*", W_O)
+        return repr(W_O) if numbers else None
+    try:
+        order = np.asarray(W_O, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    whole = order.shape == (4,) and bool(np.all(np.isfinite(order) & (order == np.round(order))))
+    return str([int(x) for x in order]) if whole else None
 
 
 def _swap_slip(W: np.ndarray, got: np.ndarray, want: np.ndarray) -> str | None:

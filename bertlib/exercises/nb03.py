@@ -5,7 +5,7 @@
    *pair* and E = LayerNorm(S), both (n, d) (S too, so ``hidden_states[0]`` alone cannot pass).
 2. :func:`check_position_guess` (predict, then check): the input cosine of *bank* at 2 positions.
 3. :func:`check_heads` (reproduce): every (layer, head) in which two words each give the other
-   their largest weight, [CLS] and [SEP] left out (:func:`heads_both_ways`).
+   their largest weight, [CLS] and [SEP] left out.
 4. :func:`check_bank_sentence` (design): a sentence whose final *bank* is closer to the river
    *bank* than to the money *bank* (as a context-free *bank* is not), without river words.
 Each names the slips it knows; 2 and 3 explain only the first three wrong tries.
@@ -30,48 +30,40 @@ from bertlib.exercises import (
     not_answered,
     wrong_tries,
 )
-from bertlib.exercises.embedding_slips import (
-    ATOL,
-    EMBED_HINTS,
-    LAYER_NORM_SLIPS,
-    embedding_variants,
-    first_wrong_piece,
-    match,
-)
+from bertlib.exercises import embedding_slips as _slips
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import attention_maps, encode, run_bert
 
-__all__ = ["ATOL", "EMBED_PAIR", "QUERY", "TARGET", "HEADS_TEXT", "BANK_RIVER", "BANK_MONEY",
-           "BANK_FIRST", "BANK_NEUTRAL", "GUESS_TOLERANCE", "GUESS_ABOVE", "NEAR_ONE",
-           "NARROW_MARGIN", "FORBIDDEN", "check_embeddings", "bank_cosine", "check_position_guess",
-           "heads_where_top", "heads_both_ways", "check_heads", "bank_margin", "river_lean",
-           "check_bank_sentence"]
+#: Public: the checkers and the texts the lesson and its solutions name. What computes an answer
+#: (the heads, the cosine, the band around it) is private, so Tab on ``nb03.`` does not offer it.
+__all__ = ["EMBED_PAIR", "HEADS_TEXT", "BANK_RIVER", "BANK_FIRST", "BANK_NEUTRAL",
+           "check_embeddings", "check_position_guess", "check_heads", "check_bank_sentence"]
 
 #: Exercise 1's input: a pair, so the token types are 0 for the first sentence and 1 after it.
 EMBED_PAIR = ("The kettle boiled.", "She poured the tea.")
 HEADS_TEXT = "The quick brown fox jumps over the lazy dog"
 #: Exercise 3: fox and dog, five pieces apart, each looking most at the other: no previous- or
 #: next-token head links them, so the lesson's pictures (section 5, the explorer) do not answer it.
-QUERY, TARGET = "fox", "dog"
+_QUERY, _TARGET = "fox", "dog"
 #: The two senses of *bank*, as in the lesson's section 6 (bank is piece 5 in both).
 BANK_RIVER = "We sat on the bank of the river and watched the water."
-BANK_MONEY = "She went to the bank to ask for a loan."
+_BANK_MONEY = "She went to the bank to ask for a loan."
 #: Exercise 2: *bank* as piece 1, to compare with piece 5 of BANK_RIVER at the input.
 BANK_FIRST = "Bank holidays are long."
 #: A guess up to this far *below* the measured cosine counts as right: one reasoned from section
 #: 3's printed means (row lengths, cosine 4 apart): the solution's 0.93, 0.92 without the type row.
-GUESS_TOLERANCE = 0.04
+_GUESS_TOLERANCE = 0.04
 #: A guess up to this far *above* the measured cosine counts as right: a right reasoning rounded
 #: up, not 0.97 (rows four apart taken to be as alike as neighbours, 0.85) nor "say 0.99".
-GUESS_ABOVE = 0.01
+_GUESS_ABOVE = 0.01
 #: A too-high guess this close to 1 reads as "the same vector": it gets the "why below 1?" nudge.
-NEAR_ONE = 0.98
+_NEAR_ONE = 0.98
 #: Exercise 4: a river-side margin below this still passes, and the message calls it narrow.
-NARROW_MARGIN = 0.02
+_NARROW_MARGIN = 0.02
 #: Exercise 4's baseline, *bank* with no context: a design must end nearer the river bank.
 BANK_NEUTRAL = "There is a bank."
 #: Exercise 4 bans words containing these, the river sentences' (copying is no design; riverbank).
-FORBIDDEN = ("river", "water", "stream")
+_FORBIDDEN = ("river", "water", "stream")
 
 
 def _not_answered(what: str) -> Feedback:
@@ -84,7 +76,7 @@ def _model(model):  # the model in use: the given one, else load_bert()'s
 
 def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
     """Feedback on the sum S, or None if it is right."""
-    found = match(S, variants)
+    found = _slips.match(S, variants)
     if found == "S right":
         return None
     if found == "E right":
@@ -94,10 +86,10 @@ def _check_sum(S, variants: dict, pieces: tuple) -> Feedback | None:
         key = ("; print the keys of what `encode` returns for a pair: one of them says which "
                "sentence each piece belongs to") * (found[2:] in ("all segment A", "no token type")
                                                     and count_try("nb03.segments") > 1)
-        return Feedback(False, f"`summed`: {EMBED_HINTS[found[2:]]}{key}")
+        return Feedback(False, f"`summed`: {_slips.EMBED_HINTS[found[2:]]}{key}")
     worst = float(np.abs(S - variants["right"][0]).max())
     return Feedback(False, f"`summed` differs from word + position + token type by up to "
-                           f"{worst:.3g}{first_wrong_piece(S, variants, pieces)}")
+                           f"{worst:.3g}{_slips.first_wrong_piece(S, variants, pieces)}")
 
 
 def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) -> Feedback:
@@ -112,7 +104,7 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     if summed is None or E is None:
         which = "`E_pair` (its LayerNorm)" if E is None else "`summed` (the three embeddings added)"
         return _not_answered(f"{which} is still None: compute it too")
-    variants, pieces = embedding_variants(pair, model)
+    variants, pieces = _slips.embedding_variants(pair, model)
     shape = variants["right"][0].shape
     why = " (one row per word piece, [CLS] and both [SEP] included)"
     summed = as_answer_array(summed, "summed", shape, layout="(n, d)", why=why)
@@ -122,15 +114,15 @@ def check_embeddings(summed, E, pair: tuple[str, str] = EMBED_PAIR, model=None) 
     wrong = _check_sum(summed, variants, pieces)
     if wrong is not None:
         return wrong
-    found = match(E, variants)
+    found = _slips.match(E, variants)
     if found == "E right":
-        return Feedback(True, f"correct: the sum and E match BERT's (within {ATOL:g}) for all "
-                              f"{E.shape[0]} pieces")
+        return Feedback(True, f"correct: the sum and E match BERT's (within {_slips.ATOL:g}) for "
+                              f"all {E.shape[0]} pieces")
     if found == "S right":
         return Feedback(False, "`summed` is right, but E equals it: the LayerNorm is missing "
                                "(γ (x − μ)/√(σ² + ε) + β over the features of each token)")
-    if found is not None and found[2:] in LAYER_NORM_SLIPS:
-        return Feedback(False, f"`summed` is right, but {EMBED_HINTS[found[2:]]}")
+    if found is not None and found[2:] in _slips.LAYER_NORM_SLIPS:
+        return Feedback(False, f"`summed` is right, but {_slips.EMBED_HINTS[found[2:]]}")
     worst = float(np.abs(E - variants["right"][1]).max())
     return Feedback(False, f"`summed` is right, but E differs from its LayerNorm by up to "
                            f"{worst:.3g}: normalise each token over its d features, with γ, β, ε")
@@ -141,7 +133,7 @@ def _bank_vector(text: str, layer: int, model=None) -> np.ndarray:
     return run.hidden_states[layer, run.tokens.index("bank")].astype(np.float64)
 
 
-def bank_cosine(layer: int = 0, model=None) -> float:
+def _bank_cosine(layer: int = 0, model=None) -> float:
     """cos(u, v) = u·v / (‖u‖ ‖v‖) of *bank* in BANK_FIRST (piece 1) and BANK_RIVER (piece 5),
     after ``layer`` layers (0 = the embedding output)."""
     return cosine(_bank_vector(BANK_FIRST, layer, model), _bank_vector(BANK_RIVER, layer, model))
@@ -149,19 +141,20 @@ def bank_cosine(layer: int = 0, model=None) -> float:
 
 @explained_tries("section 3's printed row lengths and cosines of positions k apart")
 def check_position_guess(guess, model=None) -> Feedback:
-    """Check a guess of :func:`bank_cosine` at the input (layer 0), measured on the model. Right
-    from GUESS_TOLERANCE below it to GUESS_ABOVE above: reasoned from section 3's means (lengths,
-    the cosine of positions 4 apart), 0.93 passes for the bundled 0.956, 0.97 does not. Only the
-    first wrong try is told which way and roughly how far (else guesses could halve in)."""
+    """Check a guess of *bank*'s input cosine (:func:`_bank_cosine`, layer 0), measured on the
+    model. Right from _GUESS_TOLERANCE below it to _GUESS_ABOVE above: reasoned from section 3's
+    means (lengths, the cosine of positions 4 apart), 0.93 passes for the bundled 0.956, 0.97 does
+    not. Only the first wrong try is told which way and roughly how far (else guesses could halve
+    in)."""
     guess = as_answer_number(guess, "your guess (a cosine)", -1.0, 1.0,
                              todo="write your guess, a number between -1 and 1, in `guess`, "
                                   "then run this cell again")
     if isinstance(guess, Feedback):
         return guess
-    measured = bank_cosine(0, model)
+    measured = _bank_cosine(0, model)
     off = guess - measured
-    if -GUESS_TOLERANCE <= off <= GUESS_ABOVE:
-        return Feedback(True, f"close enough (from {GUESS_TOLERANCE} below to {GUESS_ABOVE} "
+    if -_GUESS_TOLERANCE <= off <= _GUESS_ABOVE:
+        return Feedback(True, f"close enough (from {_GUESS_TOLERANCE} below to {_GUESS_ABOVE} "
                               f"above): the cosine is {measured:.3f} (you said {guess:.3f}, "
                               f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
                               "piece, but a different position embedding: similar, not the same")
@@ -174,12 +167,12 @@ def check_position_guess(guess, model=None) -> Feedback:
         return Feedback(False, f"{idea} {why}")
     if wrong_tries(check_position_guess) > 0:  # a second number: no direction (no halving)
         return Feedback(False, f"not within the band (you said {guess:.3f}). {why}")
-    if off > 0 and guess >= NEAR_ONE:  # "nearly the same word": right idea, reasoning skipped
+    if off > 0 and guess >= _NEAR_ONE:  # "nearly the same word": right idea, reasoning skipped
         hint = "close to 1, as if the position row barely counted: why below 1?"
     else:
         hint = ("the position rows differ more than you assumed." if off > 0 else
                 "the shared word row outweighs the position row more than you assumed.")
-    return Feedback(False, f"{how_far_apart(guess, measured)}: {hint} (you said {guess:.3f}) "
+    return Feedback(False, f"{how_far_apart(guess, measured)} (you said {guess:.3f}): {hint} "
                            f"{why}")  # a coarse size, never the value nor the band's edges
 
 
@@ -197,7 +190,7 @@ def _top_keys(query: str, text: str, skip_special: bool, model,
     return tokens, row.argmax(axis=-1)
 
 
-def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_TEXT,
+def _heads_where_top(query: str = _QUERY, target: str = _TARGET, text: str = HEADS_TEXT,
                     skip_special: bool = True, model=None) -> list[tuple[int, int]]:
     """Every 0-based (layer, head) whose largest weight from ``query`` goes to ``target``.
 
@@ -208,12 +201,12 @@ def heads_where_top(query: str = QUERY, target: str = TARGET, text: str = HEADS_
     return [(int(layer), int(head)) for layer, head in hits]
 
 
-def heads_both_ways(a: str = QUERY, b: str = TARGET, text: str = HEADS_TEXT,
+def _heads_both_ways(a: str = _QUERY, b: str = _TARGET, text: str = HEADS_TEXT,
                     skip_special: bool = True, model=None) -> list[tuple[int, int]]:
     """Every (layer, head) in which ``a`` gives ``b`` its largest weight and ``b`` gives ``a``
     its largest (exercise 3: two rows, as attention need not be symmetric)."""
-    return sorted(set(heads_where_top(a, b, text, skip_special, model))
-                  & set(heads_where_top(b, a, text, skip_special, model)))
+    return sorted(set(_heads_where_top(a, b, text, skip_special, model))
+                  & set(_heads_where_top(b, a, text, skip_special, model)))
 
 
 def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> Feedback | None:
@@ -224,7 +217,7 @@ def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> F
     if outside:
         return form_error(f"{outside[0]} names no head: each pair is (layer, head), layers run "
                           f"0..{L - 1} and heads 0..{H - 1} ({L} layers of {H} heads)")
-    ways = {(x, y): set(heads_where_top(x, y, model=model)) for x, y in ((query, target),
+    ways = {(x, y): set(_heads_where_top(x, y, model=model)) for x, y in ((query, target),
                                                                           (target, query))}
     for (x, y), one_way in ways.items():
         if answer == one_way != expected:  # one row read: the other word's row left out
@@ -238,13 +231,14 @@ def _heads_slip(answer: set, expected: set, query: str, target: str, model) -> F
 
 
 @explained_tries("section 5 and the exercise (both words' rows in every head, [CLS], [SEP] out)")
-def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> Feedback:
-    """Check a learner's list of (layer, head) pairs, 0-based: :func:`heads_both_ways`."""
+def check_heads(heads, query: str = _QUERY, target: str = _TARGET, model=None) -> Feedback:
+    """Check a learner's list of (layer, head) pairs, 0-based: the heads in which each word gives
+    the other its largest weight, [CLS] and [SEP] left out."""
     pairs = as_answer_pairs(heads, "(layer, head)", "[(0, 2), (3, 11)]", "head", todo="put your "
                             "list of (layer, head) pairs in `your_heads`, then run this cell again")
     if isinstance(pairs, Feedback):
         return pairs
-    answer, expected = set(pairs), set(heads_both_ways(query, target, model=model))
+    answer, expected = set(pairs), set(_heads_both_ways(query, target, model=model))
     if answer == expected:
         return Feedback(True, f"correct: in {len(expected)} head(s), {sorted(expected)}, {query!r} "
                               f"and {target!r} each give the other their largest weight (after "
@@ -252,19 +246,20 @@ def check_heads(heads, query: str = QUERY, target: str = TARGET, model=None) -> 
     slip = _heads_slip(answer, expected, query, target, model)
     if slip is not None:
         return slip
-    kept = set(heads_both_ways(query, target, skip_special=False, model=model))  # [CLS], [SEP] in
+    kept = set(_heads_both_ways(query, target, skip_special=False, model=model))  # [CLS], [SEP] in
     if not answer and not kept:  # learner 29: with [CLS]/[SEP] compared, no head fits
-        return Feedback(False, "your list is empty, yet at least one head fits: did you leave "
-                               "[CLS] and [SEP] in the comparison? The question compares the "
-                               "words' weights with those two positions left out" + CONVENTION)
+        return Feedback(False, "your list is empty: before you settle on no head, did you "  # l30
+                               "leave [CLS] and [SEP] in the comparison? The question compares "
+                               "the words' weights with those two positions left out"
+                               + _CONVENTION)
     again = bool(answer) and answer == kept and count_try("nb03.specials") > 1  # learner 22
     return Feedback(False, _heads_wrong(answer, expected, (query, target), model) + again * (
         "; and your list, again, is exactly the heads that would be right if the [CLS] and [SEP] "
-        "positions counted: which positions does the question ask you to compare?") + CONVENTION)
+        "positions counted: which positions does the question ask you to compare?") + _CONVENTION)
 
 
 #: What every wrong list of check_heads is told, whatever it holds (never which pairs it fixes).
-CONVENTION = " (layers and heads count from 0; each pair is (layer, head), in that order)"
+_CONVENTION = " (layers and heads count from 0; each pair is (layer, head), in that order)"
 
 
 def _heads_wrong(answer: set, expected: set, words: tuple[str, str], model) -> str:
@@ -281,20 +276,20 @@ def _heads_wrong(answer: set, expected: set, words: tuple[str, str], model) -> s
         parts.append(f"not right: {'; '.join(where)}")
     if missing:  # never how many: that would tell how many heads to look for
         parts.append("some right heads are missing from your list" if answer else "your list is "
-                     "empty, yet at least one head fits: look at both words' rows in every head")
+                     "empty: before you settle on no head, look at both words' rows in every head")
     return "; ".join(parts)
 
 
-def bank_margin(text: str, model=None) -> tuple[float, float]:
+def _bank_margin(text: str, model=None) -> tuple[float, float]:
     """(cos to the money bank, cos to the river bank) of *bank* in ``text`` after the last layer."""
     last = (bert := _model(model)).model.config.num_hidden_layers
     mine = _bank_vector(text, last, bert)
-    return tuple(cosine(mine, _bank_vector(t, last, bert)) for t in (BANK_MONEY, BANK_RIVER))
+    return tuple(cosine(mine, _bank_vector(t, last, bert)) for t in (_BANK_MONEY, BANK_RIVER))
 
 
-def river_lean(text: str, model=None) -> float:
+def _river_lean(text: str, model=None) -> float:
     """cos to the river bank − cos to the money bank of *bank* in ``text``, after the last layer."""
-    to_money, to_river = bank_margin(text, model)
+    to_money, to_river = _bank_margin(text, model)
     return to_river - to_money
 
 
@@ -310,9 +305,9 @@ def _sentence_problem(text, model) -> Feedback | None:
     tokens = _model(model).tokenizer.convert_ids_to_tokens(pieces)
     words = sorted(set(re.findall(r"[a-z]+", text.lower())))
     used = [f"{word} (it contains {ban!r})" if word != ban else word
-            for word in words for ban in FORBIDDEN if ban in word]
+            for word in words for ban in _FORBIDDEN if ban in word]
     if used and ("bank" in tokens or any("bank" in word for word in words)):  # riverbank
-        return Feedback(False, f"without any word that contains {', '.join(FORBIDDEN)} (the "
+        return Feedback(False, f"without any word that contains {', '.join(_FORBIDDEN)} (the "
                                "model reads 'riverbank' as river + ##bank, so the river word "
                                f"is still there): yours uses {', '.join(used)}")
     if "bank" not in tokens:
@@ -327,18 +322,18 @@ def _sentence_problem(text, model) -> Feedback | None:
 
 def check_bank_sentence(text, model=None) -> Feedback:
     """Check a designed sentence: its *bank* after the last layer must be closer (cosine) to
-    BANK_RIVER's than to BANK_MONEY's (and, should BANK_NEUTRAL's already lean that way, further
-    than it), without any word that contains a word of FORBIDDEN."""
+    BANK_RIVER's than to _BANK_MONEY's (and, should BANK_NEUTRAL's already lean that way, further
+    than it), without any word that contains a word of _FORBIDDEN."""
     if text is None:
         return _not_answered("write your sentence in `my_sentence`")
     problem = _sentence_problem(text, model)
     if problem is not None:
         return problem
-    to_money, to_river = bank_margin(text, model)
-    lean, neutral = to_river - to_money, river_lean(BANK_NEUTRAL, model)
+    to_money, to_river = _bank_margin(text, model)
+    lean, neutral = to_river - to_money, _river_lean(BANK_NEUTRAL, model)
     numbers = f"cos to the river bank {to_river:.3f}, to the money bank {to_money:.3f}"
     if lean > max(0.0, neutral):
-        narrow = ": a narrow win; can you widen it?" if lean < NARROW_MARGIN else ""
+        narrow = ": a narrow win; can you widen it?" if lean < _NARROW_MARGIN else ""
         return Feedback(True, f"done: {numbers}, a margin of {lean:.3f} to the river side{narrow}")
     where, side = ("ahead" if lean > 0 else "behind"), ("river" if neutral > 0 else "money")
     over = "further to the river side than that" if neutral > 0 else "over, nearer the river bank"

@@ -395,9 +395,8 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("attention", "project_heads"): "split_heads(X @ W + b, h)",
     ("attention", "multi_head_attention"): "project_heads(X, W_Q, b_Q, h)",
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
-    ("bert", "encoder_layer"): ("Q = project_heads(X, p.W_Q, p.b_Q, h)",
-                                "scaled_dot_product_attention(Q, K, V, mask)",
-                                "M = merge_heads(heads) @ p.W_O", "Y = layer_norm(X + M",
+    # MultiHead(X) is multi_head_attention's three lines (1 jump), not a second spelling
+    ("bert", "encoder_layer"): ("M, A = multi_head_attention(X", "Y = layer_norm(X + M",
                                 "F = gelu(Y @ p.W_1", "return layer_norm(Y + F"),
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",

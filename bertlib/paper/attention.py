@@ -107,20 +107,20 @@ def merge_heads(X_heads) -> np.ndarray:
     return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
 
 
-def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None):
+def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None,
+                         attention=scaled_dot_product_attention):
     """MultiHead(X) = Concat(head_0, …, head_{h−1}) W_O + b_O, head_i = softmax(Q_i K_iᵀ/√d_k) V_i,
     Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V, cut into h heads of d_k = d / h.
-
-    X: (..., n_q, d); X_kv: (..., n_k, d), None = X (self-attention). W_*: (d, d) as in x W (torch
-    Linear's weight.T); biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None. mask: bool, to
-    (..., h, n_q, n_k), True = may attend. Returns (..., n_q, d) and weights (..., h, n_q, n_k).
-    """
+    X: (..., n_q, d); X_kv: (..., n_k, d), None = X. W_*: (d, d) as in x W (Linear's weight.T);
+    biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None; mask: bool to (..., h, n_q, n_k),
+    True = may attend; attention(Q, K, V, mask) -> (heads, weights), every head_i at once
+    (encoder_layer's attend). Returns (..., n_q, d) and weights (..., h, n_q, n_k)."""
     X, X_kv, (W_Q, W_K, W_V, W_O), (b_Q, b_K, b_V, b_O), h, mask = _check_multi_head(
         X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
     Q = project_heads(X, W_Q, b_Q, h)  # (..., h, n_q, d_k)
     K = project_heads(X_kv, W_K, b_K, h)  # (..., h, n_k, d_k)
     V = project_heads(X_kv, W_V, b_V, h)  # (..., h, n_k, d_k)
-    heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # every head_i at once
+    heads, weights = attention(Q, K, V, mask)  # every head_i at once
     return merge_heads(heads) @ W_O + b_O, weights
 
 

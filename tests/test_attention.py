@@ -14,6 +14,7 @@ from bertlib.paper.attention import (
     padding_mask,
     scaled_dot_product_attention,
     sliding_window_blocks,
+    sliding_window_plan,
     softmax,
 )
 
@@ -285,6 +286,24 @@ def test_sliding_window_blocks_keep_exactly_the_band(n, half, block):
     i = np.arange(n)
     np.testing.assert_array_equal(band[:n], np.abs(i[:, None] - i[None, :]) <= half)
     assert keep.sum(axis=-1).max() <= 2 * half + 1  # a row keeps at most w + 1 keys
+
+
+@pytest.mark.parametrize("w, n", [(4, 7), (2, 5), (6, 6), (40, 3), (2, 1)])
+def test_sliding_window_plan_pads_so_each_slab_holds_its_keys(w, n):
+    """The padding the numpy and torch windows both take: slab t of the padded K (stride B) is
+    K at keys[t] (zeros off the sequence), and the padded Q has whole blocks of real queries."""
+    plan = sliding_window_plan(w, n)
+    B, (n_blocks, slab) = plan.block, plan.keys.shape
+    assert plan.half == min(w // 2, n - 1) and B == max(plan.half, 1) and slab == B + 2 * plan.half
+    K = np.arange(1.0, n + 1)  # K[j] = j + 1, so a zero is padding
+    padded = np.pad(K, plan.key_pad)
+    for t in range(n_blocks):
+        real = (plan.keys[t] >= 0) & (plan.keys[t] < n)
+        want = np.where(real, K[np.clip(plan.keys[t], 0, n - 1)], 0.0)
+        np.testing.assert_array_equal(padded[t * B:t * B + slab], want)
+    Q = np.pad(K, plan.query_pad)
+    assert Q.size == n_blocks * B and Q.size - n < B  # whole blocks, less than one block of padding
+    np.testing.assert_array_equal(Q[:n], K)
 
 
 def test_sliding_window_blocks_rejects_bad_sizes():

@@ -11,6 +11,7 @@ checks sit at the bottom of the file.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,8 @@ __all__ = [
     "band",
     "window_half",
     "sliding_window_blocks",
+    "WindowPlan",
+    "sliding_window_plan",
     "check_qkv_shapes",
     "check_one_head",
     "split_heads",
@@ -181,6 +184,31 @@ def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np
     keys = np.arange(-(-n // B))[:, None] * B - half + np.arange(B + 2 * half)  # (n_blocks, slab)
     in_band = band(np.arange(B), np.arange(B + 2 * half) - half, half)  # (B, slab)
     return keys, in_band & ((keys >= 0) & (keys < n))[:, None, :]
+
+
+class WindowPlan(NamedTuple):
+    """The blocked sliding window of n tokens, for a window w: :func:`sliding_window_plan`'s."""
+
+    half: int  # w/2 keys on each side, capped at n − 1 (window_half)
+    block: int  # B = max(half, 1) queries per block
+    keys: np.ndarray  # (n_blocks, slab) ints, slab = B + 2·half: sliding_window_blocks' keys
+    keep: np.ndarray  # (n_blocks, B, slab) bool, True = may attend: sliding_window_blocks' band
+    key_pad: tuple[int, int]  # K and V padded by (half, n_blocks·B − n + half) rows: slab t is
+    # the rows t·B .. t·B + slab − 1 of the padded K (its key t·B − half first)
+    query_pad: tuple[int, int]  # Q padded by (0, n_blocks·B − n) rows: n_blocks whole blocks
+
+
+def sliding_window_plan(w, n: int) -> WindowPlan:
+    """Longformer's sliding chunks for a window w (positive, even) over n tokens (>= 1), derived
+    once for the numpy window (variants.sliding_window_attention) and the torch one
+    (kernels.banded_attention): the half, the block size B, the slabs' keys and band, and how far
+    K, V and Q are padded so that block t reads rows t·B .. t·B + slab − 1 of the padded K, V (a
+    stride-B view) and rows t·B .. t·B + B − 1 of the padded Q. Returns a :class:`WindowPlan`."""
+    half = window_half(w, n)
+    B = max(half, 1)  # queries per block
+    keys, keep = sliding_window_blocks(n, half, B)
+    end = keys.shape[0] * B - n  # queries that pad the last block
+    return WindowPlan(half, B, keys, keep, (half, end + half), (0, end))
 
 
 # ---------------------------------------------------------------- the checks, once at the edge

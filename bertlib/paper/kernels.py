@@ -36,8 +36,7 @@ from bertlib.checks import bool_mask, check_finite, has_shape, kind, whole
 from bertlib.paper.attention import (
     attention_scale,
     check_qkv_shapes,
-    sliding_window_blocks,
-    window_half,
+    sliding_window_plan,
 )
 
 __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "banded_attention"]
@@ -172,19 +171,18 @@ def banded_attention(Q, K, V, w: int):
         out_i = Σ_{|i−j| ≤ w/2} softmax_j(q_i·k_j / √d_k) v_j
     Queries go in blocks of B = w/2; block t reads one slab of B + w keys (a strided view of the
     zero-padded K) and masks it to the band, so the scores are (..., n/B, B, B + w): 3·n·w/2
-    numbers, never n × n. Returns (..., n, d_v). The numpy teaching twin with global tokens is
+    numbers, never n × n; the blocks and padding are attention.sliding_window_plan's, as the
+    numpy window's. Returns (..., n, d_v). The numpy teaching twin with global tokens is
     ``bertlib.paper.variants.sliding_window_attention_plain``.
     """
     _check_qkv(Q, K, V)
     n, d_k = Q.shape[-2], Q.shape[-1]
-    half = window_half(w, n)  # w/2 (capped at n − 1)
-    B = max(half, 1)  # queries per block
-    keys, keep = sliding_window_blocks(n, half, B)  # the slabs and the band, as numpy
-    (n_blocks, slab), keep = keys.shape, torch.from_numpy(keep).to(Q.device)  # slab = B + 2·half
-    pad_end = n_blocks * B - n
-    K_slab = torch.nn.functional.pad(K, (0, 0, half, pad_end + half)).unfold(-2, slab, B)
-    V_slab = torch.nn.functional.pad(V, (0, 0, half, pad_end + half)).unfold(-2, slab, B)
-    Q_blocks = torch.nn.functional.pad(Q, (0, 0, 0, pad_end)).unflatten(-2, (n_blocks, B))
+    plan = sliding_window_plan(w, n)  # B, the slabs' keys, the band, the padding: numpy's too
+    B, (n_blocks, slab), keep = plan.block, plan.keys.shape, torch.from_numpy(plan.keep)
+    keep = keep.to(Q.device)  # (n_blocks, B, slab), slab = B + w
+    K_slab = torch.nn.functional.pad(K, (0, 0, *plan.key_pad)).unfold(-2, slab, B)
+    V_slab = torch.nn.functional.pad(V, (0, 0, *plan.key_pad)).unfold(-2, slab, B)
+    Q_blocks = torch.nn.functional.pad(Q, (0, 0, *plan.query_pad)).unflatten(-2, (n_blocks, B))
     scores = (Q_blocks @ K_slab) * attention_scale(d_k)  # (..., n_blocks, B, slab)
     weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
     out = weights @ V_slab.transpose(-2, -1)  # (..., n_blocks, B, d_v)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from bertlib.checks import as_array, items, one_of, whole
-from bertlib.hf.ablation import ABLATION_MODES
+from bertlib.hf.ablation import ABLATION_MODES, ablated_weights
 from bertlib.hf.attention_interface import eager_attention, register_attention, softmax_weights
 from bertlib.hf.corpus import Text, mean_pool, tokenize_batch
 from bertlib.hf.loading import bert_module, load_bert
@@ -135,7 +135,7 @@ _TEXTS_PER_PASS = 32  # x heads = the rows of one batch (384 for 12 heads: tens 
 
 def _per_row_ablation(plan: dict, mode: str):
     """Eager attention in which row r of the batch has head ``plan["heads"][r]`` of layer
-    ``plan["layer"]`` ablated ("uniform": 1/n over the keys; "zero": 0), as
+    ``plan["layer"]`` ablated (:func:`bertlib.hf.ablation.ablated_weights`, the one rule), as
     :func:`bertlib.hf.ablation.ablated_attention` does for one head of every row."""
 
     def weights_of(module, scores, attention_mask):
@@ -144,8 +144,7 @@ def _per_row_ablation(plan: dict, mode: str):
             return weights
         rows, heads = torch.arange(len(scores)), plan["heads"]
         weights = weights.clone()
-        weights[rows, heads] = 0.0 if mode == "zero" else softmax_weights(
-            module, torch.zeros_like(scores[:, :1]), attention_mask)[:, 0]
+        weights[rows, heads] = ablated_weights(module, scores, attention_mask, mode)[:, 0]
         return weights
 
     return functools.partial(eager_attention, weights_of=weights_of)

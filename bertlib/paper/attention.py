@@ -43,6 +43,7 @@ __all__ = [
     "split_heads",
     "project_heads",
     "merge_heads",
+    "head_columns",
     "multi_head_attention",
 ]
 
@@ -108,6 +109,15 @@ def merge_heads(X_heads) -> np.ndarray:
     X_heads = as_array(X_heads, "X_heads", min_ndim=3, layout="(..., h, n, d_k)", finite=False)
     *lead, h, n, d_k = X_heads.shape
     return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
+
+
+def head_columns(head: int, d_k: int) -> slice:
+    """Where head ``head``'s d_k features sit on a merged feature axis (..., n, h·d_k), and which
+    rows of W_O they meet: columns head·d_k .. (head + 1)·d_k − 1, split_heads' and merge_heads'
+    layout, for code that picks one head out of the merged axis (merge_heads(X)[..., cols] is
+    X[..., head, :, :]). head: whole >= 0; d_k: whole >= 1. Returns a slice."""
+    head, d_k = whole(head, "head", 0), whole(d_k, "d_k", 1)
+    return slice(head * d_k, (head + 1) * d_k)
 
 
 def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None,

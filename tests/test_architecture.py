@@ -512,7 +512,7 @@ def test_one_scale_in_all_of_bertlib():
              for path in sorted((ROOT / "bertlib").rglob("*.py"))]
     found = scale_writers(trees)
     elsewhere = [f for f in found if f.split(":")[0] not in SCALE_WRITTEN_ON_PURPOSE]
-    assert elsewhere == ["bertlib/paper/attention.py: math.sqrt(max(d_k, 1))"], (
+    assert elsewhere == ["bertlib/paper/attention.py: math.sqrt(d_k)"], (
         "write 1/√d_k once, in bertlib.paper.attention.attention_scale, and call it: "
         f"{elsewhere}")
     stale = [f for f in SCALE_WRITTEN_ON_PURPOSE if not any(w.startswith(f + ":") for w in found)]
@@ -890,7 +890,7 @@ PRIVATE_CHECKS = {
                   "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask"},
     "bert": {"_check_forward": "the parameters of a model and its key mask",
              "_check_ids": "token ids inside this model's vocabulary and positions",
-             "_check_layer": "one layer's X, parameters, h and mask"},
+             "_check_layer": "one layer's X and parameters, no mask beside a custom attend"},
     "approximations": {"_check_lsh": "LSH's n_buckets (1 or even), n_hashes and a chunk "
                                      "dividing n, together"},
     "corpus": {"_check_texts": "each text a sentence or a pair (first, second)"},

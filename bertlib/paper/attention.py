@@ -18,6 +18,7 @@ import numpy as np
 from bertlib.checks import (
     as_array,
     bool_mask,
+    check_qkv_shapes,
     has_shape,
     heads_dividing,
     number,
@@ -38,7 +39,6 @@ __all__ = [
     "sliding_window_blocks",
     "WindowPlan",
     "sliding_window_plan",
-    "check_qkv_shapes",
     "check_one_head",
     "split_heads",
     "project_heads",
@@ -61,13 +61,14 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
 
 def attention_scale(d_k: int, scale: float | None = None) -> float:
     """s = 1/√d_k, the factor on Q Kᵀ (Vaswani et al. 2017, section 3.2.1), unless a scale is given.
-    d_k: a head's query/key width, whole >= 0 (0: scores all 0, s = 1); scale: >= 0, or None.
+    d_k: a head's query/key width, whole >= 1 (checks.check_qkv_shapes' rule); scale: >= 0, or
+    None.
     Returns a Python float, so x · s keeps x's float type (scaled_dot_product_attention alone
     makes its default s a float64, see there). Every bertlib attention takes its scale here
     (DeBERTa's as attention_scale(3 * d_k)); only exercise checkers write √d_k out, as learners do.
     """
-    d_k = whole(d_k, "d_k", 0)
-    return 1 / math.sqrt(max(d_k, 1)) if scale is None else number(scale, "scale", 0)
+    d_k = whole(d_k, "d_k", 1)
+    return 1 / math.sqrt(d_k) if scale is None else number(scale, "scale", 0)
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
@@ -223,34 +224,10 @@ def sliding_window_plan(w, n: int) -> WindowPlan:
 
 # ---------------------------------------------------------------- the checks, once at the edge
 
-def check_qkv_shapes(Q_shape, K_shape, V_shape, names=("Q", "K", "V"), width="d_k"
-                     ) -> tuple[int, ...]:
-    """The one rule for Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v), numpy or torch:
-    Q and K share d_k, K and V the keys n_k, and the leading (batch, head) axes of all three
-    broadcast. Shapes: tuples or torch.Size; names and width: what the caller calls the three
-    and d_k (multi_head_attention checks X, X_kv, X_kv of width d). Returns the leading axes
-    they broadcast to; a ValueError names what disagrees and every shape."""
-    (Q, K, V), (q, k, v) = (tuple(Q_shape), tuple(K_shape), tuple(V_shape)), names
-    try:
-        lead = np.broadcast_shapes(Q[:-2], K[:-2], V[:-2])
-    except ValueError:
-        lead = None
-    shapes = dict(zip(names, (Q, K, V), strict=True))  # a name given twice is listed once
-    problems = [why for bad, why in (
-        (Q[-1] != K[-1], f"{q} and {k} must share {width} (their last axis)"),
-        (K[-2] != V[-2], f"{k} and {v} must have the same number of keys n_k (second-last axis)"),
-        (lead is None, f"the leading (batch, head) axes of {', '.join(shapes)} do not broadcast"))
-        if bad]
-    if problems:
-        raise ValueError(f"{'; '.join(problems)}: "
-                         + ", ".join(f"{name} has shape {shape}" for name, shape in shapes.items()))
-    return lead
-
-
 def check_one_head(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One head's self-attention inputs, checked once: Q (n, d_k), K (n, d_k), V (n, d_v).
 
-    Each must be 2-D and finite, the sizes must fit (as :func:`check_qkv_shapes`), with as many
+    Each must be 2-D and finite, the sizes must fit (as checks.check_qkv_shapes), with as many
     queries as keys (n >= 1). Returns Q, K, V cast to one float type (mixed float32/float64
     products are slow). Used by every efficient variant (bertlib.paper.approximations, .variants).
     """
@@ -278,8 +255,7 @@ def _check_attention(Q, K, V, mask, scale):
     1/√d_k (the numpy reference computes in float64), float for a given scale (Q's type kept)."""
     Q, K, V = (as_array(x, name, min_ndim=2, layout="(..., n, d)")
                for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
-    check_qkv_shapes(Q.shape, K.shape, V.shape)
-    whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
+    check_qkv_shapes(Q.shape, K.shape, V.shape)  # d_k >= 1 too
     scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
     s_type = np.float64 if scale is None else float
     return Q, K, V, None if mask is None else bool_mask(mask, scores), s_type

@@ -32,12 +32,8 @@ import math
 import numpy as np
 import torch
 
-from bertlib.checks import bool_mask, check_finite, has_shape, kind, whole
-from bertlib.paper.attention import (
-    attention_scale,
-    check_qkv_shapes,
-    sliding_window_plan,
-)
+from bertlib.checks import bool_mask, check_finite, check_qkv_shapes, has_shape, kind, whole
+from bertlib.paper.attention import attention_scale, sliding_window_plan
 
 __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "banded_attention"]
 
@@ -46,7 +42,8 @@ __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "bande
 
 
 def _check_qkv(Q, K, V) -> tuple[int, ...]:
-    """Check Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); return the leading axes."""
+    """Check Q (..., n_q, d_k >= 1), K (..., n_k, d_k), V (..., n_k, d_v) as float tensors;
+    return the leading axes (checks.check_qkv_shapes, the rule every attention shares)."""
     for name, t in (("Q", Q), ("K", K), ("V", V)):
         hint = " (use torch.from_numpy)" if isinstance(t, np.ndarray) else ""
         kind(t, name, torch.Tensor, f"a torch.Tensor{hint} of floating-point numbers")

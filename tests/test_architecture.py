@@ -421,7 +421,8 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("analysis", "key_share"): "A[..., keys].sum(-1).mean(-1)",
     ("analysis", "offset_weights"): "np.diagonal(A, offset=offset",
     # the plain teaching twins that notebooks 05 and 06 print: their loops are the equations
-    ("kernels", "tiled_attention_plain"): ("m = torch.full(", "S = s * Q @ K["),
+    ("kernels", "tiled_attention_plain"): ("s = attention_scale(Q.shape[-1], scale)",
+                                           "m = torch.full(", "S = s * Q @ K["),
     ("variants", "sliding_window_attention_plain"): ("np.arange(max(0, i - half)",
                                                      "np.union1d(window, G)", "K[keys] @ Q[i]"),
 }
@@ -902,7 +903,7 @@ PRIVATE_CHECKS = {
     "grammar": {"_check_max_pp": "sentence's construction, rng and max_pp together ('pp' needs "
                                  "max_pp >= 1); returns max_pp"},
     "kernels": {"_check_qkv": "Q, K, V as torch tensors of one kernel",
-                "_check_tiled": "the tiled kernel's block, mask and scale"},
+                "_check_tiled": "the tiled kernel's block and mask"},
     "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
     "models": {"_check_sizes_source": "check_layer_head's model, run or maps (layers, heads, "
                                       "n, n): only models knows a BertRun and a LoadedBert"},

@@ -56,13 +56,14 @@ def _check_qkv(Q, K, V) -> tuple[int, ...]:
     return check_qkv_shapes(Q.shape, K.shape, V.shape)
 
 
-def _check_tiled(Q, K, V, block, mask, scale) -> tuple[int, float]:
-    """The checks of both tiled twins: Q, K, V, block, mask, scale; returns (block, s)."""
+def _check_tiled(Q, K, V, block, mask) -> int:
+    """The checks of both tiled twins: Q, K, V, block and mask; returns block (the scale is
+    checked where s is computed, by attention_scale in each body)."""
     batch = _check_qkv(Q, K, V)
     if mask is not None:
         kind(mask, "mask", torch.Tensor, "a boolean torch.Tensor (True = may attend)")
         bool_mask(mask, (*batch, Q.shape[-2], K.shape[-2]))
-    return whole(block, "block", low=1), attention_scale(Q.shape[-1], scale)
+    return whole(block, "block", low=1)
 
 
 # --------------------------------------------------------------------------- the n×n matrix
@@ -84,11 +85,11 @@ def naive_attention(Q, K, V, scale: float | None = None):
 
 
 def tiled_attention_plain(Q, K, V, block: int = 256, mask=None, scale: float | None = None):
-    """softmax(s·Q Kᵀ) V (..., n_q, d_v), s = 1/√d_k unless given, over blocks of ``block`` keys:
-    the online softmax of the module docstring written plainly, one line per equation (its fast
-    twin: :func:`tiled_attention`). Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v): one
-    float dtype, leading axes broadcast; mask (..., n_q, n_k) bool, True = may attend."""
-    block, s = _check_tiled(Q, K, V, block, mask, scale)
+    """softmax(s·Q Kᵀ) V, s = 1/√d_k unless given, over blocks of keys: the online softmax, one line
+    per equation (fast twin: :func:`tiled_attention`). Q (..., n_q, d_k), K (..., n_k, d_k), V
+    (..., n_k, d_v), leading axes broadcast; mask (..., n_q, n_k) bool. Returns (..., n_q, d_v)."""
+    block = _check_tiled(Q, K, V, block, mask)
+    s = attention_scale(Q.shape[-1], scale)  # 1/√d_k unless a scale is given
     m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=Q.dtype, device=Q.device)  # m = −∞
     l = torch.zeros_like(m)  # ℓ = 0
     O = torch.zeros((*Q.shape[:-1], V.shape[-1]), dtype=Q.dtype, device=Q.device)  # O = 0
@@ -125,7 +126,8 @@ def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = 
     float32 and ≤ 1e-12 in float64 on unit-normal inputs, as the tests check). Memory: one
     (..., n_q, block) block of scores at a time, so it grows linearly in n for a fixed block.
     """
-    block, s = _check_tiled(Q, K, V, block, mask, scale)
+    block = _check_tiled(Q, K, V, block, mask)
+    s = attention_scale(Q.shape[-1], scale)  # 1/√d_k unless a scale is given
     if torch.is_grad_enabled() and any(t.requires_grad for t in (Q, K, V)):
         raise ValueError(
             "tiled_attention computes the forward pass only (it reuses buffers in place, which "

@@ -17,7 +17,7 @@ import numpy as np
 __all__ = ["whole", "number", "one_of", "kind", "text", "items", "as_array", "has_shape",
            "check_finite", "same_shape", "heads_dividing", "vocab_ids", "attention_stack",
            "attention_rows", "window", "positions", "within_positions", "bool_mask",
-           "padding_flags", "one_mask_token", "token_batch", "IGNORE_INDEX"]
+           "check_qkv_shapes", "padding_flags", "one_mask_token", "token_batch", "IGNORE_INDEX"]
 
 #: The masked-LM label of a position the loss ignores (the PyTorch / transformers convention),
 #: defined once: bertlib.paper.mlm's labels carry it and token_batch checks around it.
@@ -343,6 +343,32 @@ def bool_mask(mask, shape: tuple[int, ...], layout: str = "(..., n_q, n_k)"):
             f"{tuple(shape)} {layout}"
         )
     return mask
+
+
+def check_qkv_shapes(Q_shape, K_shape, V_shape, names=("Q", "K", "V"), width="d_k"
+                     ) -> tuple[int, ...]:
+    """The one rule for Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v), numpy or torch:
+    Q and K share d_k >= 1 (no attention has empty queries and keys), K and V the keys n_k, and
+    the leading (batch, head) axes of all three broadcast. Shapes: tuples or torch.Size; names
+    and width: what the caller calls the three and d_k (multi_head_attention checks X, X_kv,
+    X_kv of width d). Returns the leading axes they broadcast to; a ValueError names what
+    disagrees and every shape, or the valid range of d_k."""
+    (Q, K, V), (q, k, v) = (tuple(Q_shape), tuple(K_shape), tuple(V_shape)), names
+    try:
+        lead = np.broadcast_shapes(Q[:-2], K[:-2], V[:-2])
+    except ValueError:
+        lead = None
+    shapes = dict(zip(names, (Q, K, V), strict=True))  # a name given twice is listed once
+    problems = [why for bad, why in (
+        (Q[-1] != K[-1], f"{q} and {k} must share {width} (their last axis)"),
+        (K[-2] != V[-2], f"{k} and {v} must have the same number of keys n_k (second-last axis)"),
+        (lead is None, f"the leading (batch, head) axes of {', '.join(shapes)} do not broadcast"))
+        if bad]
+    if problems:
+        raise ValueError(f"{'; '.join(problems)}: "
+                         + ", ".join(f"{name} has shape {shape}" for name, shape in shapes.items()))
+    whole(Q[-1], f"{width}, the last axis of {q} and {k},", 1)
+    return lead
 
 
 def padding_flags(flags, name: str = "attention_mask", real_in_each_row: bool = False

@@ -68,3 +68,16 @@ def test_ablated_head_rejects_bad_layer_head_and_mode():
         with ab.ablated_head(0, 0), ab.ablated_head(1, 1):
             pass
     assert load_bert().model.config._attn_implementation == "eager"
+
+
+def test_ablated_weights_is_zero_or_uniform_over_the_real_keys():
+    """The one rule both ablation paths (ablated_heads, importance's per-row) put in place."""
+    scores = torch.randn(2, 3, 4, 5)
+    mask = torch.zeros(2, 1, 4, 5)
+    mask[1, ..., 3:] = torch.finfo(torch.float32).min  # row 1: keys 3 and 4 are padding
+    zero = ab.ablated_weights(None, scores, mask, "zero")
+    assert zero.shape == (2, 1, 4, 5) and not zero.any()
+    uniform = ab.ablated_weights(None, scores, mask, "uniform")
+    torch.testing.assert_close(uniform[0], torch.full((1, 4, 5), 1 / 5))
+    torch.testing.assert_close(uniform[1, ..., :3], torch.full((1, 4, 3), 1 / 3))
+    assert not uniform[1, ..., 3:].any()

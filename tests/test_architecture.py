@@ -414,9 +414,8 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("attention", "project_heads"): "split_heads(X @ W + b, h)",
     ("attention", "multi_head_attention"): "project_heads(X, W_Q, b_Q, h)",
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
-    ("bert", "encoder_layer"): ("Q = project_heads(X, p.W_Q, p.b_Q, h)",
-                                "scaled_dot_product_attention(Q, K, V, mask)",
-                                "M = merge_heads(heads) @ p.W_O", "Y = layer_norm(X + M",
+    # MultiHead(X) is multi_head_attention's three lines (1 jump), not a second spelling
+    ("bert", "encoder_layer"): ("M, A = multi_head_attention(X", "Y = layer_norm(X + M",
                                 "F = gelu(Y @ p.W_1", "return layer_norm(Y + F"),
     ("bert", "embed"): "params.word[t]",
     ("bert", "layer_norm"): "x.mean(",
@@ -441,7 +440,8 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("analysis", "key_share"): "A[..., keys].sum(-1).mean(-1)",
     ("analysis", "offset_weights"): "np.diagonal(A, offset=offset",
     # the plain teaching twins that notebooks 05 and 06 print: their loops are the equations
-    ("kernels", "tiled_attention_plain"): ("m = torch.full(", "S = s * Q @ K["),
+    ("kernels", "tiled_attention_plain"): ("s = attention_scale(Q.shape[-1], scale)",
+                                           "m = torch.full(", "S = s * Q @ K["),
     ("variants", "sliding_window_attention_plain"): ("np.arange(max(0, i - half)",
                                                      "np.union1d(window, G)", "K[keys] @ Q[i]"),
 }
@@ -551,7 +551,7 @@ def test_one_scale_in_all_of_bertlib():
              for path in sorted((ROOT / "bertlib").rglob("*.py"))]
     found = scale_writers(trees)
     elsewhere = [f for f in found if f.split(":")[0] not in SCALE_WRITTEN_ON_PURPOSE]
-    assert elsewhere == ["bertlib/paper/attention.py: math.sqrt(max(d_k, 1))"], (
+    assert elsewhere == ["bertlib/paper/attention.py: math.sqrt(d_k)"], (
         "write 1/√d_k once, in bertlib.paper.attention.attention_scale, and call it: "
         f"{elsewhere}")
     stale = [f for f in SCALE_WRITTEN_ON_PURPOSE if not any(w.startswith(f + ":") for w in found)]
@@ -1067,7 +1067,7 @@ PRIVATE_CHECKS = {
                   "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask"},
     "bert": {"_check_forward": "the parameters of a model and its key mask",
              "_check_ids": "token ids inside this model's vocabulary and positions",
-             "_check_layer": "one layer's X, parameters, h and mask"},
+             "_check_layer": "one layer's X and parameters, no mask beside a custom attend"},
     "approximations": {"_check_lsh": "LSH's n_buckets (1 or even), n_hashes and a chunk "
                                      "dividing n, together",
                        "_check_projection": "Linformer's E or F, (k, n): k and n are its call's"},
@@ -1080,7 +1080,7 @@ PRIVATE_CHECKS = {
     "grammar": {"_check_max_pp": "sentence's construction, rng and max_pp together ('pp' needs "
                                  "max_pp >= 1); returns max_pp"},
     "kernels": {"_check_qkv": "Q, K, V as torch tensors of one kernel",
-                "_check_tiled": "the tiled kernel's block, mask and scale"},
+                "_check_tiled": "the tiled kernel's block and mask"},
     "loading": {"_check_bert_folder": "what a BERT folder on disk holds"},
     "models": {"_check_sizes_source": "check_layer_head's model, run or maps (layers, heads, "
                                       "n, n): only models knows a BertRun and a LoadedBert"},

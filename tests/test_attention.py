@@ -5,15 +5,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bertlib.checks import check_qkv_shapes
 from bertlib.paper.attention import (
     attention_scale,
     causal_mask,
     check_one_head,
-    check_qkv_shapes,
     key_mask,
+    multi_head_attention,
     padding_mask,
     scaled_dot_product_attention,
     sliding_window_blocks,
+    sliding_window_plan,
     softmax,
 )
 
@@ -197,17 +199,21 @@ def test_mask_that_would_enlarge_the_scores_is_rejected():
                                      mask=np.ones((2, 3, 3), bool))
 
 
-def test_check_qkv_shapes_accepts_torch_sizes_and_names_both_shapes():
-    check_qkv_shapes(torch.Size([2, 5, 4]), (2, 7, 4), (2, 7, 3))
-    with pytest.raises(ValueError, match=r"\(2, 5, 4\).*\(2, 7, 5\)"):
-        check_qkv_shapes(torch.Size([2, 5, 4]), (2, 7, 5), (2, 7, 3))
-    with pytest.raises(ValueError, match=r"n_k.*\(7, 4\).*\(6, 3\)"):
-        check_qkv_shapes((5, 4), (7, 4), (6, 3))
+def test_zero_width_queries_and_keys_are_rejected_by_every_entry_point():
+    """One rule for d_k = 0 (checks.check_qkv_shapes): every attention refuses it by name."""
+    from bertlib.paper.kernels import banded_attention, naive_attention, tiled_attention
 
-
-def test_zero_width_queries_and_keys_are_rejected_by_name():
-    with pytest.raises(ValueError, match=r"d_k, the last axis of Q and K, must be a whole number >= 1, got 0"):
-        scaled_dot_product_attention(np.ones((2, 0)), np.ones((3, 0)), np.ones((3, 2)))
+    message = r"d_k, the last axis of Q and K, must be a whole number >= 1, got 0"
+    Q, K, V = np.ones((3, 0)), np.ones((3, 0)), np.ones((3, 2))
+    Qt, Kt, Vt = (torch.from_numpy(x) for x in (Q, K, V))
+    for attend in (lambda: scaled_dot_product_attention(Q, K, V), lambda: check_one_head(Q, K, V),
+                   lambda: naive_attention(Qt, Kt, Vt), lambda: tiled_attention(Qt, Kt, Vt),
+                   lambda: banded_attention(Qt, Kt, Vt, 2)):
+        with pytest.raises(ValueError, match=message):
+            attend()
+    with pytest.raises(ValueError, match=r"d, the last axis of X and X_kv, must be a whole "
+                                         r"number >= 1, got 0"):
+        multi_head_attention(np.ones((3, 0)), *[np.ones((0, 0))] * 4, h=1)
 
 
 def test_softmax_where_excludes_entries_and_must_fit_x():
@@ -227,7 +233,8 @@ def test_softmax_where_excludes_entries_and_must_fit_x():
 def test_attention_scale_is_one_over_root_d_k_or_the_given_scale():
     assert attention_scale(64) == 0.125 and attention_scale(2) == 1 / np.sqrt(2)
     assert attention_scale(16, scale=0.5) == 0.5 and attention_scale(16, scale=0) == 0.0
-    assert attention_scale(0) == 1.0  # empty vectors: every score is 0, any factor will do
+    with pytest.raises(ValueError, match=r"d_k must be a whole number >= 1, got 0"):
+        attention_scale(0)  # one rule with every attention: d_k >= 1 (checks.check_qkv_shapes)
     assert type(attention_scale(3)) is float  # keeps float32 scores float32
     Q = np.ones((2, 3), dtype=np.float32)
     assert (Q * attention_scale(3)).dtype == np.float32
@@ -285,6 +292,24 @@ def test_sliding_window_blocks_keep_exactly_the_band(n, half, block):
     i = np.arange(n)
     np.testing.assert_array_equal(band[:n], np.abs(i[:, None] - i[None, :]) <= half)
     assert keep.sum(axis=-1).max() <= 2 * half + 1  # a row keeps at most w + 1 keys
+
+
+@pytest.mark.parametrize("w, n", [(4, 7), (2, 5), (6, 6), (40, 3), (2, 1)])
+def test_sliding_window_plan_pads_so_each_slab_holds_its_keys(w, n):
+    """The padding the numpy and torch windows both take: slab t of the padded K (stride B) is
+    K at keys[t] (zeros off the sequence), and the padded Q has whole blocks of real queries."""
+    plan = sliding_window_plan(w, n)
+    B, (n_blocks, slab) = plan.block, plan.keys.shape
+    assert plan.half == min(w // 2, n - 1) and B == max(plan.half, 1) and slab == B + 2 * plan.half
+    K = np.arange(1.0, n + 1)  # K[j] = j + 1, so a zero is padding
+    padded = np.pad(K, plan.key_pad)
+    for t in range(n_blocks):
+        real = (plan.keys[t] >= 0) & (plan.keys[t] < n)
+        want = np.where(real, K[np.clip(plan.keys[t], 0, n - 1)], 0.0)
+        np.testing.assert_array_equal(padded[t * B:t * B + slab], want)
+    Q = np.pad(K, plan.query_pad)
+    assert Q.size == n_blocks * B and Q.size - n < B  # whole blocks, less than one block of padding
+    np.testing.assert_array_equal(Q[:n], K)
 
 
 def test_sliding_window_blocks_rejects_bad_sizes():

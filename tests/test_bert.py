@@ -209,8 +209,8 @@ def test_encoder_layer_with_attend_is_the_same_layer_with_another_attention():
 
 
 def test_encoder_layer_attends_as_multi_head_attention():
-    """encoder_layer writes MultiHead's three lines out (split, attend, merge) so the layer reads
-    as the paper; attention.multi_head_attention composes the same functions: equal."""
+    """encoder_layer's M is attention.multi_head_attention's (split, attend, merge), and its
+    output the paper's two Add & Norm steps around it: equal, bit for bit."""
     p, X = _random_layer(), np.random.default_rng(2).normal(size=(2, 5, 8))
     mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], bool)[:, None, None, :]
     out, A = encoder_layer(X, p, 2, mask)

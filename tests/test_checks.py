@@ -299,3 +299,23 @@ def test_within_positions_is_the_one_too_long_for_the_model_check():
     with pytest.raises(ValueError, match="the number of word pieces of the input must be a whole "
                                          "number >= 1, got 0"):
         checks.within_positions(0, 8)
+
+
+def test_check_qkv_shapes_accepts_torch_sizes_and_names_both_shapes():
+    assert checks.check_qkv_shapes(torch.Size([2, 5, 4]), (2, 7, 4), (2, 7, 3)) == (2,)
+    assert checks.check_qkv_shapes((3, 4), (1, 3, 4), (5, 1, 3, 2)) == (5, 1)  # the broadcast lead
+    with pytest.raises(ValueError, match=r"\(2, 5, 4\).*\(2, 7, 5\)"):
+        checks.check_qkv_shapes(torch.Size([2, 5, 4]), (2, 7, 5), (2, 7, 3))
+    with pytest.raises(ValueError, match=r"n_k.*\(7, 4\).*\(6, 3\)"):
+        checks.check_qkv_shapes((5, 4), (7, 4), (6, 3))
+    with pytest.raises(ValueError, match=r"X and X_kv must share d .*X has shape \(2, 3\), "
+                                         r"X_kv has shape \(2, 4\)$"):
+        checks.check_qkv_shapes((2, 3), (2, 4), (2, 4), ("X", "X_kv", "X_kv"), "d")
+
+
+@pytest.mark.parametrize("width, names", [("d_k", ("Q", "K", "V")), ("d", ("X", "X_kv", "X_kv"))])
+def test_check_qkv_shapes_refuses_empty_queries_and_keys_naming_the_range(width, names):
+    assert checks.check_qkv_shapes((3, 1), (4, 1), (4, 0), names, width) == ()  # d_v = 0 is fine
+    with pytest.raises(ValueError, match=rf"{width}, the last axis of {names[0]} and {names[1]}, "
+                                         r"must be a whole number >= 1, got 0"):
+        checks.check_qkv_shapes((3, 0), (4, 0), (4, 2), names, width)

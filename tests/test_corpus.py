@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 from bertlib.hf import corpus as cp
 from bertlib.hf.models import encode, run_bert
@@ -81,3 +82,15 @@ def test_load_paraphrases_gives_at_least_twenty_distinct_pairs_of_different_word
     assert len(pairs) >= 20
     assert all(len(p) == 2 and p[0] and p[1] and p[0] != p[1] for p in pairs)
     assert len({p[0] for p in pairs}) == len(pairs)
+
+
+def test_masked_mean_averages_the_flagged_pieces_and_keeps_the_gradient():
+    """The one masked mean pooling: fine-tuning trains through it, mean_pool reads it out."""
+    H = torch.randn(2, 4, 3, requires_grad=True)
+    flags = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 1.0]])
+    pooled = cp.masked_mean(H, flags)
+    torch.testing.assert_close(pooled, torch.stack([H[0, :2].mean(0), H[1, 1:].mean(0)]))
+    pooled.sum().backward()  # each flagged piece gets 1/(its row's count), a left-out one 0
+    torch.testing.assert_close(H.grad[..., 0], flags / flags.sum(1, keepdim=True))
+    np.testing.assert_array_equal(cp.mean_pool(H.detach(), flags.long()),
+                                  pooled.detach().double().numpy())

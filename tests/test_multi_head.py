@@ -7,6 +7,7 @@ import torch
 from bertlib.hf.models import encode, run_bert
 from bertlib.paper import toy
 from bertlib.paper.attention import (
+    head_columns,
     merge_heads,
     multi_head_attention,
     project_heads,
@@ -339,3 +340,15 @@ def test_one_dimensional_input_and_merge_of_too_few_axes():
         multi_head_attention(np.ones(4), *Ws, 2)
     with pytest.raises(ValueError, match="at least 3 dimensions"):
         merge_heads(np.ones((3, 4)))
+
+
+@pytest.mark.parametrize("h, d_k", [(1, 3), (3, 2), (4, 1)])
+def test_head_columns_is_where_merge_heads_puts_each_head(h, d_k):
+    X_heads = np.random.default_rng(h).normal(size=(2, h, 5, d_k))
+    merged = merge_heads(X_heads)
+    for head in range(h):
+        np.testing.assert_array_equal(merged[..., head_columns(head, d_k)], X_heads[:, head])
+    with pytest.raises(ValueError, match="head"):
+        head_columns(-1, d_k)
+    with pytest.raises(ValueError, match="d_k"):
+        head_columns(0, 0)

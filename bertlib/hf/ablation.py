@@ -22,7 +22,8 @@ from bertlib.hf.attention_interface import eager_attention, register_attention, 
 from bertlib.hf.loading import bert_module, load_bert
 from bertlib.hf.models import check_layer_head
 
-__all__ = ["ABLATION_MODES", "ablated_attention", "ablated_head", "ablated_heads"]
+__all__ = ["ABLATION_MODES", "ablated_weights", "ablated_attention", "ablated_head",
+           "ablated_heads"]
 
 #: How :func:`ablated_head` replaces one head's weights.
 ABLATION_MODES = ("uniform", "zero")
@@ -43,6 +44,16 @@ def ablated_attention(layer: int, head: int, mode: str):
     return _ablated_attention_of({(layer, head)}, mode)
 
 
+def ablated_weights(module, scores, attention_mask, mode: str) -> torch.Tensor:
+    """A switched-off head's weights, the one rule: "zero" → α_ij = 0; "uniform" → softmax(0 +
+    mask)_j, 1/n over the n real keys (padding still masked). module, scores (batch, h, n_q, n_k)
+    and attention_mask (transformers' additive float mask or None) as in
+    :func:`bertlib.hf.attention_interface.softmax_weights`; mode one of ABLATION_MODES (trusted:
+    the caller checks it). Returns (batch, 1, n_q, n_k), to put in place of the head's weights."""
+    no_scores = torch.zeros_like(scores[:, :1])  # every key scores 0
+    return no_scores if mode == "zero" else softmax_weights(module, no_scores, attention_mask)
+
+
 def _ablated_attention_of(heads: set[tuple[int, int]], mode: str):
     """As :func:`ablated_attention`, for every (layer, head) in ``heads`` at once."""
 
@@ -52,11 +63,7 @@ def _ablated_attention_of(heads: set[tuple[int, int]], mode: str):
         if not off:
             return weights
         weights = weights.clone()
-        if mode == "zero":
-            weights[:, off] = 0.0
-        else:
-            no_scores = torch.zeros_like(scores[:, :1])
-            weights[:, off] = softmax_weights(module, no_scores, attention_mask)
+        weights[:, off] = ablated_weights(module, scores, attention_mask, mode)
         return weights
 
     return functools.partial(eager_attention, weights_of=weights_of)

@@ -20,7 +20,7 @@ from bertlib.hf.loading import load_bert, max_positions
 from bertlib.hf.models import batch_runs
 
 __all__ = ["Corpus", "CorpusRuns", "load_corpus", "load_paraphrases", "run_corpus",
-           "tokenize_batch", "mean_pool", "sentence_vectors"]
+           "tokenize_batch", "masked_mean", "mean_pool", "sentence_vectors"]
 
 Text = str | tuple[str, str]
 
@@ -142,11 +142,19 @@ def tokenize_batch(texts: Sequence[Text], model=None) -> dict:
     return enc
 
 
+def masked_mean(hidden, flags):
+    """v = Σ_i f_i h_i / Σ_i f_i: the mean of the pieces flagged 1, the one masked mean pooling.
+    hidden: (N, n, d) tensor; flags: (N, n) tensor, 1 = pooled (a real token, or one sentence of
+    a pair), 0 = left out. Returns (N, d) in hidden's float type, differentiable (fine-tuning's
+    pair_cosines trains through it; mean_pool reads it out as numpy)."""
+    real = flags.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * real).sum(1) / real.sum(1)
+
+
 def mean_pool(hidden, attention_mask) -> np.ndarray:
-    """v = (1/n) Σ_i h_i over the real tokens. hidden: (N, n, d) tensor; attention_mask: (N, n)
-    (1 = real, 0 = padding). Returns (N, d) float64."""
-    real = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return ((hidden * real).sum(1) / real.sum(1)).double().numpy()
+    """v = (1/n) Σ_i h_i over the real tokens (:func:`masked_mean`), as numpy. hidden: (N, n, d)
+    tensor; attention_mask: (N, n) (1 = real, 0 = padding). Returns (N, d) float64."""
+    return masked_mean(hidden, attention_mask).double().numpy()
 
 
 def sentence_vectors(texts: Sequence[Text], model=None) -> np.ndarray:

@@ -22,6 +22,7 @@ import torch
 
 from bertlib.checks import as_array, items, kind, one_of, same_shape, whole
 from bertlib.hf.attention_interface import project_heads_torch, scaled_scores
+from bertlib.hf.corpus import masked_mean
 from bertlib.hf.custom import PRIOR_ATTENTION, prior_weights, similarity_prior, strip_punctuation
 from bertlib.hf.loading import LoadedBert, bert_module, load_bert
 
@@ -109,11 +110,8 @@ def pair_cosines(model, batch: PairBatch):
     bert = bert_module(model)
     extra = {"prior": batch.prior} if bert.config._attn_implementation == PRIOR_ATTENTION else {}
     H = bert(**batch.inputs, **extra).last_hidden_state  # (batch, n, d)
-
-    def pool(flags):  # mean of H over the pieces flagged 1
-        return (H * flags[..., None]).sum(1) / flags.sum(1, keepdim=True)
-
-    return torch.nn.functional.cosine_similarity(pool(batch.in_a), pool(batch.in_b), dim=-1)
+    u, v = masked_mean(H, batch.in_a), masked_mean(H, batch.in_b)  # the means over a's, b's pieces
+    return torch.nn.functional.cosine_similarity(u, v, dim=-1)
 
 
 def eval_cosines(model, batch: PairBatch, chunk: int = 16) -> np.ndarray:

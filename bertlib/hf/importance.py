@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 from bertlib.checks import as_array, items, one_of, whole
-from bertlib.hf.ablation import ABLATION_MODES
+from bertlib.hf.ablation import ABLATION_MODES, ablated_weights
 from bertlib.hf.attention_interface import eager_attention, register_attention, softmax_weights
 from bertlib.hf.corpus import Text, mean_pool, tokenize_batch
 from bertlib.hf.loading import bert_module, load_bert
 from bertlib.hf.params import bert_params
-from bertlib.paper.attention import project_heads
+from bertlib.paper.attention import head_columns, project_heads
 
 __all__ = ["value_norms", "norm_weighted_maps", "head_importance", "occlusion", "occlusions"]
 
@@ -61,8 +61,10 @@ def _params_and_states(hidden_states, model):
 def _head_outputs(p, x: np.ndarray, H: int, output_projection: bool = True) -> np.ndarray:
     """(H, n, d) f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h, or (H, n, d_k) v_j^h without W_O."""
     V = project_heads(x, p.W_V, p.b_V, H)  # (H, n, d_k): v_j^h, the heads' one projection
+    if not output_projection:
+        return V
     # W_O^h: the d_k rows of W_O that head h's features meet after merge_heads, (H, d_k, d)
-    return V @ p.W_O.reshape(H, V.shape[-1], -1) if output_projection else V
+    return V @ np.stack([p.W_O[head_columns(h, V.shape[-1])] for h in range(H)])
 
 
 def norm_weighted_maps(hidden_states, attentions, model=None) -> np.ndarray:
@@ -135,7 +137,7 @@ _TEXTS_PER_PASS = 32  # x heads = the rows of one batch (384 for 12 heads: tens 
 
 def _per_row_ablation(plan: dict, mode: str):
     """Eager attention in which row r of the batch has head ``plan["heads"][r]`` of layer
-    ``plan["layer"]`` ablated ("uniform": 1/n over the keys; "zero": 0), as
+    ``plan["layer"]`` ablated (:func:`bertlib.hf.ablation.ablated_weights`, the one rule), as
     :func:`bertlib.hf.ablation.ablated_attention` does for one head of every row."""
 
     def weights_of(module, scores, attention_mask):
@@ -144,8 +146,7 @@ def _per_row_ablation(plan: dict, mode: str):
             return weights
         rows, heads = torch.arange(len(scores)), plan["heads"]
         weights = weights.clone()
-        weights[rows, heads] = 0.0 if mode == "zero" else softmax_weights(
-            module, torch.zeros_like(scores[:, :1]), attention_mask)[:, 0]
+        weights[rows, heads] = ablated_weights(module, scores, attention_mask, mode)[:, 0]
         return weights
 
     return functools.partial(eager_attention, weights_of=weights_of)

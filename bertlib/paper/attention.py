@@ -11,12 +11,14 @@ checks sit at the bottom of the file.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from bertlib.checks import (
     as_array,
     bool_mask,
+    check_qkv_shapes,
     has_shape,
     heads_dividing,
     number,
@@ -35,11 +37,13 @@ __all__ = [
     "band",
     "window_half",
     "sliding_window_blocks",
-    "check_qkv_shapes",
+    "WindowPlan",
+    "sliding_window_plan",
     "check_one_head",
     "split_heads",
     "project_heads",
     "merge_heads",
+    "head_columns",
     "multi_head_attention",
 ]
 
@@ -57,13 +61,14 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
 
 def attention_scale(d_k: int, scale: float | None = None) -> float:
     """s = 1/√d_k, the factor on Q Kᵀ (Vaswani et al. 2017, section 3.2.1), unless a scale is given.
-    d_k: a head's query/key width, whole >= 0 (0: scores all 0, s = 1); scale: >= 0, or None.
+    d_k: a head's query/key width, whole >= 1 (checks.check_qkv_shapes' rule); scale: >= 0, or
+    None.
     Returns a Python float, so x · s keeps x's float type (scaled_dot_product_attention alone
     makes its default s a float64, see there). Every bertlib attention takes its scale here
     (DeBERTa's as attention_scale(3 * d_k)); only exercise checkers write √d_k out, as learners do.
     """
-    d_k = whole(d_k, "d_k", 0)
-    return 1 / math.sqrt(max(d_k, 1)) if scale is None else number(scale, "scale", 0)
+    d_k = whole(d_k, "d_k", 1)
+    return 1 / math.sqrt(d_k) if scale is None else number(scale, "scale", 0)
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: float | None = None):
@@ -107,20 +112,29 @@ def merge_heads(X_heads) -> np.ndarray:
     return np.swapaxes(X_heads, -3, -2).reshape(*lead, n, h * d_k)
 
 
-def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None):
+def head_columns(head: int, d_k: int) -> slice:
+    """Where head ``head``'s d_k features sit on a merged feature axis (..., n, h·d_k), and which
+    rows of W_O they meet: columns head·d_k .. (head + 1)·d_k − 1, split_heads' and merge_heads'
+    layout, for code that picks one head out of the merged axis (merge_heads(X)[..., cols] is
+    X[..., head, :, :]). head: whole >= 0; d_k: whole >= 1. Returns a slice."""
+    head, d_k = whole(head, "head", 0), whole(d_k, "d_k", 1)
+    return slice(head * d_k, (head + 1) * d_k)
+
+
+def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None,
+                         attention=scaled_dot_product_attention):
     """MultiHead(X) = Concat(head_0, …, head_{h−1}) W_O + b_O, head_i = softmax(Q_i K_iᵀ/√d_k) V_i,
     Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V, cut into h heads of d_k = d / h.
-
-    X: (..., n_q, d); X_kv: (..., n_k, d), None = X (self-attention). W_*: (d, d) as in x W (torch
-    Linear's weight.T); biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None. mask: bool, to
-    (..., h, n_q, n_k), True = may attend. Returns (..., n_q, d) and weights (..., h, n_q, n_k).
-    """
+    X: (..., n_q, d); X_kv: (..., n_k, d), None = X. W_*: (d, d) as in x W (Linear's weight.T);
+    biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None; mask: bool to (..., h, n_q, n_k),
+    True = may attend; attention(Q, K, V, mask) -> (heads, weights), every head_i at once
+    (encoder_layer's attend). Returns (..., n_q, d) and weights (..., h, n_q, n_k)."""
     X, X_kv, (W_Q, W_K, W_V, W_O), (b_Q, b_K, b_V, b_O), h, mask = _check_multi_head(
         X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
     Q = project_heads(X, W_Q, b_Q, h)  # (..., h, n_q, d_k)
     K = project_heads(X_kv, W_K, b_K, h)  # (..., h, n_k, d_k)
     V = project_heads(X_kv, W_V, b_V, h)  # (..., h, n_k, d_k)
-    heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # every head_i at once
+    heads, weights = attention(Q, K, V, mask)  # every head_i at once
     return merge_heads(heads) @ W_O + b_O, weights
 
 
@@ -183,36 +197,37 @@ def sliding_window_blocks(n: int, half: int, block: int) -> tuple[np.ndarray, np
     return keys, in_band & ((keys >= 0) & (keys < n))[:, None, :]
 
 
+class WindowPlan(NamedTuple):
+    """The blocked sliding window of n tokens, for a window w: :func:`sliding_window_plan`'s."""
+
+    half: int  # w/2 keys on each side, capped at n − 1 (window_half)
+    block: int  # B = max(half, 1) queries per block
+    keys: np.ndarray  # (n_blocks, slab) ints, slab = B + 2·half: sliding_window_blocks' keys
+    keep: np.ndarray  # (n_blocks, B, slab) bool, True = may attend: sliding_window_blocks' band
+    key_pad: tuple[int, int]  # K and V padded by (half, n_blocks·B − n + half) rows: slab t is
+    # the rows t·B .. t·B + slab − 1 of the padded K (its key t·B − half first)
+    query_pad: tuple[int, int]  # Q padded by (0, n_blocks·B − n) rows: n_blocks whole blocks
+
+
+def sliding_window_plan(w, n: int) -> WindowPlan:
+    """Longformer's sliding chunks for a window w (positive, even) over n tokens (>= 1), derived
+    once for the numpy window (variants.sliding_window_attention) and the torch one
+    (kernels.banded_attention): the half, the block size B, the slabs' keys and band, and how far
+    K, V and Q are padded so that block t reads rows t·B .. t·B + slab − 1 of the padded K, V (a
+    stride-B view) and rows t·B .. t·B + B − 1 of the padded Q. Returns a :class:`WindowPlan`."""
+    half = window_half(w, n)
+    B = max(half, 1)  # queries per block
+    keys, keep = sliding_window_blocks(n, half, B)
+    end = keys.shape[0] * B - n  # queries that pad the last block
+    return WindowPlan(half, B, keys, keep, (half, end + half), (0, end))
+
+
 # ---------------------------------------------------------------- the checks, once at the edge
-
-def check_qkv_shapes(Q_shape, K_shape, V_shape, names=("Q", "K", "V"), width="d_k"
-                     ) -> tuple[int, ...]:
-    """The one rule for Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v), numpy or torch:
-    Q and K share d_k, K and V the keys n_k, and the leading (batch, head) axes of all three
-    broadcast. Shapes: tuples or torch.Size; names and width: what the caller calls the three
-    and d_k (multi_head_attention checks X, X_kv, X_kv of width d). Returns the leading axes
-    they broadcast to; a ValueError names what disagrees and every shape."""
-    (Q, K, V), (q, k, v) = (tuple(Q_shape), tuple(K_shape), tuple(V_shape)), names
-    try:
-        lead = np.broadcast_shapes(Q[:-2], K[:-2], V[:-2])
-    except ValueError:
-        lead = None
-    shapes = dict(zip(names, (Q, K, V), strict=True))  # a name given twice is listed once
-    problems = [why for bad, why in (
-        (Q[-1] != K[-1], f"{q} and {k} must share {width} (their last axis)"),
-        (K[-2] != V[-2], f"{k} and {v} must have the same number of keys n_k (second-last axis)"),
-        (lead is None, f"the leading (batch, head) axes of {', '.join(shapes)} do not broadcast"))
-        if bad]
-    if problems:
-        raise ValueError(f"{'; '.join(problems)}: "
-                         + ", ".join(f"{name} has shape {shape}" for name, shape in shapes.items()))
-    return lead
-
 
 def check_one_head(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One head's self-attention inputs, checked once: Q (n, d_k), K (n, d_k), V (n, d_v).
 
-    Each must be 2-D and finite, the sizes must fit (as :func:`check_qkv_shapes`), with as many
+    Each must be 2-D and finite, the sizes must fit (as checks.check_qkv_shapes), with as many
     queries as keys (n >= 1). Returns Q, K, V cast to one float type (mixed float32/float64
     products are slow). Used by every efficient variant (bertlib.paper.approximations, .variants).
     """
@@ -240,8 +255,7 @@ def _check_attention(Q, K, V, mask, scale):
     1/√d_k (the numpy reference computes in float64), float for a given scale (Q's type kept)."""
     Q, K, V = (as_array(x, name, min_ndim=2, layout="(..., n, d)")
                for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
-    check_qkv_shapes(Q.shape, K.shape, V.shape)
-    whole(Q.shape[-1], "d_k, the last axis of Q and K,", 1)
+    check_qkv_shapes(Q.shape, K.shape, V.shape)  # d_k >= 1 too
     scores = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2]) + (Q.shape[-2], K.shape[-2])
     s_type = np.float64 if scale is None else float
     return Q, K, V, None if mask is None else bool_mask(mask, scores), s_type

@@ -24,6 +24,8 @@ uses them to check its inputs and to read a model it is handed, and does not re-
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -31,8 +33,6 @@ import torch
 
 from bertlib.checks import (
     as_array,
-    bool_mask,
-    heads_dividing,
     kind,
     same_shape,
     vocab_ids,
@@ -41,12 +41,7 @@ from bertlib.checks import (
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import encode
 from bertlib.hf.params import BertParams, LayerParams, bert_params
-from bertlib.paper.attention import (
-    key_mask,
-    merge_heads,
-    project_heads,
-    scaled_dot_product_attention,
-)
+from bertlib.paper.attention import key_mask, multi_head_attention, scaled_dot_product_attention
 
 __all__ = [
     "BertOutput",
@@ -77,11 +72,9 @@ def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None
 def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12, attend=None):
     """Y = LayerNorm(X + M), M = MultiHead(X); LayerNorm(Y + F), F = GELU(Y W_1 + b_1) W_2 + b_2
     on X (..., n, d); mask: bool to (..., h, n, n) or None; attend(Q, K, V) on a head, or None."""
-    X, p, mask = _check_layer(X, params, h, mask, attend)
-    Q = project_heads(X, p.W_Q, p.b_Q, h)  # X W_Q + b_Q, cut: (..., h, n, d_k), head i's Q_i
-    K, V = project_heads(X, p.W_K, p.b_K, h), project_heads(X, p.W_V, p.b_V, h)  # K_i, V_i
-    heads, A = _per_head(attend, Q, K, V) if attend else scaled_dot_product_attention(Q, K, V, mask)
-    M = merge_heads(heads) @ p.W_O + p.b_O  # Concat(head_0, ..., head_{h-1}) W_O + b_O
+    X, p, heads_attention = _check_layer(X, params, mask, attend)  # attend on every head, or sdpa
+    M, A = multi_head_attention(X, p.W_Q, p.W_K, p.W_V, p.W_O, h, mask,  # M = MultiHead(X)
+                                (p.b_Q, p.b_K, p.b_V, p.b_O), attention=heads_attention)
     Y = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)  # Add & Norm
     F = gelu(Y @ p.W_1 + p.b_1) @ p.W_2 + p.b_2  # the position-wise feed-forward
     return layer_norm(Y + F, p.ln2_gamma, p.ln2_beta, eps), A  # Add & Norm
@@ -161,24 +154,23 @@ def _check_ids(params: BertParams, input_ids, token_type_ids):
     return t, seg, n
 
 
-def _check_layer(X, params, h, mask, attend) -> tuple[np.ndarray, LayerParams, np.ndarray | None]:
-    """encoder_layer's arguments checked once: X as (..., n, d) for this layer's d, the layer's
-    parameters, h dividing d, the mask broadcasting to (..., h, n, n)."""
+def _check_layer(X, params, mask, attend) -> tuple[np.ndarray, LayerParams, Callable]:
+    """encoder_layer's own arguments checked once: X as (..., n, d) for this layer's d, the
+    layer's parameters, no mask beside a custom attend; and the attention of every head at once
+    (attend on each head, or scaled_dot_product_attention). h, the mask and X's values are
+    multi_head_attention's to check."""
     kind(params, "params", LayerParams, "a LayerParams (bert_params(model).layers[i])")
-    d = params.W_Q.shape[0]
-    X = as_array(X, "X", min_ndim=2, shape=(..., None, d), layout="(..., n, d)",
-                 why="(d of this layer)")
-    h = heads_dividing(h, d)
+    X = as_array(X, "X", min_ndim=2, shape=(..., None, params.W_Q.shape[0]), layout="(..., n, d)",
+                 finite=False, why="(d of this layer)")
     if mask is not None and attend is not None:
         raise ValueError("a custom attend sees one head's Q, K, V and no mask: pass mask=None")
-    n = X.shape[-2]
-    return X, params, None if mask is None else bool_mask(mask, X.shape[:-2] + (h, n, n),
-                                                            "(..., h, n, n)")
+    return X, params, scaled_dot_product_attention if attend is None else partial(_per_head, attend)
 
 
-def _per_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, None]:
+def _per_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: None
+              ) -> tuple[np.ndarray, None]:
     """attend(q, k, v) on every head (and batch item) alone, stacked: ((..., h, n_q, d_v), None),
-    no attention maps."""
+    no attention maps (mask: None, _check_layer's rule)."""
     lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
     flat = [np.broadcast_to(x, lead + x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (Q, K, V)]
     heads = np.stack([np.asarray(attend(q, k, v), dtype=Q.dtype)

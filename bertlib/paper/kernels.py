@@ -32,13 +32,8 @@ import math
 import numpy as np
 import torch
 
-from bertlib.checks import bool_mask, check_finite, has_shape, kind, whole
-from bertlib.paper.attention import (
-    attention_scale,
-    check_qkv_shapes,
-    sliding_window_blocks,
-    window_half,
-)
+from bertlib.checks import bool_mask, check_finite, check_qkv_shapes, has_shape, kind, whole
+from bertlib.paper.attention import attention_scale, sliding_window_plan
 
 __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "banded_attention"]
 
@@ -47,7 +42,8 @@ __all__ = ["naive_attention", "tiled_attention", "tiled_attention_plain", "bande
 
 
 def _check_qkv(Q, K, V) -> tuple[int, ...]:
-    """Check Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v); return the leading axes."""
+    """Check Q (..., n_q, d_k >= 1), K (..., n_k, d_k), V (..., n_k, d_v) as float tensors;
+    return the leading axes (checks.check_qkv_shapes, the rule every attention shares)."""
     for name, t in (("Q", Q), ("K", K), ("V", V)):
         hint = " (use torch.from_numpy)" if isinstance(t, np.ndarray) else ""
         kind(t, name, torch.Tensor, f"a torch.Tensor{hint} of floating-point numbers")
@@ -60,13 +56,14 @@ def _check_qkv(Q, K, V) -> tuple[int, ...]:
     return check_qkv_shapes(Q.shape, K.shape, V.shape)
 
 
-def _check_tiled(Q, K, V, block, mask, scale) -> tuple[int, float]:
-    """The checks of both tiled twins: Q, K, V, block, mask, scale; returns (block, s)."""
+def _check_tiled(Q, K, V, block, mask) -> int:
+    """The checks of both tiled twins: Q, K, V, block and mask; returns block (the scale is
+    checked where s is computed, by attention_scale in each body)."""
     batch = _check_qkv(Q, K, V)
     if mask is not None:
         kind(mask, "mask", torch.Tensor, "a boolean torch.Tensor (True = may attend)")
         bool_mask(mask, (*batch, Q.shape[-2], K.shape[-2]))
-    return whole(block, "block", low=1), attention_scale(Q.shape[-1], scale)
+    return whole(block, "block", low=1)
 
 
 # --------------------------------------------------------------------------- the n×n matrix
@@ -88,11 +85,11 @@ def naive_attention(Q, K, V, scale: float | None = None):
 
 
 def tiled_attention_plain(Q, K, V, block: int = 256, mask=None, scale: float | None = None):
-    """softmax(s·Q Kᵀ) V (..., n_q, d_v), s = 1/√d_k unless given, over blocks of ``block`` keys:
-    the online softmax of the module docstring written plainly, one line per equation (its fast
-    twin: :func:`tiled_attention`). Q (..., n_q, d_k), K (..., n_k, d_k), V (..., n_k, d_v): one
-    float dtype, leading axes broadcast; mask (..., n_q, n_k) bool, True = may attend."""
-    block, s = _check_tiled(Q, K, V, block, mask, scale)
+    """softmax(s·Q Kᵀ) V, s = 1/√d_k unless given, over blocks of keys: the online softmax, one line
+    per equation (fast twin: :func:`tiled_attention`). Q (..., n_q, d_k), K (..., n_k, d_k), V
+    (..., n_k, d_v), leading axes broadcast; mask (..., n_q, n_k) bool. Returns (..., n_q, d_v)."""
+    block = _check_tiled(Q, K, V, block, mask)
+    s = attention_scale(Q.shape[-1], scale)  # 1/√d_k unless a scale is given
     m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=Q.dtype, device=Q.device)  # m = −∞
     l = torch.zeros_like(m)  # ℓ = 0
     O = torch.zeros((*Q.shape[:-1], V.shape[-1]), dtype=Q.dtype, device=Q.device)  # O = 0
@@ -129,7 +126,8 @@ def tiled_attention(Q, K, V, block: int = 256, mask=None, scale: float | None = 
     float32 and ≤ 1e-12 in float64 on unit-normal inputs, as the tests check). Memory: one
     (..., n_q, block) block of scores at a time, so it grows linearly in n for a fixed block.
     """
-    block, s = _check_tiled(Q, K, V, block, mask, scale)
+    block = _check_tiled(Q, K, V, block, mask)
+    s = attention_scale(Q.shape[-1], scale)  # 1/√d_k unless a scale is given
     if torch.is_grad_enabled() and any(t.requires_grad for t in (Q, K, V)):
         raise ValueError(
             "tiled_attention computes the forward pass only (it reuses buffers in place, which "
@@ -172,19 +170,18 @@ def banded_attention(Q, K, V, w: int):
         out_i = Σ_{|i−j| ≤ w/2} softmax_j(q_i·k_j / √d_k) v_j
     Queries go in blocks of B = w/2; block t reads one slab of B + w keys (a strided view of the
     zero-padded K) and masks it to the band, so the scores are (..., n/B, B, B + w): 3·n·w/2
-    numbers, never n × n. Returns (..., n, d_v). The numpy teaching twin with global tokens is
+    numbers, never n × n; the blocks and padding are attention.sliding_window_plan's, as the
+    numpy window's. Returns (..., n, d_v). The numpy teaching twin with global tokens is
     ``bertlib.paper.variants.sliding_window_attention_plain``.
     """
     _check_qkv(Q, K, V)
     n, d_k = Q.shape[-2], Q.shape[-1]
-    half = window_half(w, n)  # w/2 (capped at n − 1)
-    B = max(half, 1)  # queries per block
-    keys, keep = sliding_window_blocks(n, half, B)  # the slabs and the band, as numpy
-    (n_blocks, slab), keep = keys.shape, torch.from_numpy(keep).to(Q.device)  # slab = B + 2·half
-    pad_end = n_blocks * B - n
-    K_slab = torch.nn.functional.pad(K, (0, 0, half, pad_end + half)).unfold(-2, slab, B)
-    V_slab = torch.nn.functional.pad(V, (0, 0, half, pad_end + half)).unfold(-2, slab, B)
-    Q_blocks = torch.nn.functional.pad(Q, (0, 0, 0, pad_end)).unflatten(-2, (n_blocks, B))
+    plan = sliding_window_plan(w, n)  # B, the slabs' keys, the band, the padding: numpy's too
+    B, (n_blocks, slab), keep = plan.block, plan.keys.shape, torch.from_numpy(plan.keep)
+    keep = keep.to(Q.device)  # (n_blocks, B, slab), slab = B + w
+    K_slab = torch.nn.functional.pad(K, (0, 0, *plan.key_pad)).unfold(-2, slab, B)
+    V_slab = torch.nn.functional.pad(V, (0, 0, *plan.key_pad)).unfold(-2, slab, B)
+    Q_blocks = torch.nn.functional.pad(Q, (0, 0, *plan.query_pad)).unflatten(-2, (n_blocks, B))
     scores = (Q_blocks @ K_slab) * attention_scale(d_k)  # (..., n_blocks, B, slab)
     weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
     out = weights @ V_slab.transpose(-2, -1)  # (..., n_blocks, B, d_v)

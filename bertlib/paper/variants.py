@@ -30,7 +30,7 @@ from bertlib.paper.attention import (
     check_one_head,
     project_heads,
     scaled_dot_product_attention,
-    sliding_window_blocks,
+    sliding_window_plan,
     softmax,
     window_half,
 )
@@ -92,25 +92,23 @@ def sliding_window_attention(Q, K, V, w: int, global_idx=(), return_weights: boo
     """
     Q, K, V = check_one_head(Q, K, V)
     n, d_k = Q.shape
-    half = window_half(w, n)
     g = _global_positions(global_idx, n)
     is_global = np.zeros(n, dtype=bool)
     is_global[g] = True
 
-    B = max(half, 1)  # queries per block
-    keys, keep = sliding_window_blocks(n, half, B)  # slab keys, band
-    (n_blocks, slab), cols = keys.shape, keys[:, None, :]  # slab = B + w keys per slab (its width)
+    plan = sliding_window_plan(w, n)  # B, the slabs' keys, the band, the padding: derived once
+    B, (n_blocks, slab), cols = plan.block, plan.keys.shape, plan.keys[:, None, :]  # slab = B + w
     rows = (np.arange(n_blocks)[:, None] * B + np.arange(B))[:, :, None]  # query index
-    keep = keep & ~is_global[np.clip(cols, 0, n - 1)] & (rows < n)  # globals apart
-    pad = ((half, n_blocks * B - n + half), (0, 0))
+    keep = plan.keep & ~is_global[np.clip(cols, 0, n - 1)] & (rows < n)  # globals apart
 
     def slabs(X):  # (n_blocks, d, slab): block t's rows of X, a strided view of the padded X
         # made contiguous (3·n·d numbers), so that the batched products below run in BLAS
-        return np.ascontiguousarray(sliding_window_view(np.pad(X, pad), slab, axis=0)[::B])
+        padded = np.pad(X, (plan.key_pad, (0, 0)))
+        return np.ascontiguousarray(sliding_window_view(padded, slab, axis=0)[::B])
 
     K_slab = slabs(K)  # (n_blocks, d_k, slab)
     V_slab = np.swapaxes(slabs(V), 1, 2)  # (n_blocks, slab, d_v)
-    Q_blocks = np.pad(Q, ((0, n_blocks * B - n), (0, 0))).reshape(n_blocks, B, d_k)
+    Q_blocks = np.pad(Q, (plan.query_pad, (0, 0))).reshape(n_blocks, B, d_k)
     scale = attention_scale(d_k)
     scores_band = (Q_blocks @ K_slab) * scale  # (n_blocks, B, slab)
     to_global = ((Q_blocks @ K[g].T) * scale)  # (n_blocks, B, g)

@@ -34,6 +34,7 @@ import torch
 
 from bertlib.checks import has_shape, one_of, same_shape, whole
 from bertlib.hf.attention_interface import eager_attention, project_heads_torch
+from bertlib.paper.attention import head_columns
 from bertlib.tiny import grammar
 from bertlib.tiny.agreement import SentenceSet, agreement_table, hidden_states, make_sentence_set
 
@@ -95,7 +96,7 @@ def ablated_correct(model, sentence_set: SentenceSet, groups, means=None) -> np.
     head_on = torch.ones(len(groups) + 1, L, d)  # (G + 1, L, d): 1 = a head's columns on, 0 = off
     for g, (_, heads) in enumerate(groups, 1):
         for layer, h in heads:
-            head_on[g, whole(layer, "layer", 0, L - 1), h * width:(h + 1) * width] = 0
+            head_on[g, whole(layer, "layer", 0, L - 1), head_columns(h, width)] = 0
     fill = (1 - head_on) * (0 if means is None else torch.as_tensor(means, dtype=torch.float32))
     out = np.zeros((len(head_on), len(sentence_set.ids)), dtype=bool)
     with torch.inference_mode():
@@ -344,7 +345,7 @@ def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: 
     donor = captured["x"][rows, pos]  # (R, d): every head's output at ``where``
     out = np.zeros((heads, len(rows)), dtype=bool)
     for h in range(heads):
-        cols = slice(h * width, (h + 1) * width)
+        cols = head_columns(h, width)
 
         def swap(m, args, cols=cols):
             x = args[0].clone()

@@ -113,5 +113,7 @@ def test_probe_draws_repeat_the_probe_over_seeded_splits_and_control_draws():
         lp.probe_draws(x, subject, nearest, controls[0])
     with pytest.raises(ValueError, match="controls"):
         lp.probe_draws(x, subject, nearest, controls[:, :-1])
+    with pytest.raises(ValueError, match="K"):
+        lp.probe_draws(x, subject, nearest, controls[:0])
     with pytest.raises(ValueError, match="features"):
         lp.probe_draws(x[:-1], subject, nearest, controls)

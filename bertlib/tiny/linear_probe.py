@@ -79,9 +79,7 @@ def probe_draws(features, subject, nearest, controls, seed: int = 0, train_share
     whatever K is. Returns (accuracies (K, 4) in the order of PROBE_COLUMNS, n_conflict (K,) int:
     the conflict rows among split k's test rows, the count the conflict-row accuracy is of)."""
     controls = np.asarray(controls, dtype=bool)
-    if controls.ndim != 2 or len(controls) < 1:
-        raise ValueError(f"controls must have shape (K, R) with K >= 1 (one control task draw "
-                         f"per split), got shape {controls.shape}")
+    whole(len(controls), "K (the number of splits: one control task draw each)", 1)
     x, y, near = np.asarray(features), np.asarray(subject, bool), np.asarray(nearest, bool)
     has_shape(x, "features", (len(y), x.shape[-1]), "(R, d)")
     has_shape(near, "nearest", (len(y),), "(R,)")

@@ -90,3 +90,30 @@ def test_a_probe_whose_training_labels_are_all_alike_predicts_that_label():
     x[:, 4] = 0.0  # a feature that never varies: standardised to 0, no curvature of its own
     acc, _ = lp.number_probe(x, np.ones(40, bool), rng.random(40) < 0.5)
     assert acc == 1.0  # no minimum exists (b grows without end); the fit still answers
+
+
+def test_probe_draws_repeat_the_probe_over_seeded_splits_and_control_draws():
+    rng = np.random.default_rng(0)
+    subject = rng.random(300) < 0.5
+    nearest = np.where(rng.random(300) < 0.3, ~subject, subject)
+    x = rng.normal(size=(300, 6)) + 3.0 * nearest[:, None]  # reads the nearest noun
+    controls = rng.random((4, 300)) < 0.5
+    acc, n_conflict = lp.probe_draws(x, subject, nearest, controls, seed=3)
+    assert acc.shape == (4, len(lp.PROBE_COLUMNS)) and n_conflict.shape == (4,)
+    assert (acc[:, 2] < 0.2).all() and (acc[:, 3] > 0.9).all() and (abs(acc[:, 1] - 0.5) < 0.15).all()
+    assert len(set(n_conflict.tolist())) > 1  # the splits differ: another conflict count each
+    assert (n_conflict <= 150).all() and n_conflict.sum() > 0
+    again, _ = lp.probe_draws(x, subject, nearest, controls[:2], seed=3)
+    assert np.array_equal(again, acc[:2])  # draw k is the same whatever K is
+    order = np.random.default_rng([3, 1]).permutation(300)  # draw 1 by hand
+    assert np.array_equal(acc[1], lp.number_probe_controls(x[order], subject[order], nearest[order],
+                                                          controls[1][order]))
+    assert not np.array_equal(acc, lp.probe_draws(x, subject, nearest, controls, seed=4)[0])
+    with pytest.raises(ValueError, match="controls must have shape"):
+        lp.probe_draws(x, subject, nearest, controls[0])
+    with pytest.raises(ValueError, match="controls"):
+        lp.probe_draws(x, subject, nearest, controls[:, :-1])
+    with pytest.raises(ValueError, match="K"):
+        lp.probe_draws(x, subject, nearest, controls[:0])
+    with pytest.raises(ValueError, match="features"):
+        lp.probe_draws(x[:-1], subject, nearest, controls)

@@ -12,6 +12,8 @@ the tiny BERT's hidden state at one position after one layer (Hewitt & Liang 201
   its own).
 - :func:`control_labels` / :func:`verb_number_probe`: the control task's labels and the probe at
   the masked verb after each layer (recorded while training by ``tools/pretrain_tiny_bert.py``).
+- :func:`probe_draws`: :func:`number_probe_controls` repeated over K seeded random train/test
+  splits, each with its own control-task draw, so a finding is stated with its spread.
 
 It reads what is decodable, not what the model uses: :mod:`bertlib.tiny.mechanism`'s ablation and
 patching test that.
@@ -25,7 +27,7 @@ from bertlib.checks import has_shape, whole
 from bertlib.tiny.agreement import SentenceSet, hidden_states, plural_of
 
 __all__ = ["number_probe", "number_probe_controls", "PROBE_COLUMNS", "control_labels",
-           "verb_number_probe"]
+           "verb_number_probe", "probe_draws"]
 
 
 def number_probe(features, labels, control, train_share: float = 0.5,
@@ -65,6 +67,31 @@ def number_probe_controls(features, subject, nearest, control, train_share: floa
                      .mean(),
                      (said == y[cut:])[conflict].mean() if conflict.any() else np.nan,
                      (_probe_predict(x, near, cut, l2) == near[cut:]).mean()])
+
+
+def probe_draws(features, subject, nearest, controls, seed: int = 0, train_share: float = 0.5,
+                l2: float = 1e-2) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`number_probe_controls` over K random train/test splits, one control draw each.
+
+    features: (R, d); subject, nearest: (R,) bool; controls: (K, R) bool, one control task draw
+    per split (e.g. :func:`control_labels` with seeds 0 … K − 1). Split k shuffles the rows with
+    ``numpy.random.default_rng([seed, k])`` and cuts at ``train_share``, so draw k is the same
+    whatever K is. Returns (accuracies (K, 4) in the order of PROBE_COLUMNS, n_conflict (K,) int:
+    the conflict rows among split k's test rows, the count the conflict-row accuracy is of)."""
+    controls = np.asarray(controls, dtype=bool)
+    whole(len(controls), "K (the number of splits: one control task draw each)", 1)
+    x, y, near = np.asarray(features), np.asarray(subject, bool), np.asarray(nearest, bool)
+    has_shape(x, "features", (len(y), x.shape[-1]), "(R, d)")
+    has_shape(near, "nearest", (len(y),), "(R,)")
+    has_shape(controls, "controls", (len(controls), len(y)), "(K, R)")
+    accuracies, n_conflict = np.zeros((len(controls), len(PROBE_COLUMNS))), []
+    for k, control in enumerate(controls):
+        order = np.random.default_rng([seed, k]).permutation(len(y))
+        accuracies[k] = number_probe_controls(x[order], y[order], near[order], control[order],
+                                              train_share, l2)
+        cut = int(round(train_share * len(y)))
+        n_conflict.append(int((y != near)[order][cut:].sum()))
+    return accuracies, np.array(n_conflict)
 
 
 def _probe_features(features, train_share, labels: dict):

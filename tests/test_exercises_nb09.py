@@ -78,6 +78,12 @@ def test_runs_prediction_checks_the_layers_form_whatever_the_count():
         nb09.check_runs_prediction(3, runs, 1).message.split(" (explained")[0])
     none = [_run(1, 0.3), _run(0, 0.2)]
     assert nb09.check_runs_prediction(0, none)
+    reset_tries()
+    wrong_none = nb09.check_runs_prediction(1, none, 1)  # no head anywhere: no layer to be wrong
+    assert not wrong_none and "No run has such a head" in wrong_none.message
+    assert "not where the heads sit" not in wrong_none.message and "?." not in wrong_none.message
+    lone = nb09.check_runs_prediction(1, none[:1])
+    assert not lone and "Same recipe, other seeds" not in lone.message  # one run: no other seeds
     for count_runs in (none, runs):  # 0 runs and a layer contradict each other, whatever the runs
         empty = nb09.check_runs_prediction(0, count_runs, guess_layer=1)
         assert not empty and empty.form and "no head there is no layer" in empty.message
@@ -165,5 +171,13 @@ def test_attractor_guess_first_on_the_side_of_a_coin_then_within_0_1():
     high = verdict(0.9, 0.404, 210)  # a guess above a coin against a model below it: the side
     assert not high and "0.40" not in high.message and "scores below" in high.message
     assert "too low, by more than 0.3" in verdict(0.1, 0.52, 210).message
+    # the first reply names the side, never the coin range's bounds: a guess made from them (just
+    # below the lower one) would pass for the learner's run, and never may
+    lo, _ = nb09.chance_interval(210)
+    rest = high.message.split("0.90", 1)[1].replace("210", "").replace("a coin's 0.5", "")
+    assert not any(c.isdigit() for c in rest)  # no number but the guess, 0.5 and the verbs' count
+    for derived in (round(lo - 0.1, 2), round(lo - 0.05, 2), round(lo, 2)):
+        assert verdict(derived, 0.40, 210)  # these would pass: so the reply must not give lo
+    assert f"{lo:.2f}" not in far.message  # nor does a later reply
     assert verdict(0.5, 0.52, 210) and verdict(0.45, 0.52, 210)  # at chance: 0.1 around it
     assert not verdict(0.3, 0.52, 210)

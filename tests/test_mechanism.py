@@ -114,6 +114,36 @@ def test_patch_flips_is_patch_flip_at_every_layer_and_position(tok, tiny):
         mech.patch_flips(tiny, a, agreement.subset(b, slice(1, None)))
 
 
+
+def test_between_positions_reach_every_word_between_subject_and_verb(tok, tiny):
+    a, b = mech.minimal_pairs(tok, g.generate(40, g.CONSTRUCTIONS, seed=8, split="test"))
+    between = mech.between_positions(a)
+    gap = int((a.verb - a.subject).max())
+    assert list(between) == [f"subject + {k}" for k in range(2, gap)]
+    at = np.stack([f(a) for f in between.values()])  # (K, R)
+    inside = (at > a.subject) & (at < a.verb)
+    assert (inside | (at == -1)).all() and (at == -1).any()  # absent where not strictly between
+    # with "after subject" (subject + 1), every word strictly between is reached exactly once
+    reached = inside.sum(0) + (a.subject + 1 < a.verb)
+    assert np.array_equal(reached, np.maximum(a.verb - a.subject - 1, 0))
+    tiny = copy.deepcopy(tiny)
+    with torch.no_grad():
+        for p in tiny.parameters():
+            p.mul_(3)
+    both = {**mech.POSITIONS, **between}
+    fast = mech.patch_flips(tiny, a, b, both)
+    assert fast.shape == (tiny.config.num_hidden_layers + 1, len(both), len(a.verb))
+    plain = [[mech.patch_flip(tiny, a, b, layer, w, positions=both) for w in both]
+             for layer in range(tiny.config.num_hidden_layers + 1)]
+    assert np.array_equal(fast, np.array(plain))
+    assert not fast[:, len(mech.POSITIONS):][:, at == -1].any()  # absent: never a flip
+    assert fast[1:, len(mech.POSITIONS):].any()  # present: the test can see a flip
+    heads = mech.head_patch_flips(tiny, a, b, 0, "subject + 2", positions=both)
+    assert not heads[:, at[0] == -1].any()
+    with pytest.raises(ValueError, match="where must be one of"):
+        mech.patch_flip(tiny, a, b, 1, "subject + 2")  # not in POSITIONS alone
+
+
 def test_mean_ablation_with_zero_means_is_zero_ablation_and_keeps_the_mean_otherwise(tok, tiny):
     sentence_set = agreement.make_sentence_set(tok, g.generate(24, g.CONSTRUCTIONS, seed=4, split="test"))
     groups = mech.head_groups(2, 2)[:3] + mech.cross_layer_groups(2, 2)[:1]

@@ -36,6 +36,11 @@ def test_recipe_checks_its_numbers_and_builds_its_config():
     with pytest.raises(ValueError, match="weight_decay must be a number >= 0"):
         pt.Recipe(weight_decay=-0.1)
     assert pt.Recipe().weight_decay == 0.01  # BERT's, and what every committed run used
+    with pytest.raises(ValueError, match=r"max_pp .* in 1..3 \(constructions .* include 'pp'"):
+        pt.Recipe(max_pp=0)  # the default constructions keep pp: refused when built, not in train
+    with pytest.raises(ValueError, match=r"max_pp .* in 0..3, got 4"):
+        pt.Recipe(max_pp=4, constructions=("simple", "comp"))
+    assert pt.Recipe(max_pp=0, constructions=("simple", "comp")).max_pp == 0
 
 
 def test_mlm_step_loss_is_transformers_own_and_it_updates_the_weights(tok):

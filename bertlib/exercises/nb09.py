@@ -104,19 +104,22 @@ def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
             return Feedback(True, f"{k} of {n}, right ({', '.join(found)}). Now predict their "
                                   f"layer too (guess_layer)")
         return Feedback(True, f"{k} of {n}, right, in {_layers(truth)}, as you said ({where})")
-    count = (f"{guess} of {n}, right" if guess == k else f"not {guess} of {n}: " + (
-        "fewer runs than you expected have one head doing it. Same recipe, other seeds: what "
-        "else could carry the subject's number to the verb?" if guess > k else
+    count = (f"{guess} of {n}, right." if guess == k else f"not {guess} of {n}: " + (
+        "fewer runs than you expected have one head doing it. " + (
+            "Same recipe, other seeds: w" if n > 1 else "W") + "hat else could carry the "
+        "subject's number to the verb?" if guess > k else
         "more runs than you expected have one head that looks at the subject: with the same "
-        "recipe, training finds such a head more often than you thought"))
+        "recipe, training finds such a head more often than you thought."))
     if said is None:
-        return Feedback(False, count)
+        return Feedback(False, count.rstrip("."))
     layer = ("Your layer guess is right" if said == truth else
+             "No run has such a head, so there is no layer where one sits: leave guess_layer "
+             "None" if not truth else
              f"Your layer guess ({_layers(said)}) is not where the heads sit (a layer-0 head can "
              f"find the subject from the words and their positions alone, a layer-1 head can "
              f"also use what layer 0 gathered; which one a run's training found is measured, "
              f"run by run)")
-    return Feedback(False, f"{count}. {layer}")
+    return Feedback(False, f"{count} {layer}")
 
 
 def _as_layers(answer, layers: int) -> frozenset[int] | Feedback | None:
@@ -205,12 +208,12 @@ def _attractor_verdict(guess: float, measured: float, n: int) -> Feedback:
     (within 0.1). A guess on another side fails however near, so 0.5 does not pass a model
     measured below a coin's range. Only a right guess is told the measured value; a wrong one
     hears the side of a coin the model is on and which way its guess is off, in bands (by 0.1 to
-    0.3, by more than 0.3), so that retyping cannot find the value."""
+    0.3, by more than 0.3), never the coin range's bounds (a guess just beyond a bound would be
+    within 0.1 of many values), so that retyping cannot find the value."""
     lo, hi = chance_interval(n)
     side = "below" if measured < lo else "above" if measured > hi else "within"
     said = "below" if guess < 0.5 else "above" if guess > 0.5 else "within"
-    coin = (f"the range of a coin's accuracy on {n} verbs ({lo:.2f}-{hi:.2f} in 95 % of "
-            f"draws)")
+    coin = f"the range of a coin's accuracy on {n} verbs"  # its bounds only once guessed right
     if side != "within" and said != side:
         why = ("which noun stands right before these verbs, and what did agreeing with the noun "
                "just before earn the model in its training?" if side == "below" else "what in "
@@ -220,9 +223,10 @@ def _attractor_verdict(guess: float, measured: float, n: int) -> Feedback:
                                f"{'at' if said == 'within' else said} a coin's 0.5, but it "
                                f"scores {side} {coin}: {why}")
     miss = abs(guess - round(measured, 2))
-    where = "a coin's range" if side == "within" else f"{side} a coin, as the model"
+    where = "a coin's range" if side == "within" else f"{side} a coin's 0.5, as the model"
     if miss <= 0.1 + 1e-9:  # judged on the numbers as printed: 0.30 against 0.40 is within
-        return Feedback(True, f"measured {measured:.2f} on {n} verbs, {side} {coin}; your guess "
+        return Feedback(True, f"measured {measured:.2f} on {n} verbs, {side} {coin} "
+                              f"({lo:.2f}-{hi:.2f} in 95 % of draws); your guess "
                               f"{guess:.2f} is within 0.1 of it ({where}): good intuition")
     hint = ("what does a model that never saw a noun between subject and verb do when one "
             "appears?" if guess > measured else "it follows the noun next to the verb less "

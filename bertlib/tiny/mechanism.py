@@ -18,6 +18,8 @@ activation patching (the linear probe, which reads what is decodable rather than
   how often the masked verb's preference flips (Vig et al. 2020; Meng et al. 2022 call it
   patching). A state that carries the number flips the verb; one that does not, leaves it.
   :func:`patch_flips`: every layer and position at once, its fast twin.
+  :func:`between_positions`: every word between a subject and its verb, by its offset from the
+  subject ("subject + 2"), beside the named :data:`POSITIONS`: a relay can pass through any.
   :func:`head_patch_flips`: one head's output alone copied at one position, for each head of a
   layer: which head carries the number there (a head-level causal test, where ablation only says
   a head is needed).
@@ -40,7 +42,8 @@ from bertlib.tiny.agreement import SentenceSet, agreement_table, hidden_states, 
 
 __all__ = ["head_groups", "cross_layer_groups", "ablation_grid", "ablation_table", "ablation_drops",
            "ablated_correct", "agreement_correct", "head_means", "mean_ablation_drops",
-           "minimal_pairs", "patch_flip", "patch_flips", "head_patch_flips", "POSITIONS"]
+           "minimal_pairs", "patch_flip", "patch_flips", "head_patch_flips", "POSITIONS",
+           "between_positions"]
 
 
 def head_groups(layers: int, heads: int) -> list[tuple[str, list[tuple[int, int]]]]:
@@ -250,20 +253,43 @@ POSITIONS = {"subject": lambda p: p.subject, "after subject": lambda p: p.subjec
              "before verb": lambda p: p.verb - 1, "verb": lambda p: p.verb}
 
 
+def between_positions(sentence_set: SentenceSet, first: int = 2) -> dict:
+    """{"subject + k": position function} for k = first .. (the widest gap between a verb and its
+    subject in ``sentence_set``) - 1: the word k after the subject, as the functions of
+    :data:`POSITIONS` (a sentence set -> (R,) positions), -1 in a row where that word is not
+    strictly between the subject and the verb (there it is absent: nothing is patched, no flip).
+    With POSITIONS, every position between a subject and its verb can be patched
+    (``positions=`` of :func:`patch_flip`, :func:`patch_flips`, :func:`head_patch_flips`)."""
+    whole(first, "first", 1)
+    gap = int((sentence_set.verb - sentence_set.subject).max(initial=0))
+    return {f"subject + {k}": (lambda p, k=k: np.where(p.subject + k < p.verb, p.subject + k, -1))
+            for k in range(first, gap)}
+
+
+def _check_where(sentence_set: SentenceSet, where: str, positions) -> np.ndarray:
+    """(R,) positions of ``where`` (a key of ``positions``, POSITIONS when None); -1: absent."""
+    positions = POSITIONS if positions is None else positions
+    one_of(where, "where", list(positions))
+    return np.asarray(positions[where](sentence_set))
+
+
 def _layer_module(model, layer: int):
     return model.bert.embeddings if layer == 0 else model.bert.encoder.layer[layer - 1]
 
 
 def patch_flip(model, original: SentenceSet, flipped: SentenceSet, layer: int, where: str,
-               donor_states=None) -> np.ndarray:
-    """Copy the hidden state at position ``where`` (a key of POSITIONS) after ``layer`` (0 = the
+               donor_states=None, positions=None) -> np.ndarray:
+    """Copy the hidden state at position ``where`` (a key of ``positions``: POSITIONS when None,
+    or e.g. POSITIONS and :func:`between_positions` together) after ``layer`` (0 = the
     embeddings, l + 1 = layer l's output) from ``flipped`` into ``original``, row by row.
     donor_states: :func:`bertlib.tiny.agreement.hidden_states` of ``flipped`` when already
     computed.
-    Returns (R,) bool: the masked verb now prefers the form that is wrong for ``original``."""
+    Returns (R,) bool: the masked verb now prefers the form that is wrong for ``original``
+    (False in a row where the position is absent, -1)."""
     whole(layer, "layer", 0, model.config.num_hidden_layers)
-    one_of(where, "where", list(POSITIONS))
-    rows, pos = np.arange(len(original.ids)), POSITIONS[where](original)
+    pos = _check_where(original, where, positions)
+    rows, present = np.flatnonzero(pos >= 0), pos >= 0
+    pos = pos[rows]
     states = hidden_states(model, flipped) if donor_states is None else donor_states
     donor = torch.as_tensor(states[rows, layer, pos])  # (R, d)
 
@@ -272,7 +298,8 @@ def patch_flip(model, original: SentenceSet, flipped: SentenceSet, layer: int, w
         h[torch.as_tensor(rows), torch.as_tensor(pos)] = donor
         return (h, *output[1:]) if isinstance(output, tuple) else h
 
-    return _prefers_wrong(model, original, _layer_module(model, layer).register_forward_hook(swap))
+    handle = _layer_module(model, layer).register_forward_hook(swap)
+    return _prefers_wrong(model, original, handle) & present
 
 
 def _prefers_wrong(model, original: SentenceSet, handle) -> np.ndarray:
@@ -290,13 +317,16 @@ def _prefers_wrong(model, original: SentenceSet, handle) -> np.ndarray:
     return (at_verb[rows, original.right] < at_verb[rows, original.wrong]).numpy()
 
 
-def patch_flips(model, original: SentenceSet, flipped: SentenceSet) -> np.ndarray:
+def patch_flips(model, original: SentenceSet, flipped: SentenceSet, positions=None) -> np.ndarray:
     """(L + 1, P, R) bool: :func:`patch_flip` after every layer (0 = the embeddings) at each of
-    the P positions of POSITIONS (in its order), all at once. Its fast twin (tested equal): the
-    rows of one sentence length run without their padding, each set's states are computed once,
-    and a patched state runs only through the layers above it, the last at the masked verb only."""
+    the P positions of ``positions`` (POSITIONS when None; in its order), all at once (False
+    where a position is absent). Its fast twin (tested equal): the rows of one sentence length
+    run without their padding, each set's states are computed once, and a patched state runs
+    only through the layers above it, the last at the masked verb only."""
     same_shape(original.ids, flipped.ids, ("original's ids", "flipped's ids"))
-    layers, P = model.bert.encoder.layer, len(POSITIONS)
+    names = list(POSITIONS if positions is None else positions)
+    at_all = np.stack([_check_where(original, w, positions) for w in names])  # (P, R), -1: absent
+    layers, P = model.bert.encoder.layer, len(names)
     out = np.zeros((len(layers) + 1, P, len(original.ids)), dtype=bool)
     with torch.inference_mode():
         for n in np.unique(original.length):
@@ -305,7 +335,7 @@ def patch_flips(model, original: SentenceSet, flipped: SentenceSet) -> np.ndarra
                                       output_hidden_states=True).hidden_states
                            for s in (original, flipped))  # (R, n, d) after each layer
             r, b = torch.arange(len(rows)).repeat(P), torch.arange(P * len(rows))
-            pos = torch.as_tensor(np.concatenate([at(original)[rows] for at in POSITIONS.values()]))
+            pos = torch.as_tensor(at_all[:, rows].clip(0).reshape(-1))  # absent: masked below
             verb = torch.as_tensor(original.verb[rows]).repeat(P)
             for layer in range(len(layers) + 1):
                 h = mine[layer].repeat(P, 1, 1)  # (P·R, n, d): row p·R + i is row i patched at p
@@ -317,23 +347,24 @@ def patch_flips(model, original: SentenceSet, flipped: SentenceSet) -> np.ndarra
                 right, wrong = (torch.as_tensor(v[rows]).repeat(P) for v in (original.right,
                                                                               original.wrong))
                 out[layer][:, rows] = (logits[b, right] < logits[b, wrong]).view(P, -1).numpy()
-    return out
+    return out & (at_all >= 0)
 
 
-def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: int, where: str
-                     ) -> np.ndarray:
+def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: int, where: str,
+                     positions=None) -> np.ndarray:
     """(H, R) bool: for each head of ``layer`` (0-based encoder layer), that head's output alone
-    (its slice of the heads' outputs, before W_O) at position ``where`` (a key of POSITIONS) is
+    (its slice of the heads' outputs, before W_O) at position ``where`` (a key of ``positions``:
+    POSITIONS when None, as :func:`patch_flip`; False where it is absent) is
     copied from ``flipped`` into ``original``, row by row, everything else kept: does the masked
     verb now prefer the form that is wrong for ``original``? A head whose own output there flips
     the choice carries the number at that position; :func:`patch_flip` swaps a whole state, this
     one head's part of it (H + 1 forward passes)."""
     same_shape(original.ids, flipped.ids, ("original's ids", "flipped's ids"))
     whole(layer, "layer", 0, model.config.num_hidden_layers - 1)
-    one_of(where, "where", list(POSITIONS))
+    at = _check_where(original, where, positions)
     heads, module = model.config.num_attention_heads, _head_outputs(model, layer)
     width = model.config.hidden_size // heads
-    rows, pos = torch.arange(len(original.ids)), torch.as_tensor(POSITIONS[where](original))
+    rows, pos = torch.arange(len(original.ids)), torch.as_tensor(at.clip(0))  # absent: masked
     captured = {}
     handle = module.register_forward_pre_hook(lambda m, args: captured.update(x=args[0].clone()))
     try:
@@ -352,5 +383,5 @@ def head_patch_flips(model, original: SentenceSet, flipped: SentenceSet, layer: 
             x[rows, pos, cols] = donor[:, cols]
             return (x, *args[1:])
 
-        out[h] = _prefers_wrong(model, original, module.register_forward_pre_hook(swap))
+        out[h] = _prefers_wrong(model, original, module.register_forward_pre_hook(swap)) & (at >= 0)
     return out

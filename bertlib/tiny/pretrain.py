@@ -128,6 +128,10 @@ class Recipe:
         number(self.weight_decay, "weight_decay", 0)
         heads_dividing(self.heads, self.hidden, ("heads", "hidden"))
         object.__setattr__(self, "constructions", tuple(self.constructions))
+        pp = "pp" in self.constructions  # the 'pp' construction draws 1..max_pp phrases
+        whole(self.max_pp, "max_pp (the number of prepositional phrases)", int(pp), grammar.MAX_PP,
+              f"(constructions {list(self.constructions)} include 'pp', which needs one: drop "
+              f"'pp' from constructions for max_pp = 0)" if pp else "")
 
     def config(self, vocab_size: int):
         """The model's ``BertConfig`` for a vocabulary of ``vocab_size`` tokens."""

@@ -286,6 +286,42 @@ def test_the_map_names_who_imports_transformers_outside_hf():
         name for name, targets in PAPER_CROSSINGS.items() if "transformers" in targets}
 
 
+def callers(modules: dict[str, list[Path]], function: str) -> set[str]:
+    """The bertlib modules (names without their folder) whose files call ``function`` (by its
+    bare name or as an attribute), other than the module that defines it."""
+    def calls(path: Path) -> bool:
+        tree = _parsed(path)
+        defines = any(isinstance(node, ast.FunctionDef) and node.name == function
+                      for node in tree.body)
+        return not defines and any(
+            isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == function
+            for node in ast.walk(tree))
+    return {name.split("/")[-1] for name, files in modules.items() if any(map(calls, files))}
+
+
+def test_the_map_names_who_calls_the_qkv_rule():
+    # "Beside them": "`checks.check_qkv_shapes` ... `attention` and `kernels` call it, and
+    # `approximations` and `variants` reach it through `attention.check_one_head`"
+    said = re.search(r"`checks\.check_qkv_shapes`, is in `checks`: (.*?) call it, and\s+(.*?) "
+                     r"reach it through `attention\.check_one_head`",
+                     MAP.read_text(encoding="utf-8"), re.S)
+    assert said, "ARCHITECTURE.md no longer says who calls check_qkv_shapes"
+    modules = _modules()
+    for text, function in ((said[1], "check_qkv_shapes"), (said[2], "check_one_head")):
+        named = set(re.findall(r"`(\w+)`", text))
+        assert named == callers(modules, function), (
+            f"the map says {sorted(named)} call {function}; the code: "
+            f"{sorted(callers(modules, function))}")
+
+
+def test_the_caller_count_sees_a_call(tmp_path):
+    (tmp_path / "a.py").write_text("def check_one_head():\n    return rule.check_qkv_shapes(1)\n")
+    (tmp_path / "b.py").write_text("def f():\n    return check_one_head()\n")
+    modules = {"paper/a": [tmp_path / "a.py"], "b": [tmp_path / "b.py"]}
+    assert callers(modules, "check_qkv_shapes") == {"a"}
+    assert callers(modules, "check_one_head") == {"b"}
+
+
 # ---------------------------------------------------------------- readable in one sitting
 
 MAX_BODY = 50  # lines of a function body, docstring excluded

@@ -448,7 +448,10 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("attention", "split_heads"): ".reshape(",
     ("attention", "merge_heads"): ".reshape(",
     ("attention", "project_heads"): "split_heads(X @ W + b, h)",
-    ("attention", "multi_head_attention"): "project_heads(X, W_Q, b_Q, h)",
+    ("attention", "multi_head_attention"): ("project_heads(X, W_Q, b_Q, h)",  # Q, then K and V
+                                            "project_heads(X_kv, W_V, b_V, h)",
+                                            "heads, weights = attention(Q, K, V, mask)",
+                                            "merge_heads(heads) @ W_O + b_O"),  # Concat · W_O
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
     # MultiHead(X) is multi_head_attention's three lines (1 jump), not a second spelling
     ("bert", "encoder_layer"): ("M, A = multi_head_attention(X", "Y = layer_norm(X + M",

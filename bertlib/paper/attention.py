@@ -123,18 +123,14 @@ def head_columns(head: int, d_k: int) -> slice:
 
 def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None,
                          attention=scaled_dot_product_attention):
-    """MultiHead(X) = Concat(head_0, …, head_{h−1}) W_O + b_O, head_i = softmax(Q_i K_iᵀ/√d_k) V_i,
-    Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V, cut into h heads of d_k = d / h.
-    X: (..., n_q, d); X_kv: (..., n_k, d), None = X. W_*: (d, d) as in x W (Linear's weight.T);
-    biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None; mask: bool to (..., h, n_q, n_k),
-    True = may attend; attention(Q, K, V, mask) -> (heads, weights), every head_i at once
-    (encoder_layer's attend). Returns (..., n_q, d) and weights (..., h, n_q, n_k)."""
+    """MultiHead(X) = Concat(head_0…head_{h−1}) W_O + b_O, head_i = attention(Q_i, K_i, V_i, mask).
+    X (..., n_q, d); X_kv (..., n_k, d), None = X; W_* (d, d), x W; biases None or (b_Q, b_K, b_V,
+    b_O), each (d,) or None; mask (..., h, n_q, n_k) bool. -> (..., n_q, d), (..., h, n_q, n_k)."""
     X, X_kv, (W_Q, W_K, W_V, W_O), (b_Q, b_K, b_V, b_O), h, mask = _check_multi_head(
         X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
-    Q = project_heads(X, W_Q, b_Q, h)  # (..., h, n_q, d_k)
-    K = project_heads(X_kv, W_K, b_K, h)  # (..., h, n_k, d_k)
-    V = project_heads(X_kv, W_V, b_V, h)  # (..., h, n_k, d_k)
-    heads, weights = attention(Q, K, V, mask)  # every head_i at once
+    Q = project_heads(X, W_Q, b_Q, h)  # X W_Q + b_Q in h heads of d_k = d / h: (..., h, n_q, d_k)
+    K, V = project_heads(X_kv, W_K, b_K, h), project_heads(X_kv, W_V, b_V, h)  # (..., h, n_k, d_k)
+    heads, weights = attention(Q, K, V, mask)  # every head_i at once; mask: True = may attend
     return merge_heads(heads) @ W_O + b_O, weights
 
 

@@ -10,6 +10,7 @@ from bertlib.hf.ablation import ablated_head
 from bertlib.hf.corpus import sentence_vectors
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import run_bert
+from bertlib.paper.attention import cosine
 
 #: Two texts of different lengths (so the batch is padded).
 TEXTS = ["The kettle whistled.", "Snow fell on the quiet village overnight."]
@@ -28,12 +29,12 @@ def test_head_importance_equals_full_forward_passes_with_the_head_ablated(zero_i
     for layer, head in [(0, 2), (4, 7)]:
         with ablated_head(layer, head, "zero"):
             changed = sentence_vectors(texts)
-        cos = (base * changed).sum(-1) / np.linalg.norm(base, axis=-1) / np.linalg.norm(changed, axis=-1)
+        cos = cosine(base, changed)  # (texts,)
         assert importance[layer, head] == pytest.approx(1 - cos.mean(), abs=1e-6)
     uniform = im.head_importance(texts, mode="uniform")  # padded batch: uniform over real tokens
     with ablated_head(3, 4, "uniform"):
         changed = sentence_vectors(texts)
-    cos = (base * changed).sum(-1) / np.linalg.norm(base, axis=-1) / np.linalg.norm(changed, axis=-1)
+    cos = cosine(base, changed)
     assert uniform[3, 4] == pytest.approx(1 - cos.mean(), abs=1e-6)
     assert not np.allclose(uniform, importance, atol=1e-4)
 

@@ -26,7 +26,7 @@ from bertlib.hf.attention_interface import eager_attention, register_attention, 
 from bertlib.hf.corpus import Text, mean_pool, tokenize_batch
 from bertlib.hf.loading import bert_module, load_bert
 from bertlib.hf.params import bert_params
-from bertlib.paper.attention import head_columns, project_heads
+from bertlib.paper.attention import cosine, head_columns, project_heads
 
 __all__ = ["value_norms", "norm_weighted_maps", "head_importance", "occlusion", "occlusions"]
 
@@ -88,10 +88,6 @@ def norm_weighted_maps(hidden_states, attentions, model=None) -> np.ndarray:
         size = np.linalg.norm(sent, axis=-1)
         maps.append(size / size.sum(-1, keepdims=True))
     return np.stack(maps)
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
 def head_importance(texts: Sequence[Text], mode: str = "uniform", model=None,
@@ -169,7 +165,7 @@ def _importance_of_part(bert, part: dict, plan: dict, previous: str) -> np.ndarr
             for block in layers[layer:]:
                 hidden = block(hidden, None)
         changed = hidden.double().mean(1).numpy().reshape(H, N, -1)
-        cosines[:, layer] = _cosine(base[None], changed).T
+        cosines[:, layer] = cosine(base[None], changed).T
     plan.clear()
     return cosines
 
@@ -217,7 +213,7 @@ def occlusions(texts: Sequence[str], positions: Sequence[int | None] = (0, None)
         for position, found in outputs.items():
             found.append(last[1] if position is None else last[0][:, position].double().numpy())
     starts = dict(zip(order, np.cumsum([0] + [lengths[s] + 1 for s in order]), strict=False))
-    return {position: [1.0 - _cosine(h[starts[s]], h[starts[s] + 1:starts[s] + 1 + n])
+    return {position: [1.0 - cosine(h[starts[s]], h[starts[s] + 1:starts[s] + 1 + n])
                        for s, n in enumerate(lengths)]
             for position, h in ((p, np.concatenate(found)) for p, found in outputs.items())}
 

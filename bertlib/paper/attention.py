@@ -45,6 +45,7 @@ __all__ = [
     "merge_heads",
     "head_columns",
     "multi_head_attention",
+    "cosine",
 ]
 
 
@@ -218,6 +219,15 @@ def sliding_window_plan(w, n: int) -> WindowPlan:
     return WindowPlan(half, B, keys, keep, (half, end + half), (0, end))
 
 
+def cosine(u, v, names: tuple[str, str] = ("u", "v")) -> np.ndarray:
+    """cos(u, v) = u·v / (‖u‖ ‖v‖) over the last axis: the one numpy cosine similarity.
+    u (..., d), v (..., d), leading axes broadcast -> (...) (one number for two (d,) vectors).
+    An all-zero vector has no direction: ValueError, naming it by ``names`` (hf.finetune's torch
+    twin, torch's cosine_similarity, clamps the norms at eps instead and gives 0)."""
+    u, v, norm_u, norm_v = _check_cosine(u, v, names)  # ‖u‖ and ‖v‖ over the last axis, none 0
+    return (u * v).sum(-1) / (norm_u * norm_v)
+
+
 # ---------------------------------------------------------------- the checks, once at the edge
 
 def check_one_head(Q, K, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -313,3 +323,17 @@ def _param(W, name: str, shape: tuple[int, ...]) -> np.ndarray:
     """A finite projection matrix (d, d) or bias (d,) of exactly ``shape``, or an error naming d."""
     return as_array(W, name, shape=shape, layout="(d, d)" if len(shape) == 2 else "(d,)",
                     why="(d from the input's last axis)")
+
+
+def _check_cosine(u, v, names):
+    """cosine's u (..., d) and v (..., d) as float arrays, and their norms over d, each > 0."""
+    u = as_array(u, names[0], min_ndim=1, layout="(..., d)")
+    v = as_array(v, names[1], shape=(..., u.shape[-1]), layout="(..., d)",
+                 why=f"(d from {names[0]}'s last axis)")
+    norms = np.linalg.norm(u, axis=-1), np.linalg.norm(v, axis=-1)
+    for name, norm in zip(names, norms, strict=True):
+        if not (norm > 0).all():
+            at = "" if norm.ndim == 0 else f" at {tuple(np.argwhere(norm == 0)[0].tolist())}"
+            raise ValueError(f"{name} has an all-zero vector{at}: it has no direction, so the "
+                             "cosine similarity is undefined")
+    return u, v, *norms

@@ -95,9 +95,11 @@ def head_importance(texts: Sequence[Text], mode: str = "uniform", model=None,
     """How much the sentence vector changes when one head is disabled, for every head.
 
     importance[l, h] = 1 − mean_s cos(v_s, v_s^(l,h)), with v_s the sentence vector of text s
-    (:func:`bertlib.hf.corpus.sentence_vectors`) and v_s^(l,h) the same with head h of layer l
-    ablated (``mode`` as in :func:`bertlib.hf.ablation.ablated_head`). texts: N sentences (or N
-    pairs). Returns (layers, heads); 0 means the head could go without any change.
+    (the masked mean of :func:`bertlib.hf.corpus.sentence_vectors`, ``mean_pool``, here taken in
+    float64: it differs from that function's by float32 rounding only, and the tests hold the
+    importance to it within 1e-6) and v_s^(l,h) the same with head h of layer l ablated
+    (``mode`` as in :func:`bertlib.hf.ablation.ablated_head`). texts: N sentences (or N pairs).
+    Returns (layers, heads); 0 means the head could go without any change.
     per_text=True returns (N, layers, heads) instead: 1 − cos(v_s, v_s^(l,h)) for each text, so
     the spread over the texts can be stated (its mean over axis 0 is the default result).
     Ablating a head of layer l cannot change the layers below it, so each ablated run starts
@@ -153,7 +155,8 @@ def _importance_of_part(bert, part: dict, plan: dict, previous: str) -> np.ndarr
     bert.set_attn_implementation(previous)
     with torch.no_grad():
         out = bert(**part, output_hidden_states=True)
-    base = out.last_hidden_state.double().mean(1).numpy()  # (N, d): every piece is real
+    real = part["attention_mask"]  # (N, n) padding flags, all 1: a part holds no padding
+    base = mean_pool(out.last_hidden_state.double(), real)  # (N, d) sentence vectors, in float64
     bert.set_attn_implementation(_IMPORTANCE_NAME)
     N, layers = len(base), bert.encoder.layer
     H = bert.config.num_attention_heads
@@ -164,7 +167,7 @@ def _importance_of_part(bert, part: dict, plan: dict, previous: str) -> np.ndarr
         with torch.no_grad():
             for block in layers[layer:]:
                 hidden = block(hidden, None)
-        changed = hidden.double().mean(1).numpy().reshape(H, N, -1)
+        changed = mean_pool(hidden.double(), real.repeat(H, 1)).reshape(H, N, -1)
         cosines[:, layer] = cosine(base[None], changed).T
     plan.clear()
     return cosines

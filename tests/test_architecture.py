@@ -286,6 +286,42 @@ def test_the_map_names_who_imports_transformers_outside_hf():
         name for name, targets in PAPER_CROSSINGS.items() if "transformers" in targets}
 
 
+def callers(modules: dict[str, list[Path]], function: str) -> set[str]:
+    """The bertlib modules (names without their folder) whose files call ``function`` (by its
+    bare name or as an attribute), other than the module that defines it."""
+    def calls(path: Path) -> bool:
+        tree = _parsed(path)
+        defines = any(isinstance(node, ast.FunctionDef) and node.name == function
+                      for node in tree.body)
+        return not defines and any(
+            isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == function
+            for node in ast.walk(tree))
+    return {name.split("/")[-1] for name, files in modules.items() if any(map(calls, files))}
+
+
+def test_the_map_names_who_calls_the_qkv_rule():
+    # "Beside them": "`checks.check_qkv_shapes` ... `attention` and `kernels` call it, and
+    # `approximations` and `variants` reach it through `attention.check_one_head`"
+    said = re.search(r"`checks\.check_qkv_shapes`, is in `checks`: (.*?) call it, and\s+(.*?) "
+                     r"reach it through `attention\.check_one_head`",
+                     MAP.read_text(encoding="utf-8"), re.S)
+    assert said, "ARCHITECTURE.md no longer says who calls check_qkv_shapes"
+    modules = _modules()
+    for text, function in ((said[1], "check_qkv_shapes"), (said[2], "check_one_head")):
+        named = set(re.findall(r"`(\w+)`", text))
+        assert named == callers(modules, function), (
+            f"the map says {sorted(named)} call {function}; the code: "
+            f"{sorted(callers(modules, function))}")
+
+
+def test_the_caller_count_sees_a_call(tmp_path):
+    (tmp_path / "a.py").write_text("def check_one_head():\n    return rule.check_qkv_shapes(1)\n")
+    (tmp_path / "b.py").write_text("def f():\n    return check_one_head()\n")
+    modules = {"paper/a": [tmp_path / "a.py"], "b": [tmp_path / "b.py"]}
+    assert callers(modules, "check_qkv_shapes") == {"a"}
+    assert callers(modules, "check_one_head") == {"b"}
+
+
 # ---------------------------------------------------------------- readable in one sitting
 
 MAX_BODY = 50  # lines of a function body, docstring excluded
@@ -412,7 +448,10 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("attention", "split_heads"): ".reshape(",
     ("attention", "merge_heads"): ".reshape(",
     ("attention", "project_heads"): "split_heads(X @ W + b, h)",
-    ("attention", "multi_head_attention"): "project_heads(X, W_Q, b_Q, h)",
+    ("attention", "multi_head_attention"): ("project_heads(X, W_Q, b_Q, h)",  # Q, then K and V
+                                            "project_heads(X_kv, W_V, b_V, h)",
+                                            "heads, weights = attention(Q, K, V, mask)",
+                                            "merge_heads(heads) @ W_O + b_O"),  # Concat · W_O
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
     # MultiHead(X) is multi_head_attention's three lines (1 jump), not a second spelling
     ("bert", "encoder_layer"): ("M, A = multi_head_attention(X", "Y = layer_norm(X + M",
@@ -1065,7 +1104,8 @@ PRIVATE_CHECKS = {
                   "_check_split": "split_heads' X and h",
                   "_check_project": "project_heads' X, W and b (its h: split_heads')",
                   "_check_padding": "padding_mask's lengths and n, or its 2-D flags",
-                  "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask"},
+                  "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask",
+                  "_check_cosine": "cosine's u and v (..., d) and no all-zero vector"},
     "bert": {"_check_forward": "the parameters of a model and its key mask",
              "_check_ids": "token ids inside this model's vocabulary and positions",
              "_check_layer": "one layer's X and parameters, no mask beside a custom attend"},

@@ -10,6 +10,7 @@ from bertlib.paper.attention import (
     attention_scale,
     causal_mask,
     check_one_head,
+    cosine,
     key_mask,
     multi_head_attention,
     padding_mask,
@@ -328,3 +329,32 @@ def test_band_and_window_half_are_the_sliding_window():
     assert window_half(4, 10) == 2 and window_half(40, 10) == 9  # capped at n − 1
     with pytest.raises(ValueError, match="must be even"):
         window_half(3, 10)
+
+
+def test_cosine_is_one_formula_with_one_zero_vector_rule():
+    assert cosine(np.array([1.0, 0.0]), np.array([0.0, 2.0])) == 0.0
+    assert cosine([1.0, 2.0], [2.0, 4.0]) == pytest.approx(1.0)
+    assert cosine([1.0, 0.0], [-3.0, 0.0]) == -1.0 and isinstance(cosine([1.0], [2.0]), float)
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(3, 1, 8)), rng.normal(size=(4, 8))
+    got = cosine(a, b)  # the leading axes broadcast: (3, 1) with (4,) -> (3, 4)
+    assert got.shape == (3, 4)
+    # bit for bit the formula hf.importance and paper.family wrote before they called this one
+    assert np.array_equal(got, (a * b).sum(-1) / (np.linalg.norm(a, axis=-1)
+                                                  * np.linalg.norm(b, axis=-1)))
+    assert got[1, 2] == pytest.approx(a[1, 0] @ b[2] / np.linalg.norm(a[1, 0]) / np.linalg.norm(b[2]),
+                                      rel=1e-14)
+    # torch's twin (hf.finetune.pair_cosines trains through it) agrees away from the zero vector,
+    # where it clamps the norms at eps and gives 0 instead of an error
+    torch_cos = F.cosine_similarity(torch.from_numpy(a), torch.from_numpy(b), dim=-1).numpy()
+    np.testing.assert_allclose(got, torch_cos, rtol=1e-12)
+    assert F.cosine_similarity(torch.zeros(2), torch.ones(2), dim=0).item() == 0.0
+    with pytest.raises(ValueError, match=r"^u has an all-zero vector: it has no direction, so "):
+        cosine(np.zeros(2), np.ones(2))
+    with pytest.raises(ValueError, match=r"^v has an all-zero vector at \(1,\): "):
+        cosine(np.ones((2, 2)), np.array([[1.0, 1.0], [0.0, 0.0]]))
+    with pytest.raises(ValueError, match=r"^B has an all-zero vector"):
+        cosine(np.ones(2), np.zeros(2), ("A", "B"))
+    with pytest.raises(ValueError, match=r"v must have shape \(\.\.\., d\) = \(\.\.\., 2\) "
+                                         r"\(d from u's last axis\), got \(3,\)"):
+        cosine(np.ones(2), np.ones(3))

@@ -7,9 +7,10 @@ import torch
 
 from bertlib.hf import importance as im
 from bertlib.hf.ablation import ablated_head
-from bertlib.hf.corpus import sentence_vectors
+from bertlib.hf.corpus import mean_pool, sentence_vectors
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import run_bert
+from bertlib.paper.attention import cosine
 
 #: Two texts of different lengths (so the batch is padded).
 TEXTS = ["The kettle whistled.", "Snow fell on the quiet village overnight."]
@@ -28,15 +29,28 @@ def test_head_importance_equals_full_forward_passes_with_the_head_ablated(zero_i
     for layer, head in [(0, 2), (4, 7)]:
         with ablated_head(layer, head, "zero"):
             changed = sentence_vectors(texts)
-        cos = (base * changed).sum(-1) / np.linalg.norm(base, axis=-1) / np.linalg.norm(changed, axis=-1)
+        cos = cosine(base, changed)  # (texts,)
         assert importance[layer, head] == pytest.approx(1 - cos.mean(), abs=1e-6)
     uniform = im.head_importance(texts, mode="uniform")  # padded batch: uniform over real tokens
     with ablated_head(3, 4, "uniform"):
         changed = sentence_vectors(texts)
-    cos = (base * changed).sum(-1) / np.linalg.norm(base, axis=-1) / np.linalg.norm(changed, axis=-1)
+    cos = cosine(base, changed)
     assert uniform[3, 4] == pytest.approx(1 - cos.mean(), abs=1e-6)
     assert not np.allclose(uniform, importance, atol=1e-4)
 
+
+
+def test_head_importance_pools_with_the_one_masked_mean_equal_to_a_plain_mean_without_padding():
+    # head_importance runs texts of one length, so every piece is real: corpus.mean_pool (the
+    # one masked mean, here in float64) is then the plain mean over the pieces, bit for bit, the
+    # .mean(1) it replaced; the padded case must not be the plain mean
+    g = torch.Generator().manual_seed(0)
+    for N, n in [(1, 1), (3, 7), (384, 21)]:
+        h = torch.randn(N, n, 384, generator=g)
+        real = torch.ones(N, n, dtype=torch.int64)
+        assert np.array_equal(mean_pool(h.double(), real), h.double().mean(1).numpy())
+    real[:, -1] = 0
+    assert not np.allclose(mean_pool(h.double(), real), h.double().mean(1).numpy())
 
 def test_value_norms_match_the_value_projection_by_hand():
     bert = load_bert()

@@ -252,12 +252,6 @@ def described(value) -> str:
         f"a {type(value).__name__}")
 
 
-def cosine(u: np.ndarray, v: np.ndarray) -> float:
-    """cos(u, v) = u·v / (‖u‖ ‖v‖) of two vectors of one length (d,); nan if one is all 0."""
-    norms = float(np.linalg.norm(u) * np.linalg.norm(v))
-    return float(u @ v) / norms if norms > 0 else math.nan
-
-
 def ragged_message(value, name: str) -> str:
     """"" when ``value`` is array-like of one shape; else which row has a different length."""
     try:

@@ -22,7 +22,6 @@ from bertlib.exercises import (
     as_answer_array,
     as_answer_number,
     as_answer_pairs,
-    cosine,
     count_try,
     explained_tries,
     form_error,
@@ -33,6 +32,7 @@ from bertlib.exercises import (
 from bertlib.exercises import embedding_slips as _slips
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import attention_maps, encode, run_bert
+from bertlib.paper.attention import cosine
 
 #: Public: the checkers and the texts the lesson and its solutions name. What computes an answer
 #: (the heads, the cosine, the band around it) is private, so Tab on ``nb03.`` does not offer it.

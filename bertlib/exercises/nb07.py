@@ -15,7 +15,7 @@ from bertlib.exercises import (
     how_far,
 )
 from bertlib.paper import family
-from bertlib.paper.attention import attention_scale, softmax
+from bertlib.paper.attention import attention_scale, head_columns, softmax
 
 __all__ = ["check_relative_positions", "check_albert_parameters", "check_disentangled_scores",
            "check_score_memory", "check_albert_design"]
@@ -85,9 +85,9 @@ def check_albert_parameters(answer, V: int = 30000, E: int = 128, H: int = 1024,
 
 
 def _split(W, h: int) -> list:
-    """The h column blocks of W, (d, d) -> h × (d, d/h)."""
+    """The h column blocks of W, (d, d) -> h × (d, d/h): block a is head a's, head_columns(a)."""
     d_k = W.shape[1] // h
-    return [W[:, a * d_k:(a + 1) * d_k] for a in range(h)]
+    return [W[:, head_columns(a, d_k)] for a in range(h)]
 
 
 def _per_head(X, P_rel, Ws, k: int, h: int, p2c_delta: str = "ji") -> list:

@@ -106,6 +106,9 @@ def pair_cosines(model, batch: PairBatch):
 
     The pair is read jointly as [CLS] a [SEP] b [SEP] (so the prior can link the sentences);
     the prior is passed only when prior attention is on. Differentiable (no torch.no_grad here).
+    The cosine is torch's ``cosine_similarity``, the torch twin of the one numpy cosine,
+    :func:`bertlib.paper.attention.cosine` (norms clamped at eps: a zero vector gives 0, not an
+    error, so training never stops on one).
     """
     bert = bert_module(model)
     extra = {"prior": batch.prior} if bert.config._attn_implementation == PRIOR_ATTENTION else {}

@@ -26,7 +26,7 @@ from bertlib.hf.attention_interface import eager_attention, register_attention, 
 from bertlib.hf.corpus import Text, mean_pool, tokenize_batch
 from bertlib.hf.loading import bert_module, load_bert
 from bertlib.hf.params import bert_params
-from bertlib.paper.attention import head_columns, project_heads
+from bertlib.paper.attention import cosine, head_columns, project_heads
 
 __all__ = ["value_norms", "norm_weighted_maps", "head_importance", "occlusion", "occlusions"]
 
@@ -90,18 +90,16 @@ def norm_weighted_maps(hidden_states, attentions, model=None) -> np.ndarray:
     return np.stack(maps)
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
-
-
 def head_importance(texts: Sequence[Text], mode: str = "uniform", model=None,
                     per_text: bool = False) -> np.ndarray:
     """How much the sentence vector changes when one head is disabled, for every head.
 
     importance[l, h] = 1 − mean_s cos(v_s, v_s^(l,h)), with v_s the sentence vector of text s
-    (:func:`bertlib.hf.corpus.sentence_vectors`) and v_s^(l,h) the same with head h of layer l
-    ablated (``mode`` as in :func:`bertlib.hf.ablation.ablated_head`). texts: N sentences (or N
-    pairs). Returns (layers, heads); 0 means the head could go without any change.
+    (the masked mean of :func:`bertlib.hf.corpus.sentence_vectors`, ``mean_pool``, here taken in
+    float64: it differs from that function's by float32 rounding only, and the tests hold the
+    importance to it within 1e-6) and v_s^(l,h) the same with head h of layer l ablated
+    (``mode`` as in :func:`bertlib.hf.ablation.ablated_head`). texts: N sentences (or N pairs).
+    Returns (layers, heads); 0 means the head could go without any change.
     per_text=True returns (N, layers, heads) instead: 1 − cos(v_s, v_s^(l,h)) for each text, so
     the spread over the texts can be stated (its mean over axis 0 is the default result).
     Ablating a head of layer l cannot change the layers below it, so each ablated run starts
@@ -157,7 +155,8 @@ def _importance_of_part(bert, part: dict, plan: dict, previous: str) -> np.ndarr
     bert.set_attn_implementation(previous)
     with torch.no_grad():
         out = bert(**part, output_hidden_states=True)
-    base = out.last_hidden_state.double().mean(1).numpy()  # (N, d): every piece is real
+    real = part["attention_mask"]  # (N, n) padding flags, all 1: a part holds no padding
+    base = mean_pool(out.last_hidden_state.double(), real)  # (N, d) sentence vectors, in float64
     bert.set_attn_implementation(_IMPORTANCE_NAME)
     N, layers = len(base), bert.encoder.layer
     H = bert.config.num_attention_heads
@@ -168,8 +167,8 @@ def _importance_of_part(bert, part: dict, plan: dict, previous: str) -> np.ndarr
         with torch.no_grad():
             for block in layers[layer:]:
                 hidden = block(hidden, None)
-        changed = hidden.double().mean(1).numpy().reshape(H, N, -1)
-        cosines[:, layer] = _cosine(base[None], changed).T
+        changed = mean_pool(hidden.double(), real.repeat(H, 1)).reshape(H, N, -1)
+        cosines[:, layer] = cosine(base[None], changed).T
     plan.clear()
     return cosines
 
@@ -217,7 +216,7 @@ def occlusions(texts: Sequence[str], positions: Sequence[int | None] = (0, None)
         for position, found in outputs.items():
             found.append(last[1] if position is None else last[0][:, position].double().numpy())
     starts = dict(zip(order, np.cumsum([0] + [lengths[s] + 1 for s in order]), strict=False))
-    return {position: [1.0 - _cosine(h[starts[s]], h[starts[s] + 1:starts[s] + 1 + n])
+    return {position: [1.0 - cosine(h[starts[s]], h[starts[s] + 1:starts[s] + 1 + n])
                        for s, n in enumerate(lengths)]
             for position, h in ((p, np.concatenate(found)) for p, found in outputs.items())}
 

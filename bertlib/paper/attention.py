@@ -45,6 +45,7 @@ __all__ = [
     "merge_heads",
     "head_columns",
     "multi_head_attention",
+    "cosine",
 ]
 
 
@@ -123,18 +124,14 @@ def head_columns(head: int, d_k: int) -> slice:
 
 def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, X_kv=None,
                          attention=scaled_dot_product_attention):
-    """MultiHead(X) = Concat(head_0, …, head_{h−1}) W_O + b_O, head_i = softmax(Q_i K_iᵀ/√d_k) V_i,
-    Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V, cut into h heads of d_k = d / h.
-    X: (..., n_q, d); X_kv: (..., n_k, d), None = X. W_*: (d, d) as in x W (Linear's weight.T);
-    biases: None or (b_Q, b_K, b_V, b_O), each (d,) or None; mask: bool to (..., h, n_q, n_k),
-    True = may attend; attention(Q, K, V, mask) -> (heads, weights), every head_i at once
-    (encoder_layer's attend). Returns (..., n_q, d) and weights (..., h, n_q, n_k)."""
+    """MultiHead(X) = Concat(head_0…head_{h−1}) W_O + b_O, head_i = attention(Q_i, K_i, V_i, mask).
+    X (..., n_q, d); X_kv (..., n_k, d), None = X; W_* (d, d), x W; biases None or (b_Q, b_K, b_V,
+    b_O), each (d,) or None; mask (..., h, n_q, n_k) bool. -> (..., n_q, d), (..., h, n_q, n_k)."""
     X, X_kv, (W_Q, W_K, W_V, W_O), (b_Q, b_K, b_V, b_O), h, mask = _check_multi_head(
         X, X_kv, (W_Q, W_K, W_V, W_O), biases, h, mask)
-    Q = project_heads(X, W_Q, b_Q, h)  # (..., h, n_q, d_k)
-    K = project_heads(X_kv, W_K, b_K, h)  # (..., h, n_k, d_k)
-    V = project_heads(X_kv, W_V, b_V, h)  # (..., h, n_k, d_k)
-    heads, weights = attention(Q, K, V, mask)  # every head_i at once
+    Q = project_heads(X, W_Q, b_Q, h)  # X W_Q + b_Q in h heads of d_k = d / h: (..., h, n_q, d_k)
+    K, V = project_heads(X_kv, W_K, b_K, h), project_heads(X_kv, W_V, b_V, h)  # (..., h, n_k, d_k)
+    heads, weights = attention(Q, K, V, mask)  # every head_i at once; mask: True = may attend
     return merge_heads(heads) @ W_O + b_O, weights
 
 
@@ -220,6 +217,15 @@ def sliding_window_plan(w, n: int) -> WindowPlan:
     keys, keep = sliding_window_blocks(n, half, B)
     end = keys.shape[0] * B - n  # queries that pad the last block
     return WindowPlan(half, B, keys, keep, (half, end + half), (0, end))
+
+
+def cosine(u, v, names: tuple[str, str] = ("u", "v")) -> np.ndarray:
+    """cos(u, v) = u·v / (‖u‖ ‖v‖) over the last axis: the one numpy cosine similarity.
+    u (..., d), v (..., d), leading axes broadcast -> (...) (one number for two (d,) vectors).
+    An all-zero vector has no direction: ValueError, naming it by ``names`` (hf.finetune's torch
+    twin, torch's cosine_similarity, clamps the norms at eps instead and gives 0)."""
+    u, v, norm_u, norm_v = _check_cosine(u, v, names)  # ‖u‖ and ‖v‖ over the last axis, none 0
+    return (u * v).sum(-1) / (norm_u * norm_v)
 
 
 # ---------------------------------------------------------------- the checks, once at the edge
@@ -317,3 +323,17 @@ def _param(W, name: str, shape: tuple[int, ...]) -> np.ndarray:
     """A finite projection matrix (d, d) or bias (d,) of exactly ``shape``, or an error naming d."""
     return as_array(W, name, shape=shape, layout="(d, d)" if len(shape) == 2 else "(d,)",
                     why="(d from the input's last axis)")
+
+
+def _check_cosine(u, v, names):
+    """cosine's u (..., d) and v (..., d) as float arrays, and their norms over d, each > 0."""
+    u = as_array(u, names[0], min_ndim=1, layout="(..., d)")
+    v = as_array(v, names[1], shape=(..., u.shape[-1]), layout="(..., d)",
+                 why=f"(d from {names[0]}'s last axis)")
+    norms = np.linalg.norm(u, axis=-1), np.linalg.norm(v, axis=-1)
+    for name, norm in zip(names, norms, strict=True):
+        if not (norm > 0).all():
+            at = "" if norm.ndim == 0 else f" at {tuple(np.argwhere(norm == 0)[0].tolist())}"
+            raise ValueError(f"{name} has an all-zero vector{at}: it has no direction, so the "
+                             "cosine similarity is undefined")
+    return u, v, *norms

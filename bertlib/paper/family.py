@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from bertlib.checks import as_array, has_shape, one_of, vocab_ids, whole
-from bertlib.paper.attention import attention_scale, softmax
+from bertlib.paper.attention import attention_scale, cosine, softmax
 
 __all__ = [
     "relative_bucket",
@@ -278,8 +278,5 @@ def consecutive_cosine(hidden_states) -> np.ndarray:
     """
     X = as_array(hidden_states, "hidden_states", 3, layout="(L + 1, n, H)").astype(np.float64)
     whole(X.shape[0] - 1, "L (hidden_states has shape (L + 1, n, H))", 1)
-    norms = np.linalg.norm(X, axis=-1)
-    if (norms == 0).any():
-        raise ValueError("hidden_states has an all-zero vector; cosine similarity is undefined")
-    cos = (X[:-1] * X[1:]).sum(-1) / (norms[:-1] * norms[1:])
+    cos = cosine(X[:-1], X[1:], ("hidden_states[:-1]", "hidden_states[1:]"))  # (L, n)
     return cos.mean(axis=-1)

@@ -187,6 +187,28 @@ def test_heads_reference_passes_and_matches_a_direct_computation():
     assert len(right_heads()) > 2  # the longer answer the list tests below use
 
 
+def test_the_right_heads_reply_weighs_the_link_against_cls():
+    # learner 31: the one right head, (2, 7), sends most of every token's weight to [CLS]; the
+    # "link" is the argmax of what is left, which the reply said nothing about
+    run = run_bert(HEADS_TEXT)
+    (layer, head), = _heads_both_ways()
+    w = run.attentions[layer, head]
+    i, j = run.tokens.index(_QUERY), run.tokens.index(_TARGET)
+    assert w[:, 0].min() > 0.5 and max(w[i, j], w[j, i]) < 0.1  # a [CLS] head, a faint link
+    message = check_heads([(layer, head)]).message
+    for a, b in ((i, j), (i, 0), (j, i), (j, 0)):  # the pair's weights and [CLS]'s, both rows
+        assert f"{w[a, b]:.3f}" in message, (w[a, b], message)
+    assert f"at least {w[:, 0].min():.3f}" in message
+    assert "most of its weight to [CLS]" in message and "section 5" in message
+    assert "not a sign that the model links" in message
+
+
+def test_a_right_list_with_real_links_is_not_called_a_cls_head():
+    message = check(right_heads()).message  # lazy and dog: some heads give each other 0.2-0.4
+    assert check(right_heads()).ok and "Weigh the link against [CLS]'s share" in message
+    assert "not a sign" not in message
+
+
 def test_no_earlier_cell_of_the_lesson_answers_exercise_3():
     # What notebook 03 shows before the exercise, on the bundled model: section 5's previous-token
     # head (0, 2), which the explorer also opens on, and its next-token and "mat" heads (1, 8)

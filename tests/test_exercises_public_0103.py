@@ -110,3 +110,17 @@ def test_the_scanners_see_a_public_helper_and_a_public_constant(monkeypatch):
         test_no_public_function_but_the_checkers_computes_an_answer(nb03)
     assigned = public_assignments(nb03)
     assert "EMBED_PAIR" in assigned and "_GUESS_ABOVE" not in assigned
+
+
+@pytest.mark.parametrize("module", [nb01, nb02, nb03], ids=lambda m: m.__name__)
+def test_a_value_the_prose_types_beside_a_name_is_the_modules(module):
+    # learner 31 (the 03 estimate typed in prose, 6-8x off): where a lesson writes
+    # "`nbNN.NAME` = value", the value must be the module's own
+    short = module.__name__.rsplit(".", 1)[1]
+    path, = NOTEBOOKS.glob(f"{short[2:]}_*.ipynb")
+    text = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                   if c["cell_type"] == "markdown")
+    typed = re.findall(rf"`{short}\.(\w+)` = ([0-9.e+-]+\d)", text)
+    for name, value in typed:
+        assert float(value) == getattr(module, name), (name, value, getattr(module, name))
+    assert short != "nb01" or ("PENCIL_ATOL", "0.001") in typed  # the scan sees 01's tolerance

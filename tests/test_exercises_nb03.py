@@ -165,6 +165,13 @@ def test_position_guess_band_lets_a_reasoned_guess_pass():
     assert check_position_guess(_bank_cosine(0) - 0.15).message.startswith("too low")
     assert "between -1 and 1" in check_position_guess(3).message
     assert "a number" in check_position_guess("high").message
+    # learner 31: 02 reads "12" as 12, so 03 reads "0.93" as 0.93, alike for right and wrong
+    assert check_position_guess(" 0.93 ").ok
+    replies = []
+    for guess in ("0.5", 0.5):
+        reset_tries()
+        replies.append(check_position_guess(guess).message)
+    assert replies[0] == replies[1] and replies[0].startswith("too low"), replies
 
 
 def test_position_guess_is_about_the_sentences_it_names():

@@ -133,7 +133,9 @@ def _divisor_message(c: float) -> str:
     if abs(c * c - round(c * c)) > 1e-6 or c < 1:  # the scores were multiplied somewhere
         return (f"your scores are {_math.sqrt(3) / c:.2f} × the right ones (q_i · k_j / √d_k): "
                 "check what you multiplied and what you divided by")
-    named = {4: "; 4 is the number of queries", 5: "; 5 is the number of keys", 2: "; 2 is d_v"}
+    named = {4: "; 4 is the number of queries", 5: "; 5 is the number of keys",  # learner 31:
+             2: "; 2 is d_v here, and both d_k and d_v in the toy of sections 4–6: a size typed "
+                "in, or the values' width?"}  # √2 typed and √d_v cannot be told apart
     return (f"your scores q_i · k_j are right, but the divisor is not: you divided them by "
             f"{c:.3f} (= √{c * c:.2f}{named.get(round(c * c), '')}). It must be √d_k of these "
             f"inputs, the length of a query or key vector: here d_k = 3, so √3 ≈ "

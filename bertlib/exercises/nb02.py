@@ -262,8 +262,9 @@ def _whole(*values) -> bool:
 
 def _det_noun_miss(layer: int, head: int, pairs) -> str:
     """What a wrong head does: how often "the" looks most at its noun, itself, [CLS] or [SEP]
-    (counted apart from the neighbours), the next piece, the piece before, ... there (what the
-    learner's own rows show); never a share, a rank or another head."""
+    (counted apart from the neighbours), the next word, the word before, ... there (what the
+    learner's own rows show); never a share, a rank or another head. The piece after "the" starts
+    the next word, the one before it ends the word before: "word" is right for both."""
     kinds = []
     for text, i, j in pairs:
         run = _run_bert(text)
@@ -272,13 +273,13 @@ def _det_noun_miss(layer: int, head: int, pairs) -> str:
         # [CLS] as the piece before, and looking there is not a previous-word pattern
         special = run.tokens[k] in ("[CLS]", "[SEP]")
         kinds.append("its noun" if k == j else "itself" if k == i else repr(run.tokens[k])
-                     if special else "the next piece" if k == i + 1 else "the piece before"
+                     if special else "the next word" if k == i + 1 else "the word before"
                      if k == i - 1 else "another word")
     counts = sorted({kind: kinds.count(kind) for kind in kinds}.items(), key=lambda kv: -kv[1])
     looks = ", ".join(f"{kind} {'once' if n == 1 else f'{n} times'}" for kind, n in counts)
-    return (f"not layer {layer}, head {head}: there, over the {len(pairs)} cases, 'the' looks "
+    return (f"not layer {layer}, head {head}: there, over the {len(pairs)} pairs, 'the' looks "
             f"most at: {looks}. Average each head's weight from 'the' to its noun over all "
-            f"{len(pairs)} cases and take the largest (layers and heads count from 0, the first "
+            f"{len(pairs)} pairs and take the largest (layers and heads count from 0, the first "
             "layer is layer 0; the answer is (layer, head), in that order)")
 
 

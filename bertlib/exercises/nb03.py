@@ -14,6 +14,7 @@ Each names the slips it knows; 2 and 3 explain only the first three wrong tries.
 from __future__ import annotations as _annotations
 
 import re as _re
+from contextlib import suppress as _suppress
 
 import numpy as _np
 
@@ -145,7 +146,9 @@ def check_position_guess(guess, model=None) -> _Feedback:
     model. Right from _GUESS_TOLERANCE below it to _GUESS_ABOVE above: reasoned from section 3's
     means (lengths, the cosine of positions 4 apart), 0.93 passes for the bundled 0.956, 0.97 does
     not. Only the first wrong try is told which way and roughly how far (else guesses could halve
-    in)."""
+    in). A str that reads as a number ("0.9") counts as that number, as in notebook 02."""
+    with _suppress(ValueError):  # learner 31: 02's check_cost_guess reads "12", so this reads "0.9"
+        guess = float(guess) if isinstance(guess, str) else guess
     guess = _as_answer_number(guess, "your guess (a cosine)", -1.0, 1.0,
                               todo="write your guess, a number between -1 and 1, in `guess`, "
                                    "then run this cell again")

@@ -321,6 +321,8 @@ def test_attention_fn_names_a_wrong_constant_divisor_not_the_scores(divisor, sho
         return A @ V, A
     fb = check_attention_fn(fn)
     assert not fb.ok and "scores q_i · k_j are right" in fb.message and "divisor" in fb.message
+    # learner 31: √2 typed in (the toy's d_k) was told "2 is d_v" only; both causes are named
+    assert shown != "√2.00" or "d_k and d_v in the toy" in fb.message and "typed" in fb.message
     assert shown in fb.message and "d_k = 3" in fb.message
 
 

@@ -177,21 +177,27 @@ def test_other_heads_fail_with_what_their_rows_do_and_no_measured_value(det_noun
 
 
 @pytest.mark.parametrize("layer, head", [(2, 9), (2, 11)])  # (3, 9): the answer 1-based
-def test_a_sentence_initial_the_looking_at_cls_is_not_counted_as_the_piece_before(
+def test_a_sentence_initial_the_looking_at_cls_is_not_counted_as_the_word_before(
         layer, head, monkeypatch):
-    # learner 27: "the" at position 1 looking at [CLS] (position 0) was told "the piece before"
+    # learner 27: "the" at position 1 looking at [CLS] (position 0) was told "the piece before";
+    # learner 31: no word of these sentences is split, so the neighbours are words, and the
+    # counts are over "pairs", the exercise's word
     monkeypatch.setattr(exercises, "EXPLAINED_TRIES", 10**6)
-    at_cls = before = 0
+    at_cls = before = after = 0
     for text, _nouns in DET_NOUN_SENTENCES:  # recomputed here: where each "the" looks most
         run = run_bert(text)
+        assert not any(t.startswith("##") for t in run.tokens), run.tokens  # whole words only
         for i in [i for i, t in enumerate(run.tokens) if t == "the"]:
             k = int(run.attentions[layer, head, i].argmax())
             at_cls += run.tokens[k] == "[CLS]"
             before += k == i - 1 and run.tokens[k] not in ("[CLS]", "[SEP]")
+            after += k == i + 1
     message = check_det_noun_head(layer, head).message
     times = lambda n: "once" if n == 1 else f"{n} times"  # noqa: E731
     assert at_cls > 0 and f"'[CLS]' {times(at_cls)}" in message, message
-    assert (f"the piece before {times(before)}" in message) == (before > 0), message
+    assert (f"the word before {times(before)}" in message) == (before > 0), message
+    assert (f"the next word {times(after)}" in message) == (after > 0), message
+    assert "piece" not in message and "pairs" in message and "cases" not in message, message
 
 
 def test_a_wrong_heads_message_depends_on_that_head_only(monkeypatch):

@@ -165,6 +165,13 @@ def test_position_guess_band_lets_a_reasoned_guess_pass():
     assert check_position_guess(_bank_cosine(0) - 0.15).message.startswith("too low")
     assert "between -1 and 1" in check_position_guess(3).message
     assert "a number" in check_position_guess("high").message
+    # learner 31: 02 reads "12" as 12, so 03 reads "0.93" as 0.93, alike for right and wrong
+    assert check_position_guess(" 0.93 ").ok
+    replies = []
+    for guess in ("0.5", 0.5):
+        reset_tries()
+        replies.append(check_position_guess(guess).message)
+    assert replies[0] == replies[1] and replies[0].startswith("too low"), replies
 
 
 def test_position_guess_is_about_the_sentences_it_names():
@@ -185,6 +192,28 @@ def test_heads_reference_passes_and_matches_a_direct_computation():
     assert _heads_both_ways() == direct and direct  # the bundled model: one head, (2, 7)
     assert check_heads(direct).ok
     assert len(right_heads()) > 2  # the longer answer the list tests below use
+
+
+def test_the_right_heads_reply_weighs_the_link_against_cls():
+    # learner 31: the one right head, (2, 7), sends most of every token's weight to [CLS]; the
+    # "link" is the argmax of what is left, which the reply said nothing about
+    run = run_bert(HEADS_TEXT)
+    (layer, head), = _heads_both_ways()
+    w = run.attentions[layer, head]
+    i, j = run.tokens.index(_QUERY), run.tokens.index(_TARGET)
+    assert w[:, 0].min() > 0.5 and max(w[i, j], w[j, i]) < 0.1  # a [CLS] head, a faint link
+    message = check_heads([(layer, head)]).message
+    for a, b in ((i, j), (i, 0), (j, i), (j, 0)):  # the pair's weights and [CLS]'s, both rows
+        assert f"{w[a, b]:.3f}" in message, (w[a, b], message)
+    assert f"at least {w[:, 0].min():.3f}" in message
+    assert "most of its weight to [CLS]" in message and "section 5" in message
+    assert "not a sign that the model links" in message
+
+
+def test_a_right_list_with_real_links_is_not_called_a_cls_head():
+    message = check(right_heads()).message  # lazy and dog: some heads give each other 0.2-0.4
+    assert check(right_heads()).ok and "Weigh the link against [CLS]'s share" in message
+    assert "not a sign" not in message
 
 
 def test_no_earlier_cell_of_the_lesson_answers_exercise_3():

@@ -1,5 +1,7 @@
 """Tests of bertlib.tiny.runs: run folders written, found and loaded; the Subject of claims."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -121,3 +123,14 @@ def test_runs_loaded_beside_copies_of_committed_ones_name_those(tmp_path):
     _, subject = runs.load_runs(tmp_path)
     assert not subject.is_reference
     assert "(seed0, seed1, seed9; seed0, seed1: the committed runs, the others not)" in subject.name
+
+
+def test_run_folders_and_histories_sort_numbers_as_numbers(tmp_path):
+    for k in (517, 93, 1357, 31):  # written in another order; read back seed31, 93, 517, 1357
+        (tmp_path / f"seed{k}").mkdir()
+        np.savez(tmp_path / f"seed{k}" / "history.npz", loss=np.zeros(1))
+        (tmp_path / f"seed{k}" / "recipe.json").write_text(json.dumps(pt.Recipe(seed=k).to_json()))
+        (tmp_path / f"seed{k}" / "model.safetensors").touch()  # what run_folders looks for
+    assert [p.name for p in runs.run_folders(tmp_path)] == ["seed31", "seed93", "seed517", "seed1357"]
+    assert [name for name, _, _ in runs.load_histories(tmp_path)] == [
+        "seed31", "seed93", "seed517", "seed1357"]

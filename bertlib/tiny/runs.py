@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -59,16 +60,23 @@ def _is_run(folder: Path) -> bool:
     return (folder / "model.safetensors").is_file() and (folder / "recipe.json").is_file()
 
 
+def _by_name(folder: Path) -> tuple:
+    """Sort key of a run folder: its name with each number read as a number (seed93 before
+    seed517)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", folder.name))
+
+
 def run_folders(path=None) -> list[Path]:
     """The run folders at ``path`` (default: ``$BERTLIB_TINY_BERT``, else the committed runs):
-    ``path`` itself when it is a run, else its sub-folders that are runs, sorted by name.
-    FileNotFoundError naming the folder when there is none."""
+    ``path`` itself when it is a run, else its sub-folders that are runs, sorted by name (numbers
+    as numbers). FileNotFoundError naming the folder when there is none."""
     path = Path(os.environ.get(ENV) or COMMITTED) if path is None else Path(
         text(str(path), "path (a run folder or a folder of runs)"))
     path = path.expanduser().resolve()
     if _is_run(path):
         return [path]
-    found = sorted(p for p in path.iterdir() if _is_run(p)) if path.is_dir() else []
+    found = sorted((p for p in path.iterdir() if _is_run(p)), key=_by_name) if path.is_dir() else []
     if not found:
         raise FileNotFoundError(f"no training run in {path}: expected model.safetensors and "
                                 f"recipe.json there or in its sub-folders (write one with "
@@ -163,10 +171,12 @@ def worst_trained_row(history: dict, recipe: Recipe) -> float:
 
 def load_histories(path=HISTORY_ONLY) -> list[tuple[str, Recipe, dict]]:
     """(name, recipe, history) of every sub-folder of ``path`` (or ``path`` itself) holding a
-    ``history.npz`` and ``recipe.json``, runs and history-only records alike, sorted by name."""
+    ``history.npz`` and ``recipe.json``, runs and history-only records alike, sorted by name
+    (numbers as numbers)."""
     path = Path(path)
     found = [path] if (path / "history.npz").is_file() else sorted(
-        p for p in path.iterdir() if (p / "history.npz").is_file()) if path.is_dir() else []
+        (p for p in path.iterdir() if (p / "history.npz").is_file()),
+        key=_by_name) if path.is_dir() else []
     out = []
     for folder in found:
         with np.load(folder / "history.npz") as saved:

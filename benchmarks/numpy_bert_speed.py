@@ -55,7 +55,7 @@ def run(pieces: int, repeats: int) -> dict:
     params = bert_params(bert)  # read once, as the notebooks' cache does
 
     def ours():
-        return bert_forward(ids, types, model=params)
+        return bert_forward(params, ids, types)
 
     def theirs():
         with torch.no_grad():

@@ -53,7 +53,8 @@ def close_figures():
 #: Calls that load or run the real model: a test whose own code makes one is a ``model`` test.
 _LOADS_MODEL = re.compile(
     r"\b(load_bert|run_bert|attention_maps|encode|sentence_vectors|head_importance|"
-    r"ablated_head|bert_forward|bert_params|bert_qkv|bert_layer|[A-Za-z]*Explorer|all_explorers|"
+    r"ablated_head|bert_forward|forward_text|bert_params|bert_qkv|bert_layer|mask_sentence|"
+    r"[A-Za-z]*Explorer|all_explorers|"
     # corpus statistics and exercise checkers that run the real model inside
     r"run_corpus|sep_shares|reference_position_prior|_heads_where_top|_heads_both_ways|right_heads|"
     r"check_(det_noun_head|position_guess|heads|"

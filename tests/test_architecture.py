@@ -208,19 +208,6 @@ def test_the_import_scanner_sees_both_import_forms(tmp_path):
 #: pair below is a crossing that stays for a reason; a new one fails, and so does a pair that is
 #: no longer needed (remove it, the list only shrinks).
 PAPER_CROSSINGS = {  # paper module: {module outside paper/ (or transformers) it imports: why}
-    "paper/bert": {
-        "hf/params": "bert_forward also takes a transformers model, read by bert_params; the "
-                     "types (LayerParams, BertParams) live with their reading (not re-exported)",
-        "hf/models": "forward_text tokenises a sentence (used by tests only: the numpy BERT "
-                     "checked against transformers on text)",
-        "hf/loading": "forward_text's default model is the bundled one (tests only, as above)"},
-    "paper/mlm": {
-        "hf/models": "mask_sentence tokenises a sentence with encode (notebook 03)",
-        "hf/loading": "mask_sentence's default model is the bundled one"},
-    "paper/variants": {
-        "hf/params": "bert_qkv and bert_layer read a real BERT's parameters",
-        "hf/models": "a variant put into one real BERT layer (bert_layer)",
-        "hf/loading": "bert_qkv reads a real BERT's Q, K, V"},
     "paper/family": {
         "transformers": "meta_model builds ALBERT / DeBERTa configs on the meta device to count "
                         "their parameters (notebook 07), inside the function"},
@@ -265,6 +252,69 @@ def test_the_folder_rule_sees_a_crossing(tmp_path):
     modules = {"paper/a": [tmp_path / "a.py"], "hf/models": [], "checks": [],
                "paper/attention": []}
     assert paper_crossings(modules) == {("paper/a", "hf/models"), ("paper/a", "transformers")}
+
+
+#: bertlib's folders as layers, lowest first (docs/ARCHITECTURE.md, "Levels"): a module imports
+#: from its own folder (anything goes inside one) or from a folder before it, never after it, at the
+#: top or inside a function. checks.py is the first layer on its own; exercises/ is the last.
+FOLDER_ORDER = ("checks", "paper", "hf", "lab", "tiny", "pictures", "exercises")
+
+
+def _folder(name: str) -> str:
+    """A module's folder, from its name (and so from its path): "paper/attention" -> "paper",
+    "pictures/widgets" -> "pictures", "checks" -> "checks", "exercises" -> "exercises"."""
+    return name.split("/")[0]
+
+
+def folder_order_breaks(modules: dict[str, list[Path]]) -> list[str]:
+    """"path (folder) imports module (folder)" for every import, inside functions too, from a
+    bertlib module to a module of a folder later in FOLDER_ORDER."""
+    rank = {folder: i for i, folder in enumerate(FOLDER_ORDER)}
+    return [f"{path.relative_to(next(p for p in path.parents if p.name == 'bertlib'))} "
+            f"({_folder(name)}/) imports "
+            f"{target} ({_folder(target)}/)"
+            for name, files in sorted(modules.items()) for path in files
+            for target in sorted(_bertlib_imports(path))
+            if rank.get(_folder(target), -1) > rank[_folder(name)]]
+
+
+def test_every_folder_has_its_place_in_the_order():
+    folders = {_folder(name) for name in _modules()}
+    assert folders == set(FOLDER_ORDER), (
+        f"bertlib's folders {sorted(folders)} and FOLDER_ORDER {FOLDER_ORDER} differ: place a new "
+        "folder in the order (here and in docs/ARCHITECTURE.md's Levels), drop a gone one")
+
+
+def test_no_module_imports_from_a_later_folder():
+    wrong = folder_order_breaks(_modules())
+    assert not wrong, (f"the folders are layers, {' < '.join(FOLDER_ORDER)}: a module imports "
+                       "only from its own folder or an earlier one; move the code it needs, or "
+                       "itself, so the import goes down:\n" + "\n".join(wrong))
+
+
+def test_the_folder_order_sees_an_import_from_a_later_folder(tmp_path):
+    sources = {"paper/a": "from bertlib.paper import attention\nfrom bertlib.hf.models import encode\n",
+               "hf/b": "from bertlib.paper.attention import softmax\nfrom bertlib import checks\n",
+               "lab/c": "def f():\n    import bertlib.tiny.pretrain\n",  # inside a function too
+               "checks": "def g():\n    from bertlib.paper.attention import softmax\n",
+               "exercises": "from bertlib.pictures.widgets import Drawn\nfrom bertlib import __version__\n"}
+    modules = {}
+    for name, source in sources.items():
+        path = tmp_path / "bertlib" / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        modules[name] = [path]
+    assert folder_order_breaks(modules) == [
+        "checks.py (checks/) imports paper/attention (paper/)",
+        "lab/c.py (lab/) imports tiny/pretrain (tiny/)",
+        "paper/a.py (paper/) imports hf/models (hf/)"]
+
+
+def test_the_map_states_the_folder_order():
+    said = re.search(r"^\*\*The folders are layers\*\*, lowest first: (.*?)\.$",
+                     MAP.read_text(encoding="utf-8"), re.M)
+    assert said, "ARCHITECTURE.md's Levels no longer states the folders' order"
+    assert tuple(re.findall(r"`(\w+)(?:/|\.py)`", said[1])) == FOLDER_ORDER, said[1]
 
 
 def transformers_importers(modules: dict[str, list[Path]]) -> set[str]:
@@ -464,7 +514,7 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("mlm", "mask_tokens"): ("mask_batch(ids[None]", "def mask_batch("),
     ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "np.where(chosen, ids, IGNORE_INDEX",
                             "fate < f_m + f_r", "rng.choice(ordinary"),  # chosen, labels, 80/10/10
-    ("mlm", "mask_sentence"): "mask_tokens(ids",  # its one row: mask_tokens, then the rule
+    ("params", "mask_sentence"): "mask_tokens(ids",  # its one row: mask_tokens, then the rule
     ("pretrain", "mlm_step"): ("L = −mean_{i ∈ M} log p(x_i", "logits = model(input_ids=x",
                                "mlm_loss(logits, y)", "loss.backward()", "optimizer.step()"),
     ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "mask_batch(ids",
@@ -926,22 +976,24 @@ def test_the_attention_scanner_sees_scores_softmax_and_heads(tmp_path):
         ("m", "split_twice"): "heads", ("m", "merge_twice"): "heads"}
 
 
-def test_parameter_types_are_imported_from_where_they_are_read():
-    # paper/bert.py uses hf/params' names but does not offer them: a reader who imports
-    # bert_params finds it where the parameters are read from a model
-    names = {"bert_params", "LayerParams", "BertParams"}
+def test_parameter_types_are_imported_from_where_they_are_defined():
+    # the types the equations take live with the equations (paper/bert.py); hf/params.py reads a
+    # model into them and imports them for that, but does not offer them: a reader who imports
+    # LayerParams finds it beside bert_forward, and bert_params where a model is read
+    names = {"LayerParams", "BertParams"}
     files = _project_python_files() + sorted((ROOT / "notebooks").rglob("*.ipynb"))
     found = []
     for path in files:
         tree = _notebook_tree(path) if path.suffix == ".ipynb" else _parsed(path)
         for node in ast.walk(tree):
-            if (isinstance(node, ast.ImportFrom) and node.module == "bertlib.paper.bert"
+            if (isinstance(node, ast.ImportFrom) and node.module == "bertlib.hf.params"
                     and names & {a.name for a in node.names}):
                 found.append(str(path.relative_to(ROOT)))
-            if (isinstance(node, ast.Attribute) and node.attr in names
-                    and isinstance(node.value, ast.Name) and node.value.id in {"np_bert", "bert_mod"}):
-                found.append(str(path.relative_to(ROOT)))
-    assert not found, f"import bert_params, LayerParams, BertParams from bertlib.hf.params: {found}"
+    assert not found, f"import LayerParams, BertParams from bertlib.paper.bert: {found}"
+    offered = {node.value.elts[i].value for node in _parsed(_source("params")).body
+               if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__"
+               for i in range(len(node.value.elts))}
+    assert "bert_params" in offered and not names & offered, offered
 
 
 #: In paper/, W is a parameter matrix (X W + b, W_Q … W_O); in pictures/ and lab/, which hold
@@ -1106,7 +1158,7 @@ PRIVATE_CHECKS = {
                   "_check_padding": "padding_mask's lengths and n, or its 2-D flags",
                   "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask",
                   "_check_cosine": "cosine's u and v (..., d) and no all-zero vector"},
-    "bert": {"_check_forward": "the parameters of a model and its key mask",
+    "bert": {"_check_forward": "the parameters (a BertParams) and the key mask",
              "_check_ids": "token ids inside this model's vocabulary and positions",
              "_check_layer": "one layer's X and parameters, no mask beside a custom attend"},
     "approximations": {"_check_lsh": "LSH's n_buckets (1 or even), n_hashes and a chunk "
@@ -1218,8 +1270,8 @@ CHECKED_WHILE_WORKING = {
     "variants": {"_global_positions": "r9: the global positions' check (checks.positions), "
                                       "sorted and unique",
                  "_block_layout": "draws the block layout; checks block, global_blocks and "
-                                  "n_random on the way (it also raises: RAISE_WHILE_WORKING)",
-                 "_layer_params": "reads one layer's parameters; check_layer_head on the way"},
+                                  "n_random on the way (it also raises: RAISE_WHILE_WORKING)"},
+    "params": {"_layer_params": "reads one layer's parameters; check_layer_head on the way"},
     "importance": {"_params_and_states": "reads the parameters; checks the hidden states "
                                          "against their d and layer count"},
 }

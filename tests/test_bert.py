@@ -15,13 +15,14 @@ import pytest
 import torch
 
 from bertlib.hf.models import encode
-from bertlib.hf.params import BertParams, LayerParams, bert_params
+from bertlib.hf.params import bert_params, forward_text
 from bertlib.paper.attention import multi_head_attention
 from bertlib.paper.bert import (
+    BertParams,
+    LayerParams,
     bert_forward,
     embed,
     encoder_layer,
-    forward_text,
     gelu,
     layer_norm,
 )
@@ -66,7 +67,7 @@ def test_sentence_pair_with_token_types_equals_transformers(bert):
     types = enc["token_type_ids"][0].numpy()
     assert types.min() == 0 and types.max() == 1  # both sentence types are used
     hidden_ref, att_ref = reference(bert, **enc)
-    ours = bert_forward(enc["input_ids"][0].numpy(), types, model=bert)
+    ours = bert_forward(bert_params(bert), enc["input_ids"][0].numpy(), types)
     assert max_diff(ours.hidden_states, hidden_ref[:, 0]) <= ATOL_HIDDEN
     assert max_diff(ours.attentions, att_ref[:, 0]) <= ATOL_ATTENTION
 
@@ -74,8 +75,8 @@ def test_sentence_pair_with_token_types_equals_transformers(bert):
 def test_token_types_change_the_result(bert):
     enc = encode("The man went to the store.", "He bought milk.", model=bert)
     ids = enc["input_ids"][0].numpy()
-    with_types = bert_forward(ids, enc["token_type_ids"][0].numpy(), model=bert)
-    without = bert_forward(ids, None, model=bert)
+    with_types = bert_forward(bert_params(bert), ids, enc["token_type_ids"][0].numpy())
+    without = bert_forward(bert_params(bert), ids, None)
     assert np.abs(with_types.hidden_states[-1] - without.hidden_states[-1]).max() > 1e-3
 
 
@@ -85,7 +86,8 @@ def test_padded_batch_equals_transformers_and_ignores_padding(bert):
     mask = enc["attention_mask"].numpy()
     assert mask.min() == 0  # there is padding to mask
     hidden_ref, att_ref = reference(bert, **enc)
-    ours = bert_forward(enc["input_ids"].numpy(), enc["token_type_ids"].numpy(), mask, model=bert)
+    ours = bert_forward(bert_params(bert), enc["input_ids"].numpy(), enc["token_type_ids"].numpy(),
+                        mask)
     assert ours.hidden_states.shape == hidden_ref.shape
     assert max_diff(ours.attentions, att_ref) <= ATOL_ATTENTION
     for b in range(2):
@@ -110,7 +112,7 @@ def test_one_layer_by_hand_matches_the_stack(bert):
     enc = encode("One layer at a time.", model=bert)
     ids = enc["input_ids"][0].numpy()
     X = embed(params, ids)
-    out = bert_forward(ids, model=params)
+    out = bert_forward(params, ids)
     # bert_forward calls these very functions on the same arrays: equal to the last bit
     np.testing.assert_array_equal(X, out.hidden_states[0])
     X1, A1 = encoder_layer(X, params.layers[0], params.h, eps=params.eps)
@@ -159,28 +161,39 @@ def test_params_are_transposed_to_x_times_w(bert):
 
 
 def test_bad_inputs_give_clear_errors(bert):
-    ids = encode("Fine.", model=bert)["input_ids"][0].numpy()
+    ids, params = encode("Fine.", model=bert)["input_ids"][0].numpy(), bert_params(bert)
     with pytest.raises(ValueError, match=r"input_ids must be in 0\.\.30521"):
-        bert_forward(np.array([101, 40000, 102]), model=bert)
+        bert_forward(params, np.array([101, 40000, 102]))
     with pytest.raises(TypeError, match="whole numbers"):
-        bert_forward(ids.astype(float), model=bert)
+        bert_forward(params, ids.astype(float))
     with pytest.raises(ValueError, match=r"the number of word pieces of the input must be a whole number >= 1, got 0"):
-        bert_forward(np.array([], dtype=int), model=bert)
+        bert_forward(params, np.array([], dtype=int))
     with pytest.raises(ValueError, match="token_type_ids must be in 0..1"):
-        bert_forward(ids, np.full_like(ids, 2), model=bert)
+        bert_forward(params, ids, np.full_like(ids, 2))
     with pytest.raises(ValueError, match="token_type_ids and input_ids must have the same shape"):
-        bert_forward(ids, ids[:2] * 0, model=bert)
+        bert_forward(params, ids, ids[:2] * 0)
     with pytest.raises(ValueError, match="attention_mask and input_ids must have the same shape"):
-        bert_forward(ids, attention_mask=np.ones(2, dtype=int), model=bert)
+        bert_forward(params, ids, attention_mask=np.ones(2, dtype=int))
     with pytest.raises(ValueError, match="0/1 or bool"):
-        bert_forward(ids, attention_mask=np.full(ids.shape, 2), model=bert)
+        bert_forward(params, ids, attention_mask=np.full(ids.shape, 2))
     with pytest.raises(ValueError, match="at least one real token"):
-        bert_forward(ids, attention_mask=np.zeros(ids.shape, dtype=int), model=bert)
+        bert_forward(params, ids, attention_mask=np.zeros(ids.shape, dtype=int))
     with pytest.raises(ValueError, match=r"^the input is 513 word pieces long but this model has "
                                          r"512 positions .*; shorten it$"):
-        bert_forward(np.full(513, 1000), model=bert)
+        bert_forward(params, np.full(513, 1000))
     with pytest.raises(TypeError, match="LoadedBert .* or a transformers BertModel"):
         bert_params("bert")
+
+
+def test_bert_forward_takes_parameters_and_names_how_to_read_a_model(bert):
+    """bert_forward applies the equations to a BertParams; a model (or the ids in the first
+    place, the old order) is refused with the one call that reads a model's parameters."""
+    ids = encode("Fine.", model=bert)["input_ids"][0].numpy()
+    how = r"params must be a BertParams: read a model's with bertlib\.hf\.params\.bert_params\(model\)"
+    with pytest.raises(TypeError, match=how + ", got LoadedBert"):
+        bert_forward(bert, ids)
+    with pytest.raises(TypeError, match=how + ", got ndarray"):
+        bert_forward(ids, None)  # the ids where the parameters go
 
 
 def _random_layer(d=8, d_ff=16, seed=0) -> LayerParams:

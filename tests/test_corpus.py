@@ -6,6 +6,7 @@ import torch
 
 from bertlib.hf import corpus as cp
 from bertlib.hf.models import encode, run_bert
+from bertlib.hf.params import bert_params
 from bertlib.lab import analysis as an
 from bertlib.paper.bert import bert_forward
 
@@ -53,7 +54,7 @@ def test_too_long_for_the_model_is_one_check_with_one_message():
                                          "the first 512$"):
         encode(too_long)
     with pytest.raises(ValueError, match=f"^the {rule}shorten it$"):
-        bert_forward(np.full((1, 602), 1000))  # the numpy BERT's ids, its positions' limit
+        bert_forward(bert_params(), np.full((1, 602), 1000))  # the numpy BERT's ids, its positions' limit
 
 
 def test_run_corpus_rejects_zero_sentences_and_bad_texts():

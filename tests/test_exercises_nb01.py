@@ -9,6 +9,7 @@ import torch
 
 from bertlib import exercises
 from bertlib.exercises import Feedback, nb01, reset_tries, wrong_tries
+from bertlib.exercises.ladder import UNCHANGED
 from bertlib.exercises.nb01 import (
     ATOL,
     PENCIL_ATOL,
@@ -132,17 +133,38 @@ def test_attention_fn_reports_exceptions_and_stub_returning_none():
     assert "not answered yet" in check_attention_fn(lambda Q, K, V: None).message
 
 
-def _w_q_only_attempt():
+def _w_q_only_attempt(lean=3):
     Wq = W_Q.copy()
-    Wq[3] = [0, 3]  # a W_Q-only attempt: the query of 'mat' leans on the second key feature
+    Wq[3] = [0, lean]  # a W_Q-only attempt: the query of 'mat' leans on the second key feature
     return Wq
 
 
 def test_design_explains_why_w_q_alone_cannot_work():
-    check_design(_w_q_only_attempt())  # the first such try is asked a question (below)
-    check_design(_w_q_only_attempt())  # the second is told which keys to compare
-    fb = check_design(_w_q_only_attempt())
+    check_design(_w_q_only_attempt(3))  # the first such try is asked a question (below)
+    check_design(_w_q_only_attempt(4))  # the second (a new try) is told which keys to compare
+    fb = check_design(_w_q_only_attempt(5))
     assert not fb and "same key" in fb.message and "not yet" in fb.message
+
+
+def test_design_the_same_try_again_gets_the_same_hint_saying_so():
+    # a learner who re-ran the check on an unchanged W_Q climbed the ladder to the reason; now
+    # only a new try climbs, and the same try again is told that it is the same answer
+    unchanged = "your answer is the same as at your last check"
+    first = check_design(_w_q_only_attempt(3)).message
+    again = check_design(_w_q_only_attempt(3)).message
+    assert "Look at the keys" in first and unchanged not in first
+    assert again == first + UNCHANGED and "Compare the key" not in again
+    Wq = _w_q_only_attempt(4)
+    second = check_design(Wq).message  # a new try climbs
+    assert "Compare the key of 'cat'" in second and unchanged not in second
+    assert unchanged in check_design(Wq.tolist()).message  # the same numbers as a list
+    Wq[3] = [0, 6]  # edited in place, then checked again: a new try
+    third = check_design(Wq).message
+    assert "same key" in third and unchanged not in third
+    fourth = check_design(Wq, W_K).message  # W_K given as the toy's own: the same answer
+    assert fourth.endswith(UNCHANGED) and "same key" in fourth
+    reset_tries()  # a fresh kernel starts the ladder again, even on the last answer
+    assert check_design(Wq).message.count("Look at the keys") == 1
 
 
 def test_design_first_asks_about_the_keys_then_names_them():
@@ -153,11 +175,11 @@ def test_design_first_asks_about_the_keys_then_names_them():
     assert "same key" not in fb.message and "W_Q alone" not in fb.message
     assert "'on'" not in fb.message and "times the key" not in fb.message
     # learner 30: the second try spelled out the insight; now it only names the keys to compare
-    second = check_design(_w_q_only_attempt()).message
+    second = check_design(_w_q_only_attempt(4)).message
     assert "Compare the key of 'cat' [0.0, 1.0] with that of 'on' [0.0, 1.0]" in second
     assert "that of 'mat' [0.0, 2.0]" in second and "what follows" in second
     assert "same key" not in second and "times the key" not in second and "W_Q alone" not in second
-    assert "same key" in check_design(_w_q_only_attempt()).message
+    assert "same key" in check_design(_w_q_only_attempt(5)).message
     reset_tries()  # a fresh kernel asks the question again
     assert "Look at the keys" in check_design(_w_q_only_attempt()).message
 
@@ -211,9 +233,9 @@ def test_window_weights_accept_a_pencils_rounded_e_and_root_without_a_try(e, roo
 
 
 def test_design_names_mats_key_as_a_multiple_of_cats():
-    check_design(_w_q_only_attempt())
-    check_design(_w_q_only_attempt())
-    fb = check_design(_w_q_only_attempt())
+    for lean in (3, 4):
+        check_design(_w_q_only_attempt(lean))
+    fb = check_design(_w_q_only_attempt(5))
     assert not fb and "2 times the key of 'cat'" in fb.message and "W_Q alone" in fb.message
 
 
@@ -254,8 +276,8 @@ def test_design_does_not_blame_w_q_when_only_w_k_changed():
     Wk = W_K.copy()
     Wk[:, 1] = 0  # the keys' second column gone: keys tie or become multiples of "cat"'s
     check_design(None, Wk)  # the first such try: a question about the keys
-    check_design(None, Wk)  # the second: which keys to compare
-    fb = check_design(None, Wk)
+    check_design(None, 2 * Wk)  # the second (a new try, keys tied alike): which keys to compare
+    fb = check_design(None, 3 * Wk)
     assert not fb.ok and "Note:" in fb.message
     assert "Changing W_Q alone" not in fb.message and "no W_Q" in fb.message
     assert "Changing W_Q alone" in check_design(_w_q_only_attempt()).message

@@ -6,7 +6,8 @@ import pytest
 from bertlib.checks import IGNORE_INDEX
 from bertlib.hf import loading
 from bertlib.hf.models import encode, fill_mask, has_mlm_head
-from bertlib.paper.mlm import mask_sentence, mask_tokens
+from bertlib.hf.params import mask_sentence
+from bertlib.paper.mlm import mask_tokens
 
 CLS, SEP, MASK, VOCAB = 101, 102, 103, 30522
 

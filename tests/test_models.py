@@ -14,8 +14,7 @@ from bertlib.hf import finetune, models
 from bertlib.hf.attention_interface import register_attention
 from bertlib.hf.loading import LoadedBert
 from bertlib.hf.models import attention_maps, batch_runs, check_layer_head, encode, run_bert
-from bertlib.hf.params import bert_params
-from bertlib.paper.bert import forward_text
+from bertlib.hf.params import bert_params, forward_text
 
 SENTENCE = "The cat sat on the mat"
 # transformers computes in float32 (eps 1.2e-7); the numpy BERT in float64. Rounding errors of

@@ -1,7 +1,8 @@
 """bertlib.hf.params: a transformers BERT's parameters read as numpy, each W transposed to x W.
 
-A random 2-layer BERT (no download, no bundled model) is enough: the reading is the same code
-for every size; tests/test_bert.py checks the bundled model through bert_forward.
+A random 2-layer BERT (no download, no bundled model) is enough for the reading: it is the same
+code for every size; tests/test_bert.py checks the bundled model through bert_forward. The
+equations on one layer of the bundled model (bert_qkv, bert_layer, with a variant) come last.
 """
 
 import numpy as np
@@ -9,7 +10,10 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from bertlib.hf.params import LayerParams, as_xW, bert_params, layer_params
+from bertlib.hf.params import as_xW, bert_layer, bert_params, bert_qkv, layer_params
+from bertlib.paper.attention import scaled_dot_product_attention
+from bertlib.paper.bert import LayerParams
+from bertlib.paper.variants import sliding_window_attention
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +72,38 @@ def test_bert_params_refuse_a_model_without_the_exact_gelu():
                         intermediate_size=16, hidden_act="gelu_new")
     with pytest.raises(ValueError, match="exact GELU; the model uses 'gelu_new'"):
         bert_params(BertModel(config))
+
+
+# ---------------------------------------------------------------- one real BERT layer, by hand
+
+
+def test_bert_qkv_and_layer_reproduce_the_model():
+    from bertlib.hf.models import run_bert
+
+    run = run_bert("The cat sat on the mat.")
+    Q, K, V = bert_qkv(run.hidden_states[2], 2)
+    assert Q.shape == (12, len(run.tokens), 32)
+    _, weights = scaled_dot_product_attention(Q, K, V)
+    np.testing.assert_allclose(weights, run.attentions[2], atol=1e-5)
+    np.testing.assert_allclose(bert_layer(run.hidden_states[2], 2), run.hidden_states[3],
+                               atol=1e-4)
+
+
+def test_bert_layer_out_of_range_is_named():
+    with pytest.raises(ValueError, match=r"layer must be a whole number in 0\.\.5 \(6 layers\), got 7"):
+        bert_qkv(np.zeros((3, 384)), 7)
+
+
+def test_bert_layer_with_a_window_that_sees_everything_is_the_full_layer():
+    from bertlib.hf.models import run_bert
+
+    run = run_bert("The cat sat on the mat.")
+    n = len(run.tokens)
+    full = bert_layer(run.hidden_states[1], 1)
+    wide = bert_layer(run.hidden_states[1], 1,
+                      lambda Q, K, V: sliding_window_attention(Q, K, V, 2 * n))
+    # both float64, the same sums in another order (blocks): ~1e-15 relative on values up to
+    # ~10 after LayerNorm -> 1e-10 leaves a wide margin
+    np.testing.assert_allclose(wide, full, rtol=0, atol=1e-10)
+    narrow = bert_layer(run.hidden_states[1], 1, lambda Q, K, V: sliding_window_attention(Q, K, V, 2))
+    assert np.abs(narrow - full).max() > 1e-3  # a real window changes the layer

@@ -181,6 +181,7 @@ def test_the_tiny_bert_is_the_numpy_bert_of_the_equations():
     """bertlib.paper.bert.bert_forward on a BertForMaskedLM of tiny_config gives transformers'
     hidden states and attention weights within float32 rounding (notebook 09 asserts the same on
     the committed runs)."""
+    from bertlib.hf.params import bert_params
     from bertlib.paper.bert import bert_forward
 
     model = pt.new_model(pt.tiny_config(40), seed=3)
@@ -190,7 +191,7 @@ def test_the_tiny_bert_is_the_numpy_bert_of_the_equations():
     with torch.no_grad():
         out = model(input_ids=torch.as_tensor(ids), attention_mask=torch.as_tensor(flags),
                     output_hidden_states=True, output_attentions=True)
-    ours = bert_forward(ids, attention_mask=flags, model=model)
+    ours = bert_forward(bert_params(model), ids, attention_mask=flags)
     real = flags.astype(bool)
     assert np.abs(ours.hidden_states - torch.stack(out.hidden_states).numpy())[:, real].max() < 1e-5
     assert np.abs(ours.attentions - torch.stack(out.attentions).numpy()).max() < 1e-5

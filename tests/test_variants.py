@@ -8,8 +8,6 @@ import pytest
 from bertlib.paper.approximations import linformer_attention, performer_attention, relative_error
 from bertlib.paper.attention import scaled_dot_product_attention
 from bertlib.paper.variants import (
-    bert_layer,
-    bert_qkv,
     block_sparse_attention,
     block_sparse_pattern,
     sliding_window_attention,
@@ -180,38 +178,3 @@ def test_bad_arrays_are_named(numpy_qkv):
         linformer_attention(bad, K, V, 4)
     with pytest.raises(ValueError, match="approx and exact must have the same shape"):
         relative_error(Q, Q[:3])
-
-
-# ---------------------------------------------------------------- the real BERT
-
-
-def test_bert_qkv_and_layer_reproduce_the_model():
-    from bertlib.hf.models import run_bert
-
-    run = run_bert("The cat sat on the mat.")
-    Q, K, V = bert_qkv(run.hidden_states[2], 2)
-    assert Q.shape == (12, len(run.tokens), 32)
-    _, weights = scaled_dot_product_attention(Q, K, V)
-    np.testing.assert_allclose(weights, run.attentions[2], atol=1e-5)
-    np.testing.assert_allclose(bert_layer(run.hidden_states[2], 2), run.hidden_states[3],
-                               atol=1e-4)
-
-
-def test_bert_layer_out_of_range_is_named():
-    with pytest.raises(ValueError, match=r"layer must be a whole number in 0\.\.5 \(6 layers\), got 7"):
-        bert_qkv(np.zeros((3, 384)), 7)
-
-
-def test_bert_layer_with_a_window_that_sees_everything_is_the_full_layer():
-    from bertlib.hf.models import run_bert
-
-    run = run_bert("The cat sat on the mat.")
-    n = len(run.tokens)
-    full = bert_layer(run.hidden_states[1], 1)
-    wide = bert_layer(run.hidden_states[1], 1,
-                      lambda Q, K, V: sliding_window_attention(Q, K, V, 2 * n))
-    # both float64, the same sums in another order (blocks): ~1e-15 relative on values up to
-    # ~10 after LayerNorm -> 1e-10 leaves a wide margin
-    np.testing.assert_allclose(wide, full, rtol=0, atol=1e-10)
-    narrow = bert_layer(run.hidden_states[1], 1, lambda Q, K, V: sliding_window_attention(Q, K, V, 2))
-    assert np.abs(narrow - full).max() > 1e-3  # a real window changes the layer

@@ -1,5 +1,6 @@
 """bertlib.pictures.widgets.attention: the weights it draws, its input checks, and the widget itself."""
 
+import html
 import math
 
 import matplotlib
@@ -16,6 +17,7 @@ from bertlib.paper.attention import softmax  # noqa: E402
 from bertlib.pictures.widgets import query_index  # noqa: E402
 from bertlib.pictures.widgets.attention import (  # noqa: E402
     SCALINGS,
+    TEMPERATURE_RANGE,
     ToyAttentionExplorer,
     score_divisor,
     toy_query_weights,
@@ -49,15 +51,41 @@ def test_temperature_ignored_unless_selected():
                                   toy_query_weights("cat", "sqrt_dk"))
 
 
-@pytest.mark.parametrize("T", [0.0, -1.0, float("nan"), float("inf")])
-def test_impossible_temperature_is_refused(T):
-    with pytest.raises(ValueError, match=r"temperature must be a number > 0 \(finite"):
+RANGE_SAID = r"temperature must be a number in \[1e-300, 1e\+300\] \(T = 0 divides by zero"
+
+
+#: 1e-320 and 5e-324: 1/T overflows to inf (the learner once saw "scale ... inf"); 1e-308: 1/T is
+#: finite but the scores ÷ T overflow (the weights came out NaN, silently); 1e308: beyond the top.
+@pytest.mark.parametrize("T", [0.0, -0.0, -1.0, float("nan"), float("inf"), float("-inf"),
+                               1e-320, 5e-324, 1e-308, 1e-301, 1e308, 1.01e300])
+def test_impossible_temperature_is_refused_naming_the_range(T):
+    for call in (lambda: score_divisor("temperature", T),
+                 lambda: toy_query_weights("cat", "temperature", T)):
+        with pytest.raises(ValueError, match=RANGE_SAID) as err:
+            call()
+        assert "scale" not in str(err.value) and f"got {float(T)!r}" in str(err.value)
+
+
+@pytest.mark.parametrize("T", ["2", "abc", None, True, [1.0]])
+def test_temperature_must_be_a_number(T):
+    with pytest.raises(TypeError, match=RANGE_SAID):
         score_divisor("temperature", T)
 
 
-def test_temperature_must_be_a_number():
-    with pytest.raises(TypeError, match="temperature must be a number"):
-        score_divisor("temperature", "2")
+def test_the_temperature_range_is_what_float64_allows_on_the_toy():
+    low, high = TEMPERATURE_RANGE
+    assert (low, high) == (1e-300, 1e300)
+    scores = (X @ W_Q) @ (X @ W_K).T
+    assert np.abs(scores).max() == 4  # the comment's "the toy's scores reach 4"
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # at both ends, every query
+        for T in (low, high, np.float32(1e-40)):
+            for i in range(len(toy.TOKENS)):
+                w = toy_query_weights(i, "temperature", T)
+                assert np.isfinite(w).all() and abs(w.sum() - 1) < 1e-12
+    np.testing.assert_allclose(toy_query_weights("cat", "temperature", high), 1 / 6, rtol=1e-12)
+    assert toy_query_weights("cat", "temperature", low).argmax() == toy.TOKENS.index("sat")
+    with np.errstate(over="ignore"):  # the comment's "1/T is inf from about 5.6e-309"
+        assert np.isinf(np.float64(1) / 5.5e-309) and np.isfinite(np.float64(1) / 5.6e-309)
 
 
 def test_unknown_scaling_lists_the_options():
@@ -117,14 +145,23 @@ def test_explorer_shows_message_for_bad_temperature(shown):
     # good one draws again: the controls stay usable
     ex = ToyAttentionExplorer(scaling="temperature")
     assert ex.ok and not ex.temperature.disabled
-    for T in (-1.0, 0.0, float("nan")):
+    bad = (-1.0, 0.0, float("nan"), float("inf"), 1e-320, 1e-308, 1e308)
+    for T in bad:
         ex.temperature.value = T
         assert not ex.ok
-        assert "temperature must be a number &gt; 0 (finite" in shown["displayed"][-1].data
-        assert f"got {T}" in shown["displayed"][-1].data
-    assert len(shown["displayed"]) == 3 and len(shown["charts"]) == 1
+        said = shown["displayed"][-1].data
+        assert "temperature must be a number in [1e-300, 1e+300] (T = 0 divides" in said
+        assert f"got {T}" in said and "scale" not in said and html.escape(ex.drawn.message) in said
+    assert len(shown["displayed"]) == len(bad) and len(shown["charts"]) == 1
     ex.temperature.value = 2.0
     assert ex.ok and len(shown["charts"]) == 2
+    ex.temperature.value = 1e-300  # the ends of the range draw
+    assert ex.ok and shown["charts"][-1].endswith("scores ÷ T = 1e-300")
+
+
+def test_explorer_refuses_a_temperature_that_is_no_number():
+    with pytest.raises(TypeError, match=r"temperature must be a number in \[1e-300, 1e\+300\]"):
+        ToyAttentionExplorer(scaling="temperature", temperature="0.5")
 
 
 def test_explorer_redraws_when_query_changes(shown):

@@ -8,8 +8,9 @@ matplotlib.use("Agg")
 
 import IPython.display  # noqa: E402
 
+from bertlib.hf.params import bert_qkv  # noqa: E402
 from bertlib.paper.attention import scaled_dot_product_attention  # noqa: E402
-from bertlib.paper.variants import bert_qkv, sliding_window_attention  # noqa: E402
+from bertlib.paper.variants import sliding_window_attention  # noqa: E402
 from bertlib.pictures.widgets.efficient import (  # noqa: E402
     DEFAULT_TEXT,
     VARIANTS,

@@ -22,8 +22,9 @@ tries are explained, so that a loop over answers learns nothing more than right 
 
 Shared by the checkers of several notebooks: :func:`calls_library` (does a learner's function
 hand its work to the bertlib function the exercise asks them to write?), :func:`fitted_divisor`
-(the scaling a learner's softmax used), :func:`count_try` (a hint that waits for a second try)
-and :func:`described` (what a learner's function returned, in words).
+(the scaling a learner's softmax used), :func:`count_try` (a hint that waits for a second try;
+:mod:`bertlib.exercises.ladder` climbs only on a new answer) and :func:`described` (what a
+learner's function returned, in words).
 """
 
 from __future__ import annotations
@@ -365,13 +366,16 @@ TRIES_RULE = "the checker explains your first three tries; after that it says ri
 _wrong_tries: dict[str, int] = {}  # checker name -> wrong, judged answers so far in this kernel
 
 
-def wrong_tries(checker: Callable) -> int:
+def wrong_tries(checker: Callable | str) -> int:
     """How many wrong answers ``checker`` (a function wrapped by :func:`explained_tries`) has
-    judged in this kernel: form errors and right answers do not count."""
+    judged in this kernel: form errors and right answers do not count. A label of
+    :func:`count_try` (a str) gives its count."""
     return _wrong_tries.get(_key(checker), 0)
 
 
-def _key(checker: Callable) -> str:
+def _key(checker: Callable | str) -> str:
+    if isinstance(checker, str):  # a label of count_try
+        return checker
     return f"{getattr(checker, '__module__', '')}.{getattr(checker, '__qualname__', checker)}"
 
 

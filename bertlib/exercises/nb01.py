@@ -241,7 +241,8 @@ def check_design(W_Q, W_K=None) -> _Feedback:
     to "cat" (strictly more than to any other key) while "cat" still attends most to "sat". W_Q
     None or W_K None = the toy's own (not both). Says how close an answer is, whether "cat" lost
     "sat" (with either half), and, over stuck tries, asks about the keys no W_Q can get past, then
-    names them, then says why: ties with, or multiples of, the key of "cat"."""
+    names them, then says why: ties with, or multiples of, the key of "cat" (a step per new try:
+    the same W_Q, W_K checked again gets the same hint, saying that the answer is unchanged)."""
     if W_Q is None and W_K is None:
         return _not_answered()
     arrays = _design_matrices(W_Q, W_K)
@@ -258,11 +259,10 @@ def check_design(W_Q, W_K=None) -> _Feedback:
     lost = _design.lost_verb(A, Q, K, *arrays, atol=ATOL)  # named on either half
     if w[i_cat] <= w[rival] + ATOL:
         also = f". Your edit also broke the other half: {lost}" if lost else ""
+        keys = _design.key_hint(K, i_cat, i_mat, W_K is not None, answer=arrays)
         return _Feedback(False, f"not yet: 'mat' gives 'cat' {w[i_cat]:.3f} but "
                                 f"{_toy.TOKENS[rival]!r} {w[rival]:.3f} (query of 'mat' "
-                                f"{_np.round(Q[i_mat], 3).tolist()})"
-                                f"{_design.key_hint(K, i_cat, i_mat, keys_changed=W_K is not None)}"
-                                f"{also}")
+                                f"{_np.round(Q[i_mat], 3).tolist()}){keys}{also}")
     if lost:
         return _Feedback(False, f"'mat' now gives 'cat' {w[i_cat]:.3f}, but {lost}")
     s_mat = (Q @ K.T)[i_mat]  # tied by score, not by rounded weight

@@ -1,12 +1,13 @@
 """What notebook 01's design exercise (:func:`bertlib.exercises.nb01.check_design`) tells a
 W_Q / W_K that falls short: the keys in the way of "cat" (asked about first, then pointed at, then
-explained), and, when "cat" lost its verb, which query rows or keys the learner's edit moved."""
+explained, one step per new try), and, when "cat" lost its verb, which query rows or keys the
+learner's edit moved."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bertlib.exercises import count_try
+from bertlib.exercises.ladder import climb
 from bertlib.paper import toy
 
 _N = len(toy.TOKENS)
@@ -65,9 +66,12 @@ def _moved_keys_hint(K, words, q_cat) -> str:
             f"{q_cat}: which rows of W_K did you change, and which of these keys did that move?")
 
 
-def key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False) -> str:
+def key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False, *,
+             answer) -> str:
     """Why no query can single out "cat": another key equals it, or "mat"'s key is a multiple.
-    A ladder over the stuck tries: a question, then which keys to compare, then the reason."""
+    A ladder over the stuck tries: a question, then which keys to compare, then the reason. K:
+    (6, d_k) keys. answer: the learner's try, e.g. (W_Q, W_K): only a new one climbs; the same
+    one again gets the same hint, saying so (:func:`bertlib.exercises.ladder.climb`)."""
     k_cat = K[i_cat]
     hints, rivals = [], []
     ties = [j for j in range(_N) if j != i_cat and np.allclose(K[j], k_cat)]
@@ -82,14 +86,16 @@ def key_hint(K: np.ndarray, i_cat: int, i_mat: int, keys_changed: bool = False) 
                      "so any query that scores 'cat' high scores 'mat' itself higher")
     if not hints:
         return ""
-    stuck = count_try("nb01.keys")
+    stuck, same = climb("nb01.keys", answer)
     if stuck == 1:  # first a question, then which keys to compare, then the reason (learner 30)
         return (". Look at the keys (section 4 printed K): can any query score 'cat' above "
-                "every other key? If you are stuck, the next check says which keys to compare")
+                "every other key? If a new try is still stuck here, its check says which keys to "
+                f"compare{same}")
     if stuck == 2:
         others = " and ".join(f"that of {toy.TOKENS[j]!r} {K[j].tolist()}" for j in rivals)
         return (f". Compare the key of 'cat' {k_cat.tolist()} with {others}: a query's score for "
                 "a key is their dot product; what does that give two equal keys, or a key that is "
-                "a multiple of another? If you are still stuck, the next check says what follows")
+                f"a multiple of another? If a new try is still stuck here, its check says what "
+                f"follows{same}")
     fix = "With these keys no W_Q can" if keys_changed else "Changing W_Q alone cannot"
-    return ". Note: " + "; and ".join(hints) + f". {fix} fix that"
+    return ". Note: " + "; and ".join(hints) + f". {fix} fix that{same}"

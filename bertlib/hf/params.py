@@ -1,68 +1,38 @@
 """BERT's parameters as numpy arrays, read out of a transformers model (the numpy BERT's hf side).
 
-``bertlib.paper.bert`` holds the equations; this module holds what they are applied to: the types
-``LayerParams`` and ``BertParams`` (every W transposed to (in, out), so the equations read x W) and
-``bert_params(model)``, which reads them once per model and again whenever a parameter changed
-(one layer by :func:`layer_params`, each matrix by :func:`as_xW`).
+``bertlib.paper.bert`` holds the equations and the types they take (``LayerParams``,
+``BertParams``: every W transposed to (in, out), so the equations read x W); this module reads a
+model into them: ``bert_params(model)``, once per model and again whenever a parameter changed
+(one layer by :func:`layer_params`, each matrix by :func:`as_xW`). Then the equations on a real
+model: :func:`forward_text` (``bert_forward`` on a sentence), :func:`bert_qkv` (one layer's Q, K,
+V), :func:`bert_layer` (one layer with each head's attention swapped for a variant) and
+:func:`mask_sentence` (BERT's masking rule, ``bertlib.paper.mlm.mask_tokens``, on a sentence
+tokenised by the model's tokenizer).
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from bertlib.checks import kind
-from bertlib.hf.loading import bert_module
-from bertlib.hf.models import parameters_state
+from bertlib.checks import as_array, kind
+from bertlib.hf.loading import bert_module, load_bert
+from bertlib.hf.models import check_layer_head, encode, parameters_state
+from bertlib.paper.attention import project_heads
+from bertlib.paper.bert import BertOutput, BertParams, LayerParams, bert_forward, encoder_layer
+from bertlib.paper.mlm import MaskedInput, mask_tokens
 
-__all__ = ["LayerParams", "BertParams", "bert_params", "layer_params", "as_xW"]
-
-
-class LayerParams(NamedTuple):
-    """One encoder layer's parameters, float64, applied on the right (x W).
-
-    W_Q, W_K, W_V, W_O: (d, d); b_Q, b_K, b_V, b_O: (d,); ln1_gamma, ln1_beta: (d,) (after
-    attention); W_1: (d, d_ff), b_1: (d_ff,), W_2: (d_ff, d), b_2: (d,) (feed-forward);
-    ln2_gamma, ln2_beta: (d,) (after the feed-forward).
-    """
-
-    W_Q: np.ndarray
-    b_Q: np.ndarray
-    W_K: np.ndarray
-    b_K: np.ndarray
-    W_V: np.ndarray
-    b_V: np.ndarray
-    W_O: np.ndarray
-    b_O: np.ndarray
-    ln1_gamma: np.ndarray
-    ln1_beta: np.ndarray
-    W_1: np.ndarray
-    b_1: np.ndarray
-    W_2: np.ndarray
-    b_2: np.ndarray
-    ln2_gamma: np.ndarray
-    ln2_beta: np.ndarray
-
-
-class BertParams(NamedTuple):
-    """All of BERT's encoder parameters.
-
-    word: (vocab, d) float32 (rows are cast to float64 when looked up, to save memory);
-    position: (max_positions, d), token_type: (type_vocab, d), emb_gamma, emb_beta: (d,) float64;
-    layers: one LayerParams per layer; h: heads per layer; eps: LayerNorm's ε.
-    """
-
-    word: np.ndarray
-    position: np.ndarray
-    token_type: np.ndarray
-    emb_gamma: np.ndarray
-    emb_beta: np.ndarray
-    layers: tuple[LayerParams, ...]
-    h: int
-    eps: float
+__all__ = [
+    "bert_params",
+    "layer_params",
+    "as_xW",
+    "forward_text",
+    "bert_qkv",
+    "bert_layer",
+    "mask_sentence",
+]
 
 
 def bert_params(model=None) -> BertParams:
@@ -129,6 +99,76 @@ def _embedding_params(model, layers: tuple[LayerParams, ...]) -> BertParams:
 def _float64(param) -> np.ndarray:
     """A torch parameter as a float64 numpy array (a copy, detached from the model)."""
     return param.detach().cpu().numpy().astype(np.float64)
+
+
+# ---------------------------------------------------------------- the equations on a real model
+
+def forward_text(text: str, text_pair: str | None = None, model=None) -> BertOutput:
+    """:func:`bertlib.paper.bert.bert_forward` on one sentence (or pair), tokenised by
+    :func:`bertlib.hf.models.encode`, on the parameters of ``model`` (None = the bundled BERT).
+
+    Returns hidden_states (L+1, n, d) and attentions (L, h, n, n) for the n word pieces
+    (the tokens are ``bertlib.hf.models.run_bert(text, text_pair).tokens``).
+    """
+    loaded = load_bert() if model is None else model
+    enc = encode(text, text_pair, loaded)
+    return bert_forward(bert_params(loaded), enc["input_ids"][0].numpy(),
+                        enc["token_type_ids"][0].numpy())
+
+
+def bert_qkv(hidden, layer: int, model=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q, K, V of every head of BERT's layer ``layer`` from its input hidden states.
+
+        Q = X W_Q + b_Q (likewise K, V), split into h heads of d_k = d/h features.
+    hidden: X (n, d), the layer's input (``run_bert(text).hidden_states[layer]``).
+    model: a LoadedBert or BertModel (default: the bundled BERT).
+    Returns Q, K, V each (h, n, d_k) float64.
+    """
+    p, params = _layer_params(model, layer)
+    X = as_array(hidden, "hidden", shape=(None, p.W_Q.shape[0]), layout="(n, d)",
+                 why="(d of this model)").astype(np.float64)
+    return tuple(project_heads(X, W, b, params.h)
+                 for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
+
+
+def bert_layer(hidden, layer: int, attend=None, model=None) -> np.ndarray:
+    """One BERT encoder layer in numpy, with each head's attention computed by ``attend``:
+    :func:`bertlib.paper.bert.encoder_layer` with the attention swapped,
+
+        M = Concat_i attend(Q_i, K_i, V_i) W_O + b_O;  X' = LayerNorm(X + M)
+        out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
+    hidden: X (n, d), the layer's input; attend(Q, K, V) -> (n, d_k) for one head, with Q, K, V
+    (n, d_k), e.g. ``lambda Q, K, V: sliding_window_attention(Q, K, V, 4)``; None = BERT's
+    full softmax attention. No padding (one unpadded sequence).
+    Returns the layer's output (n, d) float64 (``hidden_states[layer + 1]`` when attend is None).
+    """
+    p, params = _layer_params(model, layer)
+    return encoder_layer(hidden, p, params.h, eps=params.eps, attend=attend)[0]
+
+
+def mask_sentence(text: str, text_pair: str | None = None, model=None,
+                  seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
+    """:func:`bertlib.paper.mlm.mask_tokens` on a sentence (or pair) tokenised by the model's
+    tokenizer (so one row for ``mask_batch``); [CLS], [SEP], [PAD] are never chosen.
+    Returns (tokens before, tokens after, MaskedInput of (n,) arrays)."""
+    tok, ids = _tokenised(text, text_pair, model)  # (n,) piece ids
+    masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
+    return (tok.convert_ids_to_tokens(ids.tolist()),
+            tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
+
+
+def _tokenised(text: str, text_pair: str | None, model):
+    """The model's tokenizer (the bundled model's for None) and the text's ids, (n,)."""
+    loaded = load_bert() if model is None else model
+    return loaded.tokenizer, encode(text, text_pair, loaded)["input_ids"][0].numpy()
+
+
+def _layer_params(model, layer) -> tuple[LayerParams, BertParams]:
+    """(LayerParams of ``layer``, BertParams) of ``model`` (None = the bundled BERT)."""
+    bert = bert_module(model)
+    layer, _ = check_layer_head(bert, layer)
+    params = bert_params(bert)
+    return params.layers[layer], params
 
 
 # ---------------------------------------------------------------- the checks, once at the edge

@@ -17,9 +17,11 @@ transformers computes in float32, so the two agree to float32 rounding (a few 1e
 tests/test_bert.py says how close).
 
 Equation first: the model's functions come first, each one check line and then its equations;
-the checks follow. The parameters' types and their reading out of a transformers model (cached
-per model) live on the hf side, in ``bertlib.hf.params``: import them from there (this module
-uses them to check its inputs and to read a model it is handed, and does not re-export them).
+the checks follow, then the types: the parameters the equations take (``LayerParams``,
+``BertParams``, every W as (in, out), so the equations read x W) and what ``bert_forward``
+returns. Reading the parameters out of a transformers model (cached per model) and running this
+forward pass on a sentence are the hf side's work, in ``bertlib.hf.params`` (``bert_params``,
+``forward_text``): this module imports nothing but ``checks`` and ``paper``.
 """
 
 from __future__ import annotations
@@ -38,28 +40,26 @@ from bertlib.checks import (
     vocab_ids,
     within_positions,
 )
-from bertlib.hf.loading import load_bert
-from bertlib.hf.models import encode
-from bertlib.hf.params import BertParams, LayerParams, bert_params
 from bertlib.paper.attention import key_mask, multi_head_attention, scaled_dot_product_attention
 
 __all__ = [
     "BertOutput",
+    "LayerParams",
+    "BertParams",
     "layer_norm",
     "gelu",
     "embed",
     "encoder_layer",
     "bert_forward",
-    "forward_text",
 ]
 
 
-def bert_forward(input_ids, token_type_ids=None, attention_mask=None, model=None) -> BertOutput:
+def bert_forward(params, input_ids, token_type_ids=None, attention_mask=None) -> BertOutput:
     """X_0 = LayerNorm(W_word[t] + W_pos + W_type[seg]), X_l = EncoderLayer_l(X_{l−1}) for l = 1..L.
-    input_ids, token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding,
-    None = all real; model: BertModel / LoadedBert / BertParams / None. Returns BertOutput(hidden
-    states (L+1, ..., n, d), attentions A (L, ..., h, n, n)), float64."""
-    params, mask = _check_forward(input_ids, attention_mask, model)
+    params: BertParams (a model's: bertlib.hf.params.bert_params(model)); input_ids,
+    token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding, None = all
+    real. Returns BertOutput(hidden states (L+1, ..., n, d), attentions A (L, ..., h, n, n))."""
+    mask = _check_forward(params, input_ids, attention_mask)  # params a BertParams; (..., 1, 1, n)
     X = embed(params, input_ids, token_type_ids)  # X_0 = LayerNorm(W_word[t] + W_pos + W_type[seg])
     hidden, attentions = [X], []
     for layer in params.layers:  # X_l = EncoderLayer_l(X_{l−1}), l = 1..L
@@ -109,19 +109,6 @@ def gelu(x) -> np.ndarray:
     return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))
 
 
-def forward_text(text: str, text_pair: str | None = None, model=None) -> BertOutput:
-    """:func:`bert_forward` on one sentence (or pair), tokenised by
-    :func:`bertlib.hf.models.encode`.
-
-    Returns hidden_states (L+1, n, d) and attentions (L, h, n, n) for the n word pieces
-    (the tokens are ``bertlib.hf.models.run_bert(text, text_pair).tokens``).
-    """
-    loaded = load_bert() if model is None else model
-    enc = encode(text, text_pair, loaded)
-    return bert_forward(enc["input_ids"][0].numpy(), enc["token_type_ids"][0].numpy(),
-                        model=loaded)
-
-
 # ---------------------------------------------------------------- the checks, once at the edge
 
 def _float64(x, name: str) -> np.ndarray:
@@ -129,10 +116,12 @@ def _float64(x, name: str) -> np.ndarray:
     return as_array(x, name, finite=False).astype(np.float64, copy=False)
 
 
-def _check_forward(input_ids, attention_mask, model) -> tuple[BertParams, np.ndarray | None]:
-    """bert_forward's parameters (read once per model) and its key mask (..., 1, 1, n) or None."""
-    params = model if isinstance(model, BertParams) else bert_params(model)
-    return params, _key_mask_per_head(attention_mask, np.shape(input_ids))
+def _check_forward(params, input_ids, attention_mask) -> np.ndarray | None:
+    """bert_forward's parameters, a BertParams (a model is read into one on the hf side), and its
+    key mask (..., 1, 1, n), or None."""
+    kind(params, "params", BertParams, "a BertParams: read a model's with "
+         "bertlib.hf.params.bert_params(model)")
+    return _key_mask_per_head(attention_mask, np.shape(input_ids))
 
 
 def _key_mask_per_head(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -198,3 +187,47 @@ class BertOutput(NamedTuple):
 
     hidden_states: np.ndarray
     attentions: np.ndarray
+
+
+class LayerParams(NamedTuple):
+    """One encoder layer's parameters, float64, applied on the right (x W).
+
+    W_Q, W_K, W_V, W_O: (d, d); b_Q, b_K, b_V, b_O: (d,); ln1_gamma, ln1_beta: (d,) (after
+    attention); W_1: (d, d_ff), b_1: (d_ff,), W_2: (d_ff, d), b_2: (d,) (feed-forward);
+    ln2_gamma, ln2_beta: (d,) (after the feed-forward).
+    """
+
+    W_Q: np.ndarray
+    b_Q: np.ndarray
+    W_K: np.ndarray
+    b_K: np.ndarray
+    W_V: np.ndarray
+    b_V: np.ndarray
+    W_O: np.ndarray
+    b_O: np.ndarray
+    ln1_gamma: np.ndarray
+    ln1_beta: np.ndarray
+    W_1: np.ndarray
+    b_1: np.ndarray
+    W_2: np.ndarray
+    b_2: np.ndarray
+    ln2_gamma: np.ndarray
+    ln2_beta: np.ndarray
+
+
+class BertParams(NamedTuple):
+    """All of BERT's encoder parameters.
+
+    word: (vocab, d) float32 (rows are cast to float64 when looked up, to save memory);
+    position: (max_positions, d), token_type: (type_vocab, d), emb_gamma, emb_beta: (d,) float64;
+    layers: one LayerParams per layer; h: heads per layer; eps: LayerNorm's ε.
+    """
+
+    word: np.ndarray
+    position: np.ndarray
+    token_type: np.ndarray
+    emb_gamma: np.ndarray
+    emb_beta: np.ndarray
+    layers: tuple[LayerParams, ...]
+    h: int
+    eps: float

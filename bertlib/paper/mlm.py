@@ -15,10 +15,8 @@ import numpy as np
 import torch
 
 from bertlib.checks import IGNORE_INDEX, has_shape, kind, number, vocab_ids
-from bertlib.hf.loading import load_bert
-from bertlib.hf.models import encode
 
-__all__ = ["MaskedInput", "mask_tokens", "mask_batch", "mlm_loss", "mask_sentence"]
+__all__ = ["MaskedInput", "mask_tokens", "mask_batch", "mlm_loss"]
 
 
 class MaskedInput(NamedTuple):
@@ -37,8 +35,8 @@ class MaskedInput(NamedTuple):
 
 def mask_tokens(input_ids, mask_id: int, vocab_size: int, special_ids=(), seed: int = 0,
                 mask_prob=0.15, mask_frac=0.8, random_frac=0.1) -> MaskedInput:
-    """BERT's corruption of one input (n,) (mask_sentence's too): :func:`mask_batch`, just below,
-    on one row. seed: the draw's seed; the rest as mask_batch. Returns (n,) arrays."""
+    """BERT's corruption of one input (n,) (hf.params.mask_sentence's too): :func:`mask_batch`,
+    just below, on one row. seed: the draw's seed; the rest as mask_batch. Returns (n,) arrays."""
     ids = vocab_ids(input_ids, "input_ids", vocab_size, 1, "a 1-D array")
     batch = mask_batch(ids[None], mask_id, vocab_size, special_ids, seed,
                        mask_prob, mask_frac, random_frac)  # a batch of one row
@@ -68,23 +66,6 @@ def mlm_loss(logits, labels) -> torch.Tensor:
     chosen = labels != IGNORE_INDEX  # M, (B, N)
     log_p = torch.log_softmax(logits[chosen], dim=-1)  # (|M|, V)
     return -log_p.gather(-1, labels[chosen][:, None]).mean()
-
-
-def mask_sentence(text: str, text_pair: str | None = None, model=None,
-                  seed: int = 0) -> tuple[list[str], list[str], MaskedInput]:
-    """:func:`mask_tokens` on a sentence (or pair) tokenised by the model's tokenizer (so one row
-    for :func:`mask_batch`); [CLS], [SEP], [PAD] are never chosen.
-    Returns (tokens before, tokens after, MaskedInput of (n,) arrays)."""
-    tok, ids = _tokenised(text, text_pair, model)  # (n,) piece ids
-    masked = mask_tokens(ids, tok.mask_token_id, len(tok), tok.all_special_ids, seed)
-    return (tok.convert_ids_to_tokens(ids.tolist()),
-            tok.convert_ids_to_tokens(masked.input_ids.tolist()), masked)
-
-
-def _tokenised(text: str, text_pair: str | None, model):
-    """The model's tokenizer (the bundled model's for None) and the text's ids, (n,)."""
-    loaded = load_bert() if model is None else model
-    return loaded.tokenizer, encode(text, text_pair, loaded)["input_ids"][0].numpy()
 
 
 # ---------------------------------------------------------------- the checks, once at the edge

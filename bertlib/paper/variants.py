@@ -11,8 +11,8 @@ keeps a chosen set of pairs (i, j) and computes the exact softmax over them, nev
 The approximations of the full softmax (Linformer, Performer, Reformer) live in
 :mod:`bertlib.paper.approximations`. All take one head: Q (n, d_k), K (n, d_k), V (n, d_v).
 ``return_weights=True`` also returns the (n, n) attention the variant implies (for plots at small
-n; it costs n² memory, so the fast path never builds it). :func:`bert_qkv` and :func:`bert_layer`
-take Q, K, V from the real BERT and put a variant into one of its layers.
+n; it costs n² memory, so the fast path never builds it). Putting a variant into one layer of
+the real BERT is the hf side's work: ``bertlib.hf.params.bert_qkv`` and ``bert_layer``.
 """
 
 from __future__ import annotations
@@ -20,21 +20,16 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from bertlib.checks import as_array, positions, whole
-from bertlib.hf.loading import bert_module
-from bertlib.hf.models import check_layer_head
-from bertlib.hf.params import BertParams, LayerParams, bert_params
+from bertlib.checks import positions, whole
 from bertlib.paper.attention import (
     attention_scale,
     band,
     check_one_head,
-    project_heads,
     scaled_dot_product_attention,
     sliding_window_plan,
     softmax,
     window_half,
 )
-from bertlib.paper.bert import encoder_layer
 
 __all__ = [
     "sliding_window_pattern",
@@ -42,8 +37,6 @@ __all__ = [
     "sliding_window_attention_plain",
     "block_sparse_pattern",
     "block_sparse_attention",
-    "bert_qkv",
-    "bert_layer",
 ]
 
 
@@ -215,44 +208,3 @@ def block_sparse_attention(Q, K, V, block: int, n_random: int = 1, global_blocks
         if dense is not None:
             dense[rows, keys] = w
     return (out, dense) if return_weights else out
-
-
-# ---------------------------------------------------------------- the real BERT, one layer by hand
-
-
-def _layer_params(model, layer) -> tuple[LayerParams, BertParams]:
-    """(LayerParams of ``layer``, BertParams) of ``model`` (None = the bundled BERT)."""
-    bert = bert_module(model)
-    layer, _ = check_layer_head(bert, layer)
-    params = bert_params(bert)
-    return params.layers[layer], params
-
-
-def bert_qkv(hidden, layer: int, model=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Q, K, V of every head of BERT's layer ``layer`` from its input hidden states.
-
-        Q = X W_Q + b_Q (likewise K, V), split into h heads of d_k = d/h features.
-    hidden: X (n, d), the layer's input (``run_bert(text).hidden_states[layer]``).
-    model: a LoadedBert or BertModel (default: the bundled BERT).
-    Returns Q, K, V each (h, n, d_k) float64.
-    """
-    p, params = _layer_params(model, layer)
-    X = as_array(hidden, "hidden", shape=(None, p.W_Q.shape[0]), layout="(n, d)",
-                 why="(d of this model)").astype(np.float64)
-    return tuple(project_heads(X, W, b, params.h)
-                 for W, b in ((p.W_Q, p.b_Q), (p.W_K, p.b_K), (p.W_V, p.b_V)))
-
-
-def bert_layer(hidden, layer: int, attend=None, model=None) -> np.ndarray:
-    """One BERT encoder layer in numpy, with each head's attention computed by ``attend``:
-    :func:`bertlib.paper.bert.encoder_layer` with the attention swapped,
-
-        M = Concat_i attend(Q_i, K_i, V_i) W_O + b_O;  X' = LayerNorm(X + M)
-        out = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
-    hidden: X (n, d), the layer's input; attend(Q, K, V) -> (n, d_k) for one head, with Q, K, V
-    (n, d_k), e.g. ``lambda Q, K, V: sliding_window_attention(Q, K, V, 4)``; None = BERT's
-    full softmax attention. No padding (one unpadded sequence).
-    Returns the layer's output (n, d) float64 (``hidden_states[layer + 1]`` when attend is None).
-    """
-    p, params = _layer_params(model, layer)
-    return encoder_layer(hidden, p, params.h, eps=params.eps, attend=attend)[0]

@@ -7,7 +7,8 @@ scores by a number τ:
 - ``"sqrt_dk"``: τ = √d_k, the width of one head (what BERT does);
 - ``"sqrt_d"``: τ = √d, the model width (a common mistake in write-ups);
 - ``"none"``: τ = 1;
-- ``"temperature"``: τ = T, any finite T > 0 you choose (small T sharpens, large T flattens).
+- ``"temperature"``: τ = T, a T you choose in ``TEMPERATURE_RANGE``, 1e-300 … 1e300 (small T
+  sharpens, large T flattens).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bertlib.checks import number, one_of
+from bertlib.checks import kind, number, one_of
 from bertlib.paper import toy
 from bertlib.paper.attention import attention_scale, scaled_dot_product_attention
 from bertlib.pictures.viz import weight_bars
 from bertlib.pictures.widgets import Drawn, live_box, query_index, render_safely
 
-__all__ = ["SCALINGS", "score_divisor", "toy_query_weights", "ToyAttentionExplorer"]
+__all__ = ["SCALINGS", "TEMPERATURE_RANGE", "score_divisor", "toy_query_weights",
+           "ToyAttentionExplorer"]
 
 #: Scaling name -> label shown in the widget.
 SCALINGS: dict[str, str] = {
@@ -32,6 +34,14 @@ SCALINGS: dict[str, str] = {
     "temperature": "÷ temperature T",
 }
 
+#: The temperatures T accepted, both ends included. T <= 0 is no temperature (T = 0 divides by
+#: zero, T < 0 turns the preference around); below 1e-300, 1/T or the scores ÷ T overflow float64
+#: (1/T is inf from about 5.6e-309, and the toy's scores reach 4); above 1e300, 1/T sinks
+#: towards float64's smallest numbers, where it loses digits (the row is uniform long before).
+TEMPERATURE_RANGE = (1e-300, 1e300)
+_WHY_T = ("(T = 0 divides by zero, T < 0 turns the preference around; beyond these ends 1/T or the "
+          "scores ÷ T overflow or lose their digits)")
+
 #: Scaling name -> the divisor's symbol, named in the chart title (a still picture has no controls).
 _SYMBOLS = {"sqrt_dk": "√d_k", "sqrt_d": "√d", "none": "1 (no scaling)", "temperature": "T"}
 
@@ -39,17 +49,17 @@ _SYMBOLS = {"sqrt_dk": "√d_k", "sqrt_d": "√d", "none": "1 (no scaling)", "te
 def score_divisor(scaling: str, temperature: float = 1.0, d_k: int = 2, d: int = 4) -> float:
     """τ in softmax(q Kᵀ / τ): √d_k, √d, 1 or ``temperature`` for the four ``SCALINGS``.
 
-    ``temperature`` is read only when ``scaling == "temperature"``; it must then be a finite
-    number > 0 (T = 0 would divide by zero, T < 0 would turn the preference around).
-    d_k: width of one head (toy: 2). d: model width (toy: 4).
+    ``temperature`` is read only when ``scaling == "temperature"``; it must then be a number in
+    ``TEMPERATURE_RANGE`` (T = 0 would divide by zero, T < 0 would turn the preference around, a T
+    of 1e-320 would make 1/T overflow): else a ValueError (a TypeError for a non-number, e.g. a
+    string) naming that range. d_k: width of one head (toy: 2). d: model width (toy: 4).
     """
     one_of(scaling, "scaling", SCALINGS)
     if scaling in ("sqrt_dk", "sqrt_d"):  # the divisor of attention_scale: √d_k, or √d
         return 1 / attention_scale(d_k if scaling == "sqrt_dk" else d)
     if scaling == "none":
         return 1.0
-    return number(temperature, "temperature", 0, open_low=True,
-                  why="(finite: T = 0 divides by zero, T < 0 turns the preference around)")
+    return number(temperature, "temperature", *TEMPERATURE_RANGE, why=_WHY_T)
 
 
 def toy_query_weights(query: int | str, scaling: str = "sqrt_dk",
@@ -77,13 +87,16 @@ def _divisor_text(scaling: str, tau: float) -> str:
 class ToyAttentionExplorer:
     """Controls (query word, scaling, temperature) on top, the bar chart of weights below.
 
-    ``widget`` is the VBox to display. A bad temperature (≤ 0, NaN, inf) shows a message in place
-    of the chart; ``ok`` tells whether the last redraw succeeded.
+    ``widget`` is the VBox to display. A temperature outside ``TEMPERATURE_RANGE`` (≤ 0, NaN, inf,
+    1e-320, 1e308) shows a message naming the range in place of the chart; ``ok`` tells whether
+    the last redraw succeeded. A ``temperature`` that is no number at all raises TypeError here.
     """
 
     def __init__(self, query: int | str = "cat", scaling: str = "sqrt_dk",
                  temperature: float = 1.0) -> None:
         one_of(scaling, "scaling", SCALINGS)
+        kind(temperature, "temperature", (int, float, np.integer, np.floating),
+             f"a number in [{TEMPERATURE_RANGE[0]:g}, {TEMPERATURE_RANGE[1]:g}]")
         self.query = widgets.Dropdown(
             options=[(f"{i}: {t}", i) for i, t in enumerate(toy.TOKENS)],
             value=query_index(query, toy.TOKENS), description="query")

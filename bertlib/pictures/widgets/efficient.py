@@ -16,6 +16,7 @@ import numpy as np
 from bertlib.checks import one_of, whole
 from bertlib.hf.loading import load_bert
 from bertlib.hf.models import check_layer_head, run_bert
+from bertlib.hf.params import bert_qkv
 from bertlib.paper.approximations import (
     linformer_attention,
     lsh_attention,
@@ -23,7 +24,7 @@ from bertlib.paper.approximations import (
     relative_error,
 )
 from bertlib.paper.attention import scaled_dot_product_attention
-from bertlib.paper.variants import bert_qkv, block_sparse_attention, sliding_window_attention
+from bertlib.paper.variants import block_sparse_attention, sliding_window_attention
 from bertlib.pictures.viz import attention_heatmap
 from bertlib.pictures.widgets import Drawn, live_box, render_safely
 

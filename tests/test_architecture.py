@@ -515,7 +515,7 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "np.where(chosen, ids, IGNORE_INDEX",
                             "fate < f_m + f_r", "rng.choice(ordinary"),  # chosen, labels, 80/10/10
     ("params", "mask_sentence"): "mask_tokens(ids",  # its one row: mask_tokens, then the rule
-    ("pretrain", "mlm_step"): ("L = −mean_{i ∈ M} log p(x_i", "logits = model(input_ids=x",
+    ("pretrain", "mlm_step"): ("L = −mean_{i ∈ chosen} log p(x_i", "logits = model(input_ids=x",
                                "mlm_loss(logits, y)", "loss.backward()", "optimizer.step()"),
     ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "mask_batch(ids",
                             "loss = mlm_step(model", "schedule.step()"),  # one whole step
@@ -875,7 +875,7 @@ ATTENTION_WRITTEN = {
     "mlm": {"mlm_loss": ("softmax", "torch.log_softmax, the cross-entropy's own form")},
     "models": {"fill_mask": ("softmax", "a word's probability at [MASK], not attention")},
     "custom": {"_embedding_similarity": ("scores", "cosines of word vectors, not scores")},
-    "analysis": {"word_level_maps": ("scores", "A Mᵀ sums a map over a word's pieces")},
+    "analysis": {"word_level_maps": ("scores", "A word_poolᵀ sums a map over a word's pieces")},
     "nb01": {name: ("scores", "answer keys written as notebook 01's learner writes attention, "
                               "and the slips they name")
              for name in ("check_causal_guess", "check_attention_fn", "_other_shape",

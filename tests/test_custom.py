@@ -25,7 +25,7 @@ EPS32 = float(torch.finfo(torch.float32).eps)  # 1.2e-7: one float32 rounding
 # weights are <= 1 -> ATOL_ATTENTION; hidden states reach |h| ~ 11 -> 6e-5 -> ATOL_HIDDEN.
 ATOL_ATTENTION = 1e-5
 ATOL_HIDDEN = 1e-4
-# Values of S are stored in float32 (rounding 6e-8 relative): pytest.approx's default
+# Values of R are stored in float32 (rounding 6e-8 relative): pytest.approx's default
 # relative 1e-6 covers them.
 
 
@@ -39,46 +39,46 @@ def run(model, batch, prior=None):
 
 
 def test_prior_on_hand_checked_pair(bert):
-    S = C.similarity_prior(A, B, model=bert)
+    R = C.similarity_prior(A, B, model=bert)
     tokens = bert.tokenizer.convert_ids_to_tokens(encode(A, B, bert)["input_ids"][0])
-    assert tokens == TOKENS and S.shape == (16, 16) and S.dtype == np.float32
+    assert tokens == TOKENS and R.shape == (16, 16) and R.dtype == np.float32
     i = {t: k for k, t in enumerate(tokens[:8])}
     j = {t: k for k, t in enumerate(tokens[8:], start=8)}
-    assert (S[:7, :7] == 1).all() and (S[8:, 8:] == 1).all()  # within each sentence
-    assert (S[7] == 0).all() and (S[:, 7] == 0).all()  # the first [SEP]: 0 with every piece
-    # hypernym; S is float32, so 0.8 is off by its rounding (3e-8), inside approx's 1e-6
-    assert S[i["cat"], j["fe"]] == S[i["cat"], j["##line"]] == pytest.approx(0.8)
-    assert S[i["sat"], j["rested"]] == 1.0 and S[i["mat"], j["rug"]] == 1.0  # synonyms
-    assert S[i["on"], j["on"]] == 0.0 and S[i["the"], j["the"]] == 0.0  # stop words
-    assert (S[0, 8:] == 0).all() and (S[7, 8:] == 0).all() and (S[:8, 15] == 0).all()  # specials
-    assert S[i["cat"], j["rested"]] == 0.0  # unrelated content words
-    np.testing.assert_array_equal(S, S.T)
-    assert np.count_nonzero(S[:8, 8:]) == 4  # cat-fe, cat-##line, sat-rested, mat-rug
+    assert (R[:7, :7] == 1).all() and (R[8:, 8:] == 1).all()  # within each sentence
+    assert (R[7] == 0).all() and (R[:, 7] == 0).all()  # the first [SEP]: 0 with every piece
+    # hypernym; R is float32, so 0.8 is off by its rounding (3e-8), inside approx's 1e-6
+    assert R[i["cat"], j["fe"]] == R[i["cat"], j["##line"]] == pytest.approx(0.8)
+    assert R[i["sat"], j["rested"]] == 1.0 and R[i["mat"], j["rug"]] == 1.0  # synonyms
+    assert R[i["on"], j["on"]] == 0.0 and R[i["the"], j["the"]] == 0.0  # stop words
+    assert (R[0, 8:] == 0).all() and (R[7, 8:] == 0).all() and (R[:8, 15] == 0).all()  # specials
+    assert R[i["cat"], j["rested"]] == 0.0  # unrelated content words
+    np.testing.assert_array_equal(R, R.T)
+    assert np.count_nonzero(R[:8, 8:]) == 4  # cat-fe, cat-##line, sat-rested, mat-rug
 
 
 def test_prior_accepts_word_lists_and_a_custom_lexicon(bert):
-    S = C.similarity_prior(A.split(), B.split(), model=bert, lexicon={("cat", "rug"): 0.3,
+    R = C.similarity_prior(A.split(), B.split(), model=bert, lexicon={("cat", "rug"): 0.3,
                                                                        ("rug", "cat"): 0.3})
-    assert S[2, 14] == pytest.approx(0.3) and S[2, 9] == 0.0 and S[3, 11] == 0.0
+    assert R[2, 14] == pytest.approx(0.3) and R[2, 9] == 0.0 and R[3, 11] == 0.0
 
 
 def test_identical_words_get_one_and_plural_s_is_looked_up(bert):
     a, b = "Cats sleep.", "The cat sleeps on a rug."
-    S = C.similarity_prior(a, b, model=bert, punctuation="keep", first_sep="sentence_a")
+    R = C.similarity_prior(a, b, model=bert, punctuation="keep", first_sep="sentence_a")
     t = bert.tokenizer.convert_ids_to_tokens(encode(a, b, bert)["input_ids"][0])
-    assert S[t.index("cats"), t.index("cat")] == 1.0  # "cats" found as "cat"
-    assert S[t.index("."), len(t) - 2] == 0.0  # punctuation is 0 across
-    assert (S[:t.index("[SEP]") + 1, :t.index("[SEP]") + 1] == 1).all()  # [SEP] with sentence a
+    assert R[t.index("cats"), t.index("cat")] == 1.0  # "cats" found as "cat"
+    assert R[t.index("."), len(t) - 2] == 0.0  # punctuation is 0 across
+    assert (R[:t.index("[SEP]") + 1, :t.index("[SEP]") + 1] == 1).all()  # [SEP] with sentence a
 
 
 def test_punctuation_is_removed_before_bert_reads_the_pair_as_in_the_authors_code(bert):
     a, b = "Cats sleep, mostly.", "The cat's sleeping!"
     assert C.strip_punctuation(a) == "Cats sleep mostly" and C.strip_punctuation(b) == "The cats sleeping"
-    S = C.similarity_prior(a, b, model=bert)
+    R = C.similarity_prior(a, b, model=bert)
     t = bert.tokenizer.convert_ids_to_tokens(encode(C.strip_punctuation(a), C.strip_punctuation(b),
                                                      bert)["input_ids"][0])
-    assert S.shape == (len(t), len(t)) and "." not in t and "," not in t
-    assert S[t.index("cats"), len(t) - 3] == 1.0  # the apostrophe is gone: "cats" meets "cats"
+    assert R.shape == (len(t), len(t)) and "." not in t and "," not in t
+    assert R[t.index("cats"), len(t) - 3] == 1.0  # the apostrophe is gone: "cats" meets "cats"
     batch = F.pair_batch([(a, b)], model=bert)
     assert batch.inputs["input_ids"].shape[1] == len(t)  # BERT reads the stripped pair too
     kept = F.pair_batch([(a, b)], model=bert, punctuation="keep")
@@ -101,14 +101,14 @@ def test_stop_words_are_the_authors_34_and_can_be_replaced(bert):
 
 
 def test_embedding_prior_is_clipped_cosine_of_input_embeddings(bert):
-    S = C.similarity_prior(A, B, source="embedding", model=bert)
+    R = C.similarity_prior(A, B, source="embedding", model=bert)
     E = bert.model.get_input_embeddings().weight.detach()
     ids = bert.tokenizer.convert_tokens_to_ids
     cat, feline = E[ids("cat")], E[[ids("fe"), ids("##line")]].mean(0)
     expected = max(0.0, torch.nn.functional.cosine_similarity(cat, feline, dim=0).item())
     # two float32 formulas of the cosine over d = 384: rounding ~ eps * sqrt(d) = 2.4e-6
-    assert S[2, 9] == S[2, 10] == pytest.approx(expected, abs=1e-5)
-    assert (S >= 0).all() and (S <= 1).all() and S[4, 12] == 0.0  # "on" is a stop word
+    assert R[2, 9] == R[2, 10] == pytest.approx(expected, abs=1e-5)
+    assert (R >= 0).all() and (R <= 1).all() and R[4, 12] == 0.0  # "on" is a stop word
     same = C.similarity_prior("The cat sat.", "A cat ran.", source="embedding", model=bert)
     assert same[2, 6] == 1.0  # [CLS] the cat sat [SEP] a cat ran [SEP] ("." removed)
 
@@ -141,13 +141,13 @@ def test_wordnet_source_uses_synonyms_antonyms_and_wu_palmer(bert, monkeypatch):
     corpus.wordnet = wordnet
     monkeypatch.setitem(sys.modules, "nltk", types.ModuleType("nltk"))
     monkeypatch.setitem(sys.modules, "nltk.corpus", corpus)
-    S = C.similarity_prior("cat sat mat", "feline rested mat stood", source="wordnet", model=bert)
+    R = C.similarity_prior("cat sat mat", "feline rested mat stood", source="wordnet", model=bert)
     # [CLS] cat sat mat [SEP] fe ##line rested mat stood [SEP]
-    assert S[1, 5] == S[1, 6] == pytest.approx(6 / 14)  # Wu-Palmer of the fake synsets
-    assert S[2, 7] == 1.0  # shared synset
-    assert S[3, 8] == 1.0  # same word without synsets
-    assert S[3, 7] == 0.0  # no synsets: 0 unless identical
-    assert S[2, 9] == 1.0  # antonym
+    assert R[1, 5] == R[1, 6] == pytest.approx(6 / 14)  # Wu-Palmer of the fake synsets
+    assert R[2, 7] == 1.0  # shared synset
+    assert R[3, 8] == 1.0  # same word without synsets
+    assert R[3, 7] == 0.0  # no synsets: 0 unless identical
+    assert R[2, 9] == 1.0  # antonym
 
 
 # ---------------------------------------------------------------- plugging it into BERT
@@ -159,7 +159,7 @@ def test_all_ones_prior_equals_standard_attention_exactly_in_all_layers_with_pad
     ref = run(bert.model, batch)
     with C.use_prior_attention(bert, layers=range(6)):
         out = run(bert.model, batch, torch.ones_like(batch.prior))
-    # multiply mode with S = 1 does the very same float operations: max diff exactly 0.0
+    # multiply mode with R = 1 does the very same float operations: max diff exactly 0.0
     assert torch.equal(out.last_hidden_state, ref.last_hidden_state)
     for a, b in zip(out.attentions, ref.attentions, strict=True):
         assert torch.equal(a, b)
@@ -174,16 +174,16 @@ def test_all_ones_prior_equals_standard_attention_exactly_in_all_layers_with_pad
 
 def test_prior_weights_are_softmax_of_scores_times_prior_written_once_in_hf():
     g = torch.Generator().manual_seed(1)
-    scores, S = torch.randn(3, 4, 5, generator=g), torch.rand(4, 5, generator=g)
+    scores, R = torch.randn(3, 4, 5, generator=g), torch.rand(4, 5, generator=g)
     mask = torch.zeros(1, 1, 5).masked_fill(torch.tensor([False] * 4 + [True]), -1e9)
-    assert torch.equal(C.prior_weights(scores, S, mask), torch.softmax(scores * S + mask, -1))
-    assert torch.equal(C.prior_weights(scores, 1.0), torch.softmax(scores, -1))  # S = 1: standard
-    hf = Path(C.__file__).parent  # the product inside a softmax, softmax(scores ⊙ S), once
+    assert torch.equal(C.prior_weights(scores, R, mask), torch.softmax(scores * R + mask, -1))
+    assert torch.equal(C.prior_weights(scores, 1.0), torch.softmax(scores, -1))  # R = 1: standard
+    hf = Path(C.__file__).parent  # the product inside a softmax, softmax(scores ⊙ R), once
     products = [f"{path.name}: {ast.unparse(node)}" for path in sorted(hf.glob("*.py"))
                 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                 if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("softmax_weights")
                 and len(node.args) > 1 and isinstance(node.args[1], ast.BinOp)]
-    assert products == ["custom.py: softmax_weights(None, scores * S, attention_mask)"], products
+    assert products == ["custom.py: softmax_weights(None, scores * R, attention_mask)"], products
 
 
 def test_prior_is_applied_only_in_the_chosen_layers(bert):

@@ -50,18 +50,18 @@ def test_wordnet_prior_averages_wu_palmer_over_synset_pairs_with_a_common_ancest
     wup.update({(b, a): v for (a, b), v in list(wup.items())})  # the same both ways
     fake_wordnet(monkeypatch, {"cat": ["cat.animal", "cat.tractor"], "dog": ["dog.animal"],
                                "car": ["car.vehicle"], "run": ["run.verb"]}, wup)
-    S = C.similarity_prior("cat", "dog car run", source="wordnet", model=bert)
+    R = C.similarity_prior("cat", "dog car run", source="wordnet", model=bert)
     # [CLS] cat [SEP] dog car run [SEP]
-    assert S[1, 3] == pytest.approx(0.5)  # (0.8 + 0.2) / 2, where the best sense would give 0.8
-    assert S[1, 4] == pytest.approx(0.4)  # the None pair left out
-    assert S[1, 5] == 0.0  # no pair has a common ancestor: 0
-    assert S[3, 1] == S[1, 3]  # symmetric
+    assert R[1, 3] == pytest.approx(0.5)  # (0.8 + 0.2) / 2, where the best sense would give 0.8
+    assert R[1, 4] == pytest.approx(0.4)  # the None pair left out
+    assert R[1, 5] == 0.0  # no pair has a common ancestor: 0
+    assert R[3, 1] == R[1, 3]  # symmetric
 
 
 def test_zero_prior_prediction_checker_explains_each_guess():
     assert nb08.check_zero_prior_prediction("second")
     assert nb08.check_zero_prior_prediction(" Second ")
-    for guess, needle in {"first": "S = 1 keeps the first score", "third": "LOWERED",
+    for guess, needle in {"first": "R = 1 keeps the first score", "third": "LOWERED",
                           "2": 'answer with "first"', None: "not answered yet"}.items():
         fb = nb08.check_zero_prior_prediction(guess)
         assert not fb and needle in fb.message, (guess, fb.message)
@@ -82,13 +82,13 @@ def test_prior_design_checker_measures_cat_to_feline_against_the_target(bert):
     cases = {
         "not answered yet": None,
         "shape (16, 16)": np.ones((3, 3)),
-        "keep S in [0, 1]": 2 * design,
+        "keep R in [0, 1]": 2 * design,
         "NaN or inf": np.full((n, n), np.nan),
         "changes nothing": np.ones((n, n)),
         "does not single out 'feline'": C.similarity_prior(a, b, model=bert),  # [CLS] gets 1 too
         "the target is 2×": weak,
     }
-    for needle, S in cases.items():
-        fb = nb08.check_prior_design(S)
+    for needle, R in cases.items():
+        fb = nb08.check_prior_design(R)
         assert not fb and needle in fb.message, (needle, fb.message)
     assert bert.model.config._attn_implementation != C.PRIOR_ATTENTION  # the checker undid it

@@ -1,5 +1,7 @@
 """bertlib.pictures.diagrams, notebooks 01 and 02: the pictures draw and carry their labels and shapes."""
 
+import inspect
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -13,6 +15,19 @@ from bertlib.pictures import diagrams  # noqa: E402
 
 def texts(fig):
     return " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_all_lists_every_public_picture_and_helper():
+    """__all__ is the module's whole public face: every public function defined here (the
+    pictures and the drawing helpers) and COLOURS, nothing imported from elsewhere."""
+    defined = {name for name, obj in vars(diagrams).items()
+               if inspect.isfunction(obj) and obj.__module__ == diagrams.__name__
+               and not name.startswith("_")}
+    assert set(diagrams.__all__) == defined | {"COLOURS"}, (
+        f"add {sorted(defined - set(diagrams.__all__))}, "
+        f"remove {sorted(set(diagrams.__all__) - defined - {'COLOURS'})}")
+    assert len(diagrams.__all__) == len(set(diagrams.__all__))
+    assert {"encoder_layer_picture", "multi_head_flow", "rnn_vs_attention"} <= defined
 
 
 def test_rnn_vs_attention_labels_words_states_and_step_counts():

@@ -76,15 +76,15 @@ def test_entropy_names_the_usual_mistakes():
 # ---------------------------------------------------------------- rollout
 def mixed(A):
     n = A.shape[-1]
-    M = 0.5 * A.mean(1) + 0.5 * np.eye(n)
-    return M / M.sum(-1, keepdims=True)
+    A_l = 0.5 * A.mean(1) + 0.5 * np.eye(n)
+    return A_l / A_l.sum(-1, keepdims=True)
 
 
 def rollout_right(A):
-    M = mixed(A)
-    out = [M[0]]
-    for layer in range(1, len(M)):
-        out.append(M[layer] @ out[-1])
+    A_l = mixed(A)
+    out = [A_l[0]]
+    for layer in range(1, len(A_l)):
+        out.append(A_l[layer] @ out[-1])
     return np.stack(out)
 
 
@@ -94,17 +94,17 @@ def test_rollout_accepts_the_right_answer():
 
 def test_rollout_names_the_usual_mistakes():
     def no_residual(A):
-        W = A.mean(1)
-        out = [W[0]]
-        for layer in range(1, len(W)):
-            out.append(W[layer] @ out[-1])
+        A_mean = A.mean(1)
+        out = [A_mean[0]]
+        for layer in range(1, len(A_mean)):
+            out.append(A_mean[layer] @ out[-1])
         return np.stack(out)
 
     def wrong_order(A):
-        M = mixed(A)
-        out = [M[0]]
-        for layer in range(1, len(M)):
-            out.append(out[-1] @ M[layer])
+        A_l = mixed(A)
+        out = [A_l[0]]
+        for layer in range(1, len(A_l)):
+            out.append(out[-1] @ A_l[layer])
         return np.stack(out)
 
     cases = {
@@ -153,13 +153,13 @@ def block_map():
     tokens, seg = nb04.TOKENS, np.array(nb04.SEGMENTS)
     n = len(tokens)
     word = np.array([t not in ("[CLS]", "[SEP]") for t in tokens])
-    M = np.zeros((n, n))
+    A = np.zeros((n, n))
     for i in range(n):
         own = word & (seg == seg[i])
         far = own & (np.abs(np.arange(n) - i) > 1)
         keys = far if far.any() else own & (np.arange(n) != i)
-        M[i, keys] = 1.0 / keys.sum()
-    return M
+        A[i, keys] = 1.0 / keys.sum()
+    return A
 
 
 def test_block_map_design_passes_and_near_misses_say_what_fails():
@@ -172,12 +172,12 @@ def test_block_map_design_passes_and_near_misses_say_what_fails():
     assert "undefined (nan)" in fb.message and "nan is too low" not in fb.message
 
 
-@pytest.mark.parametrize("M, words", [
+@pytest.mark.parametrize("A, words", [
     (np.ones((3, 3)) / 3, "(10, 10)"),
     (np.ones((10, 10)), "sums to 10.000"),
     (-np.eye(10), "non-negative"),
     ("abc", "array of numbers"),
 ])
-def test_block_map_bad_input_is_named(M, words):
-    fb = nb04.check_block_map(M)
+def test_block_map_bad_input_is_named(A, words):
+    fb = nb04.check_block_map(A)
     assert not fb.ok and words in fb.message

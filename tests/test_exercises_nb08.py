@@ -22,11 +22,11 @@ def piece_positions(a, b):
 
 
 def test_reference_position_prior_on_the_cat_pair():
-    S = nb08.reference_position_prior(A, B)
+    R = nb08.reference_position_prior(A, B)
     # [CLS] the cat sat on the mat [SEP] | a fe ##line rested on the rug [SEP]
-    assert S.shape == (16, 16) and (S[:8, :8] == 1).all() and (S[8:, 8:] == 1).all()
-    assert S[1, 8] == 1 and S[2, 9] == S[2, 10] == 1 and S[3, 11] == 1 and S[6, 14] == 1
-    assert S[:8, 8:].sum() == 7 and (S == S.T).all()
+    assert R.shape == (16, 16) and (R[:8, :8] == 1).all() and (R[8:, 8:] == 1).all()
+    assert R[1, 8] == 1 and R[2, 9] == R[2, 10] == 1 and R[3, 11] == 1 and R[6, 14] == 1
+    assert R[:8, 8:].sum() == 7 and (R == R.T).all()
 
 
 def test_position_prior_checker_accepts_the_reference():
@@ -59,26 +59,26 @@ def layer0(prior=None):
         if prior is None:
             return model.model(**enc, output_attentions=True).attentions[0][0]
         with custom.use_prior_attention(model, layers=[0]):
-            S = torch.tensor(prior, dtype=torch.float32)[None]
-            return model.model(**enc, prior=S, output_attentions=True).attentions[0][0]
+            R = torch.tensor(prior, dtype=torch.float32)[None]
+            return model.model(**enc, prior=R, output_attentions=True).attentions[0][0]
 
 
 def test_plugged_in_checker_accepts_the_right_weights_and_explains_mistakes():
-    S = nb08.reference_position_prior(A, B)
-    right = nb08.check_plugged_in(layer0(S).mean(0).numpy(), S)
+    R = nb08.reference_position_prior(A, B)
+    right = nb08.check_plugged_in(layer0(R).mean(0).numpy(), R)
     assert right and "moved layer 0" in right.message
-    heads = nb08.check_plugged_in(layer0(S).numpy(), S)
+    heads = nb08.check_plugged_in(layer0(R).numpy(), R)
     assert not heads and "12 matrices, one per head" in heads.message
-    standard = nb08.check_plugged_in(layer0().mean(0).numpy(), S)
-    assert not standard and "standard weights" in standard.message
-    other = nb08.check_plugged_in(layer0(S)[3].numpy(), S)
+    standard = nb08.check_plugged_in(layer0().mean(0).numpy(), R)
+    assert not standard and "standard attention" in standard.message
+    other = nb08.check_plugged_in(layer0(R)[3].numpy(), R)
     assert not other and "max difference" in other.message
-    assert "not answered yet" in nb08.check_plugged_in(None, S).message
-    assert "shape (16, 16)" in nb08.check_plugged_in(np.ones((4, 4)), S).message
-    assert "not the same-position prior" in nb08.check_plugged_in(layer0(S).mean(0).numpy(),
-                                                                  -S).message
+    assert "not answered yet" in nb08.check_plugged_in(None, R).message
+    assert "shape (16, 16)" in nb08.check_plugged_in(np.ones((4, 4)), R).message
+    assert "not the same-position prior" in nb08.check_plugged_in(layer0(R).mean(0).numpy(),
+                                                                  -R).message
     # the (1, n, n) tensor the exercise feeds the model is accepted as the prior, and as weights
-    assert nb08.check_plugged_in(layer0(S).mean(0, keepdim=True), torch.tensor(S)[None])
+    assert nb08.check_plugged_in(layer0(R).mean(0, keepdim=True), torch.tensor(R)[None])
 
 
 def test_plugged_in_checker_refuses_the_lessons_own_prior_and_weights():
@@ -89,19 +89,19 @@ def test_plugged_in_checker_refuses_the_lessons_own_prior_and_weights():
 
 
 def test_plugged_in_checker_notices_the_shared_model_left_in_prior_mode():
-    S = nb08.reference_position_prior(A, B)
+    R = nb08.reference_position_prior(A, B)
     with custom.use_prior_attention(load_bert()):
-        feedback = nb08.check_plugged_in(np.zeros((16, 16)), S)
+        feedback = nb08.check_plugged_in(np.zeros((16, 16)), R)
     assert not feedback and "undo()" in feedback.message
     assert load_bert().model.config._attn_implementation == "eager"
 
 
 def with_first_sep(a, b, row):
     """The reference prior with the first [SEP]'s row and column replaced by ``row`` (n,)."""
-    S = nb08.reference_position_prior(a, b).copy()
+    R = nb08.reference_position_prior(a, b).copy()
     sep = nb08._tokens(a, b).index("[SEP]")
-    S[sep], S[:, sep] = row(a, b), row(a, b)
-    return S
+    R[sep], R[:, sep] = row(a, b), row(a, b)
+    return R
 
 
 def segment(a, b):
@@ -110,10 +110,10 @@ def segment(a, b):
 
 def across_only(a, b, value):
     """The reference prior with its cross-sentence entries multiplied by ``value``."""
-    S = nb08.reference_position_prior(a, b).copy()
+    R = nb08.reference_position_prior(a, b).copy()
     seg = segment(a, b)
-    S[seg[:, None] != seg[None, :]] *= value
-    return S
+    R[seg[:, None] != seg[None, :]] *= value
+    return R
 
 
 def off_by_one(a, b):
@@ -127,19 +127,19 @@ def off_by_one(a, b):
 
 
 def one_way(a, b):
-    S = nb08.reference_position_prior(a, b).copy()
+    R = nb08.reference_position_prior(a, b).copy()
     seg = segment(a, b)
-    S[np.ix_(seg == 1, seg == 0)] = 0
-    return S
+    R[np.ix_(seg == 1, seg == 0)] = 0
+    return R
 
 
 def no_stop_words(a, b):
-    S = nb08.reference_position_prior(a, b).copy()
+    R = nb08.reference_position_prior(a, b).copy()
     seg = segment(a, b)
     for i, token in enumerate(nb08._tokens(a, b)):
         if token in custom.STOP_WORDS:
-            S[i, seg != seg[i]] = S[seg != seg[i], i] = 0
-    return S
+            R[i, seg != seg[i]] = R[seg != seg[i], i] = 0
+    return R
 
 
 def test_position_prior_checker_names_the_actual_mistake():
@@ -159,17 +159,17 @@ def test_position_prior_checker_names_the_actual_mistake():
 
 
 def design(cat_row):
-    S = np.ones((16, 16))
-    S[2] = cat_row
-    return S
+    R = np.ones((16, 16))
+    R[2] = cat_row
+    return R
 
 
 def test_design_checker_refuses_priors_that_do_not_single_out_feline():
     """An all-zero prior, or a zeroed cat row, makes attention uniform (2/16 on feline, more
     than the 2x target) without any link: refused, and the message says why."""
-    for S in (np.zeros((16, 16)), design(0.0), design(np.r_[np.zeros(9), 0.01, 0.01, np.zeros(5)]),
+    for R in (np.zeros((16, 16)), design(0.0), design(np.r_[np.zeros(9), 0.01, 0.01, np.zeros(5)]),
               design(np.r_[np.ones(9), 1.0, 1.0, np.zeros(5)])):
-        feedback = nb08.check_prior_design(S)
+        feedback = nb08.check_prior_design(R)
         assert not feedback and "does not single out 'feline'" in feedback.message
         assert "uniform, 0.125" in feedback.message
 

@@ -149,8 +149,8 @@ def check_entropy(fn: Callable) -> Feedback:
     """
     A = _maps(seed=7)
     got, error = _call(fn, A.copy(), nan_hint=(
-        "NaN: some weights are exactly 0, and 0·log 0 gives NaN in numpy; Clark et al. smooth "
-        "the weights first (section 3), so no log of 0 is ever taken"), library=attention_entropy)
+        "NaN: some attention values are exactly 0, and 0·log 0 gives NaN in numpy; Clark et al. "
+        "smooth them first (section 3), so no log of 0 is ever taken"), library=attention_entropy)
     if error is not None:
         return error
     want = attention_entropy(A)
@@ -188,7 +188,8 @@ def check_entropy(fn: Callable) -> Feedback:
 
 def check_rollout(fn: Callable) -> Feedback:
     """Check ``fn(attentions)`` -> (layers, n, n): attention rollout (Abnar & Zuidema 2020),
-    A_l = 0.5·mean_h W_l + 0.5·I (rows renormalised), Ã_0 = A_0, Ã_l = A_l · Ã_{l−1}.
+    A_l = 0.5·Ā_l + 0.5·I (Ā_l: layer l's maps averaged over the heads; rows renormalised),
+    Ã_0 = A_0, Ã_l = A_l · Ã_{l−1}.
     """
     A = _maps(seed=11, layers=3)
     got, error = _call(fn, A.copy(), library=attention_rollout)
@@ -206,7 +207,7 @@ def check_rollout(fn: Callable) -> Feedback:
     mixed = 0.5 * A.mean(1) + 0.5 * np.eye(n)
     if np.allclose(got, attention_rollout(A, residual=0.0), atol=1e-6):
         return Feedback(False, "you multiplied the raw head-averaged maps: add the residual "
-                               "first, A_l = 0.5·W_l + 0.5·I (the skip connection carries each "
+                               "first, A_l = 0.5·Ā_l + 0.5·I (the skip connection carries each "
                                "token's own vector up)")
     if np.allclose(got, mixed, atol=1e-6):
         return Feedback(False, "you mixed in the residual but never multiplied through the "
@@ -219,7 +220,7 @@ def check_rollout(fn: Callable) -> Feedback:
                                "left, Ã_l = A_l · Ã_{l−1}")
     return Feedback(False, f"layer 0, row 0 should be {np.round(want[0, 0, :4], 4).tolist()} …; "
                            f"yours is {np.round(got[0, 0, :4], 4).tolist()} …. Check the three "
-                           "steps: the mean over the heads, then 0.5·W + 0.5·I with rows "
+                           "steps: the mean over the heads Ā_l, then 0.5·Ā_l + 0.5·I with rows "
                            "renormalised, then the product with the new layer on the left")
 
 
@@ -273,23 +274,23 @@ def check_sep_prediction(guess, model=None) -> Feedback:
                            "[SEP] tokens, or what the heads do with them?")
 
 
-def check_block_map(M) -> Feedback:
+def check_block_map(A) -> Feedback:
     """Check a designed (n, n) attention map on TOKENS (a pair, token types SEGMENTS) that
     :func:`bertlib.lab.analysis.pattern_labels` labels "block"; otherwise say which rule fails and
-    by how much. Rows must be weights: non-negative, summing to 1."""
+    by how much. Rows must be probabilities: non-negative, summing to 1."""
     n = len(TOKENS)
-    M = as_answer_array(M, "M", (n, n), layout="(n, n)", why=", one row per query of TOKENS",
-                        todo=f"build a ({n}, {n}) array `M`, then run this cell again")
-    if isinstance(M, Feedback):
-        return M
-    if (M < 0).any():
-        return Feedback(False, "attention weights are non-negative")
-    sums = M.sum(-1)
+    A = as_answer_array(A, "A", (n, n), layout="(n, n)", why=", one row per query of TOKENS",
+                        todo=f"build a ({n}, {n}) array `A`, then run this cell again")
+    if isinstance(A, Feedback):
+        return A
+    if (A < 0).any():
+        return Feedback(False, "attention probabilities are non-negative")
+    sums = A.sum(-1)
     if not np.allclose(sums, 1.0, atol=1e-6):
         worst = int(np.abs(sums - 1).argmax())
         return Feedback(False, f"every row must sum to 1 (a softmax); row {worst} "
                                f"({TOKENS[worst]!r}) sums to {sums[worst]:.3f}")
-    f = {k: float(v[0, 0]) for k, v in pattern_features(M, TOKENS, SEGMENTS).items()}
+    f = {k: float(v[0, 0]) for k, v in pattern_features(A, TOKENS, SEGMENTS).items()}
     label = str(pattern_labels(f))
     t = PATTERN_THRESHOLDS
     numbers = (f"vertical {f['vertical']:.2f}, diagonal {f['diagonal']:.2f}, far mass "

@@ -32,9 +32,9 @@ CHECK_PAIRS = [("The cat sat on the mat", "A feline rested on the rug"),
 
 
 def reference_position_prior(sentence_a: str, sentence_b: str) -> np.ndarray:
-    """The "same position" prior S (n, n) over the pieces of [CLS] a [SEP] b [SEP].
+    """The "same position" prior R (n, n) over the pieces of [CLS] a [SEP] b [SEP].
 
-    S = 1 inside a sentence; across, S = 1 where the k-th word of a meets the k-th word of b
+    R = 1 inside a sentence; across, R = 1 where the k-th word of a meets the k-th word of b
     (words as BERT's tokenizer splits them, punctuation included), else 0; [CLS]/[SEP] are 0
     across; every piece of a word carries the word's value.
     """
@@ -52,7 +52,7 @@ def _tokens(a: str, b: str) -> list[str]:
 
 
 def _inside_mistake(got, inside, tokens) -> Feedback | None:
-    """Feedback when S is not 1 everywhere inside a sentence, naming the first [SEP]'s rule."""
+    """Feedback when R is not 1 everywhere inside a sentence, naming the first [SEP]'s rule."""
     if (got[inside] == 1).all():
         return None
     sep = tokens.index("[SEP]")
@@ -69,22 +69,22 @@ def _inside_mistake(got, inside, tokens) -> Feedback | None:
         return Feedback(False, f"the first [SEP] (piece {sep}) is not 1 with all of sentence a"
                                f"{' (you put it with b)' if with_b else ''}: {rule}")
     i, j = np.argwhere(inside & (got != 1))[0]
-    return Feedback(False, f"inside each sentence S must be 1 ({rule}); S[{i}, {j}] "
+    return Feedback(False, f"inside each sentence R must be 1 ({rule}); R[{i}, {j}] "
                            f"({tokens[i]!r} -> {tokens[j]!r}) is {got[i, j]:g}")
 
 
 def _across_mistake(got, want, tokens, word, seq) -> str:
-    """What is wrong across the sentences (S already 1 inside, 0 at [CLS]/[SEP] across)."""
+    """What is wrong across the sentences (R already 1 inside, 0 at [CLS]/[SEP] across)."""
     across = (seq[:, None] >= 0) & (seq[None, :] >= 0) & (seq[:, None] != seq[None, :])
     odd = across & (got != 0) & (got != 1)
     if odd.any():
         i, j = np.argwhere(odd)[0]
-        return (f"S[{i}, {j}] ({tokens[i]!r} -> {tokens[j]!r}) is {got[i, j]:g}: across, this "
+        return (f"R[{i}, {j}] ({tokens[i]!r} -> {tokens[j]!r}) is {got[i, j]:g}: across, this "
                 "prior says only 'same position or not', so every entry is 1 or 0")
     if not np.array_equal(got, got.T):
         i, j = np.argwhere(got != got.T)[0]
-        return (f"S is not symmetric: S[{i}, {j}] ({tokens[i]!r} -> {tokens[j]!r}) is "
-                f"{got[i, j]:g} but S[{j}, {i}] is {got[j, i]:g}; if word k of a matches word k "
+        return (f"R is not symmetric: R[{i}, {j}] ({tokens[i]!r} -> {tokens[j]!r}) is "
+                f"{got[i, j]:g} but R[{j}, {i}] is {got[j, i]:g}; if word k of a matches word k "
                 "of b, b's word matches a's too: fill both cross-sentence blocks")
     a_to_b = across & (seq[:, None] == 0) & (got == 1)
     offsets = set((word[None, :] - word[:, None])[a_to_b].tolist())
@@ -101,9 +101,9 @@ def _across_mistake(got, want, tokens, word, seq) -> str:
                                                  min(j + 1, len(tokens) - 1))):
         hint = "the pieces of one word share the word's position"
     else:
-        hint = ("across, S is 1 exactly where the two pieces' word numbers (counted in their "
+        hint = ("across, R is 1 exactly where the two pieces' word numbers (counted in their "
                 "own sentence) are equal")
-    return (f"S[{i}, {j}] ({tokens[i]!r} -> {tokens[j]!r}) should be {want[i, j]:g}, got "
+    return (f"R[{i}, {j}] ({tokens[i]!r} -> {tokens[j]!r}) should be {want[i, j]:g}, got "
             f"{got[i, j]:g} — {hint}")
 
 
@@ -113,14 +113,14 @@ def check_position_prior(fn: Callable[[str, str], np.ndarray] | None) -> Feedbac
     for a, b in CHECK_PAIRS:
         want, tokens = reference_position_prior(a, b), _tokens(a, b)
         n = len(tokens)
-        got, error = call_answer(fn, a, b, todo="write a function (sentence_a, sentence_b) -> S")
-        got = as_answer_array(got, f"S for {a!r} / {b!r}", (n, n), why=", one row and column "
+        got, error = call_answer(fn, a, b, todo="write a function (sentence_a, sentence_b) -> R")
+        got = as_answer_array(got, f"R for {a!r} / {b!r}", (n, n), why=", one row and column "
                               "per word piece of [CLS] a [SEP] b [SEP], punctuation included"
                               ) if error is None else error
         if isinstance(got, Feedback):
             return got
         if (got < 0).any() or (got > 1).any():
-            return Feedback(False, f"S must hold numbers from 0 to 1 (a similarity: every entry "
+            return Feedback(False, f"R must hold numbers from 0 to 1 (a similarity: every entry "
                                    f"at most 1, section 2); yours go from {got.min() + 0.0:g} to "
                                    f"{got.max() + 0.0:g}")
         enc = encode(a, b)
@@ -154,20 +154,20 @@ def _prior_mistake(prior, a: str, b: str, model) -> Feedback | None:
         return None
     lexicon = custom.similarity_prior(a, b, model=model)
     if lexicon.shape == prior.shape and np.allclose(prior, lexicon):
-        return Feedback(False, "this is the lesson's lexicon prior, whose layer-0 weights section "
-                               "2 already computed: plug in YOUR same-position prior, the one your "
-                               "exercise-1 function returns for this pair")
+        return Feedback(False, "this is the lesson's lexicon prior, whose layer-0 attention "
+                               "section 2 already computed: plug in YOUR same-position prior, "
+                               "the one your exercise-1 function returns for this pair")
     i, j = np.argwhere(prior != want)[0]
-    return Feedback(False, f"this is not the same-position prior of exercise 1 (at S[{i}, {j}] "
+    return Feedback(False, f"this is not the same-position prior of exercise 1 (at R[{i}, {j}] "
                            f"it has {prior[i, j]:g}, that prior has {want[i, j]:g}): plug in what "
                            "your exercise-1 function returns for this pair, once its checker "
                            "passes")
 
 
-def check_plugged_in(weights, prior) -> Feedback:
+def check_plugged_in(A, prior) -> Feedback:
     """Check layer-0 attention (n, n), averaged over heads, for CHECK_PAIRS[0] under ``prior``.
 
-    weights: what the learner got from the bundled model with prior attention on in layer 0
+    A: the attention the learner got from the bundled model with prior attention on in layer 0
     ("multiply" mode) and ``prior`` passed to the forward; prior: their same-position prior of
     exercise 1 for that pair, (n, n) or (1, n, n) as fed to the model.
     """
@@ -175,39 +175,39 @@ def check_plugged_in(weights, prior) -> Feedback:
     if model.model.config._attn_implementation == custom.PRIOR_ATTENTION:
         return Feedback(False, "the shared model still has prior attention on: undo() it (or use "
                                "a `with` block) so other cells see standard BERT")
-    W = as_answer_array(_squeeze_one(weights), "the weights",
+    A = as_answer_array(_squeeze_one(A), "the attention",
                         todo="run the model with your prior in layer 0")
-    if isinstance(W, Feedback):
-        return W
+    if isinstance(A, Feedback):
+        return A
     a, b = CHECK_PAIRS[0]
     n = len(_tokens(a, b))
     h = model.model.config.num_attention_heads
-    if W.shape == (h, n, n):
-        return Feedback(False, f"these are {h} matrices, one per head, shape {W.shape}; the "
+    if A.shape == (h, n, n):
+        return Feedback(False, f"these are {h} matrices, one per head, shape {A.shape}; the "
                                f"exercise asks for one (n, n) matrix, the average over the heads")
-    W, prior = (as_answer_array(_squeeze_one(x), name, (n, n), why=" for this pair")
-                for x, name in ((W, "the weights"), (prior, "the prior")))
-    for x in (W, prior):
+    A, prior = (as_answer_array(_squeeze_one(x), name, (n, n), why=" for this pair")
+                for x, name in ((A, "the attention"), (prior, "the prior")))
+    for x in (A, prior):
         if isinstance(x, Feedback):
             return x
     mistake = _prior_mistake(prior, a, b, model)
     if mistake is not None:
         return mistake
-    S = torch.as_tensor(prior, dtype=torch.float32)[None]
+    R = torch.as_tensor(prior, dtype=torch.float32)[None]
     enc = encode(a, b)
     with torch.no_grad():
         standard = model.model(**enc, output_attentions=True).attentions[0][0].mean(0).numpy()
         with custom.use_prior_attention(model, layers=[0]):
-            guided = model.model(**enc, prior=S, output_attentions=True)
+            guided = model.model(**enc, prior=R, output_attentions=True)
     guided = guided.attentions[0][0].mean(0).numpy()
-    if np.allclose(W, guided, atol=1e-5):
+    if np.allclose(A, guided, atol=1e-5):
         return Feedback(True, f"right: your prior moved layer 0's attention by up to "
                               f"{np.abs(guided - standard).max():.3f}")
-    if np.allclose(W, standard, atol=1e-5):
-        return Feedback(False, "these are the standard weights, as if no prior were there: "
+    if np.allclose(A, standard, atol=1e-5):
+        return Feedback(False, "this is the standard attention, as if no prior were there: "
                                "your prior was not in play during that forward pass")
-    return Feedback(False, f"not the layer-0 weights under your prior (max difference "
-                           f"{np.abs(W - guided).max():.3f}): they differ from both the standard "
+    return Feedback(False, f"not the layer-0 attention under your prior (max difference "
+                           f"{np.abs(A - guided).max():.3f}): they differ from both the standard "
                            "and the guided head average of layer 0 for this pair")
 
 
@@ -232,8 +232,8 @@ def check_zero_prior_prediction(guess) -> Feedback:
         return Feedback(True, f"the {right} key: its score was negative, and × 0 raised it to 0 "
                               f"(changes in weight: {shown})")
     if g == "first":
-        return Feedback(False, f"S = 1 keeps the first score as it is; what moves are the others "
-                               f"(changes in weight: {shown}): a 0 in S sets a score to 0, and "
+        return Feedback(False, f"R = 1 keeps the first score as it is; what moves are the others "
+                               f"(changes in weight: {shown}): a 0 in R sets a score to 0, and "
                                "e⁰ = 1 is not small")
     return Feedback(False, f"the third score was positive, so × 0 LOWERED it: its weight fell "
                            f"(changes in weight: {shown}); look at the key whose score was "
@@ -255,21 +255,21 @@ def _mean_weight_to(model, enc, prior, query: int, keys: list[int]) -> float:
 STAND_OUT = 0.5
 
 
-def _design_mistake(S, tokens, cat: int, feline: list[int]) -> Feedback | None:
-    """Feedback when S does not single out 'feline' in cat's row (the query's row), else None."""
-    if np.array_equal(S, np.ones_like(S)):
+def _design_mistake(R, tokens, cat: int, feline: list[int]) -> Feedback | None:
+    """Feedback when R does not single out 'feline' in cat's row (the query's row), else None."""
+    if np.array_equal(R, np.ones_like(R)):
         return Feedback(False, "an all-ones prior changes nothing: every score stays as it is")
-    if (S[cat] == 1).all():
+    if (R[cat] == 1).all():
         return Feedback(False, f"row {cat} ('cat', the query) is all ones, so cat's scores are "
                                "unchanged: a prior acts on the QUERY's row")
     others = [j for j in range(len(tokens)) if j not in feline]
-    rival = others[int(np.argmax(S[cat, others]))]
-    if S[cat, feline].min() >= S[cat, rival] + STAND_OUT:
+    rival = others[int(np.argmax(R[cat, others]))]
+    if R[cat, feline].min() >= R[cat, rival] + STAND_OUT:
         return None
     uniform = len(feline) / len(tokens)
     return Feedback(False, f"your prior does not single out 'feline' in cat's row: "
-                           f"{tokens[rival]!r} gets {S[cat, rival]:g}, and 'fe' / '##line' get "
-                           f"{S[cat, feline[0]]:g} / {S[cat, feline[1]]:g}. Any weight gained "
+                           f"{tokens[rival]!r} gets {R[cat, rival]:g}, and 'fe' / '##line' get "
+                           f"{R[cat, feline[0]]:g} / {R[cat, feline[1]]:g}. Any weight gained "
                            "that way is not the link's: with cat's row all 0 every score is 0 "
                            f"and the attention uniform, {uniform:.3f} on feline's {len(feline)} "
                            f"pieces ({len(feline)} of {len(tokens)} keys), with no knowledge of "
@@ -277,11 +277,11 @@ def _design_mistake(S, tokens, cat: int, feline: list[int]) -> Feedback | None:
                            "other key in cat's row (the lexicon's weakest link is 0.5)")
 
 
-def check_prior_design(S, factor: float = 2.0) -> Feedback:
-    """Check a designed prior S (n, n) for CHECK_PAIRS[0]: S must single out 'feline' in cat's
-    row (both pieces at least STAND_OUT above every other key), and with S in layer 0, 'cat'
+def check_prior_design(R, factor: float = 2.0) -> Feedback:
+    """Check a designed prior R (n, n) for CHECK_PAIRS[0]: R must single out 'feline' in cat's
+    row (both pieces at least STAND_OUT above every other key), and with R in layer 0, 'cat'
     must put at least ``factor`` times its standard weight on feline's two pieces (head mean)."""
-    if S is None:
+    if R is None:
         return not_answered("build an (n, n) array with values in [0, 1]")
     model = load_bert()
     if model.model.config._attn_implementation == custom.PRIOR_ATTENTION:
@@ -290,21 +290,21 @@ def check_prior_design(S, factor: float = 2.0) -> Feedback:
     a, b = CHECK_PAIRS[0]
     tokens = _tokens(a, b)
     n = len(tokens)
-    S = as_answer_array(S, "S", (n, n), dtype=np.float32, why=": one row and column per word "
+    R = as_answer_array(R, "R", (n, n), dtype=np.float32, why=": one row and column per word "
                         "piece of this pair, [CLS] and [SEP] included")
-    if isinstance(S, Feedback):
-        return S
-    if S.min() < 0 or S.max() > 1:
-        return Feedback(False, f"keep S in [0, 1] (a similarity), got values from {S.min():g} to "
-                               f"{S.max():g}: above 1 would amplify scores, which is not this "
+    if isinstance(R, Feedback):
+        return R
+    if R.min() < 0 or R.max() > 1:
+        return Feedback(False, f"keep R in [0, 1] (a similarity), got values from {R.min():g} to "
+                               f"{R.max():g}: above 1 would amplify scores, which is not this "
                                "lesson's prior")
     cat, feline = tokens.index("cat"), [tokens.index("fe"), tokens.index("##line")]
-    mistake = _design_mistake(S, tokens, cat, feline)
+    mistake = _design_mistake(R, tokens, cat, feline)
     if mistake is not None:
         return mistake
     enc = encode(a, b)
     standard = _mean_weight_to(model, enc, None, cat, feline)
-    got = _mean_weight_to(model, enc, torch.from_numpy(S)[None], cat, feline)
+    got = _mean_weight_to(model, enc, torch.from_numpy(R)[None], cat, feline)
     ratio, uniform = got / standard, len(feline) / n
     if ratio < factor:
         return Feedback(False, f"'cat' puts {got:.3f} on 'fe' + '##line', {ratio:.2f}× the "

@@ -1,20 +1,20 @@
 """Prior knowledge in BERT's attention: a word-similarity matrix multiplied into the scores.
 
 After Xia et al. 2021, "Using Prior Knowledge to Guide BERT's Attention in Semantic Textual
-Matching Tasks" (WWW). For a sentence pair ``[CLS] a [SEP] b [SEP]`` a prior matrix S (n, n) holds
-1 inside each sentence and a word similarity across the two; in the chosen layers (the paper: the
-first) each head computes
+Matching Tasks" (WWW). For a sentence pair ``[CLS] a [SEP] b [SEP]`` a prior matrix R (n, n) (R for
+relatedness; S is the scores in this series) holds 1 inside each sentence and a word similarity
+across the two; in the chosen layers (the paper: the first) each head computes its attention
 
-    weights = softmax((Q Kᵀ / √d_k) ⊙ S + mask),      output = weights V,
+    A = softmax((Q Kᵀ / √d_k) ⊙ R + mask),      output = A V,
 
-with the same S for every head. It plugs into a pretrained ``transformers`` BERT through the
+with the same R for every head. It plugs into a pretrained ``transformers`` BERT through the
 ``AttentionInterface`` registry, so no transformers class is patched: :func:`use_prior_attention`
 switches a model to the registered function, which runs standard eager attention in every layer
 except the chosen ones, and :meth:`PriorAttention.undo` switches it back.
 
-The rule for S follows the authors' released code (github.com/xiatingyu/Bert_sim,
+The rule for R follows the authors' released code (github.com/xiatingyu/Bert_sim,
 ``UER/get_similarity.py`` and ``UER/run_sim.py`` ``read_dataset``): punctuation is removed from
-both sentences before BERT reads them (``punctuation="remove"``); within a sentence S = 1, except
+both sentences before BERT reads them (``punctuation="remove"``); within a sentence R = 1, except
 that the first [SEP] gets 0 with every piece (``first_sep="zero"``: their matrix puts that [SEP] on
 both sides of the cross block, where it counts as a special token); across the sentences:
 - [CLS], [SEP], punctuation and 34 stop words (:data:`STOP_WORDS`; ``stop_words=()``: none) get 0;
@@ -204,16 +204,16 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
                      lexicon: dict[tuple[str, str], float] | None = None,
                      stop_words=STOP_WORDS, punctuation: str = "remove",
                      first_sep: str = "zero") -> np.ndarray:
-    """The prior S (n, n) over the word pieces of ``[CLS] a [SEP] b [SEP]``, as BERT sees them.
+    """The prior R (n, n) over the word pieces of ``[CLS] a [SEP] b [SEP]``, as BERT sees them.
 
     tokens_a, tokens_b: the two sentences (a string, or a list of words joined by spaces).
     source: "lexicon" (``lexicon`` or bertlib/data/lexicon.tsv), "embedding" (cosine of the
     model's input word embeddings, clipped at 0) or "wordnet" (needs nltk and its data).
     punctuation: "remove" (the authors' rule: :func:`strip_punctuation` before tokenising, so n
     counts the pieces of the stripped pair) or "keep" (punctuation pieces get 0 across).
-    S[i, j] = 1 when pieces i and j are in the same sentence ([CLS] belongs to a, the last [SEP]
+    R[i, j] = 1 when pieces i and j are in the same sentence ([CLS] belongs to a, the last [SEP]
     to b); the first [SEP] is 0 with every piece (``first_sep="zero"``, the authors' matrix) or
-    belongs to a (``"sentence_a"``); across sentences S[i, j] = similarity of their words, and 0
+    belongs to a (``"sentence_a"``); across sentences R[i, j] = similarity of their words, and 0
     when either is [CLS]/[SEP], punctuation or in ``stop_words``. Pieces of one word share its
     value. Returns a symmetric float32 array with values in [0, 1]; n = len(encode(a, b)).
     Raises ValueError for an empty sentence, a pair longer than the model's positions, an
@@ -236,10 +236,10 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
     content = [[k for k in words if k[0] == s and text[k].isalnum() and text[k] not in stop_words]
                for s in (0, 1)]
     segment = np.asarray(enc["token_type_ids"][0])
-    S = (segment[:, None] == segment[None, :]).astype(np.float64)
+    R = (segment[:, None] == segment[None, :]).astype(np.float64)
     if first_sep == "zero":
         sep = ids.index(model.tokenizer.sep_token_id)
-        S[sep, :] = S[:, sep] = 0.0
+        R[sep, :] = R[:, sep] = 0.0
     wa, wb = [text[k] for k in content[0]], [text[k] for k in content[1]]
     if wa and wb:
         if source == "lexicon":
@@ -253,8 +253,8 @@ def similarity_prior(tokens_a: str | Sequence[str], tokens_b: str | Sequence[str
         for i, ka in enumerate(content[0]):
             for j, kb in enumerate(content[1]):
                 rows, cols = np.ix_(words[ka], words[kb])
-                S[rows, cols] = S[cols.T, rows.T] = sim[i, j]
-    return S.astype(np.float32)
+                R[rows, cols] = R[cols.T, rows.T] = sim[i, j]
+    return R.astype(np.float32)
 
 
 def _words(enc, pieces: list[str]):
@@ -270,8 +270,8 @@ def _words(enc, pieces: list[str]):
 class PriorGate(torch.nn.Module):
     """Per-layer settings of the prior-guided attention, attached to that layer's self-attention.
 
-    mode "multiply": weights = softmax(scores ⊙ S + mask).
-    mode "parallel": weights = (1 − g)·softmax(scores + mask) + g·softmax(scores ⊙ S + mask),
+    mode "multiply": A = softmax(scores ⊙ R + mask).
+    mode "parallel": A = (1 − g)·softmax(scores + mask) + g·softmax(scores ⊙ R + mask),
     with g = ``gate`` fixed, or g = sigmoid(θ) for a learned scalar nn.Parameter θ (initialised
     so that g = ``gate``). Both are mixtures of attention distributions, so rows still sum to 1.
     """
@@ -289,7 +289,7 @@ class PriorGate(torch.nn.Module):
 
 
 def _check_prior(prior, query, key, layer: int):
-    """S as (batch, 1, n_q, n_k) after checking type, shape and values."""
+    """R as (batch, 1, n_q, n_k) after checking type, shape and values."""
     batch, _, n_q, _ = query.shape
     n_k = key.shape[2]
     if prior is None:
@@ -307,12 +307,12 @@ def _check_prior(prior, query, key, layer: int):
     return prior.to(query.dtype)[:, None]
 
 
-def prior_weights(scores, S, attention_mask=None):
-    """The prior-guided attention weights, softmax(scores ⊙ S + mask): the one place the prior
+def prior_weights(scores, R, attention_mask=None):
+    """The prior-guided attention A = softmax(scores ⊙ R + mask): the one place the prior
     meets the scores (prior_attention_forward, finetune.link_effects). scores: (..., n_q, n_k) =
-    Q Kᵀ · s; S: the prior, broadcasting to them (S = 1: the standard weights); attention_mask:
-    the additive mask, or None. Returns the weights, the scores' shape."""
-    return softmax_weights(None, scores * S, attention_mask)
+    Q Kᵀ · s; R: the prior, broadcasting to them (R = 1: the standard attention); attention_mask:
+    the additive mask, or None. Returns A, the scores' shape."""
+    return softmax_weights(None, scores * R, attention_mask)
 
 
 def prior_attention_forward(module, query, key, value, attention_mask, scaling: float | None = None,
@@ -323,18 +323,18 @@ def prior_attention_forward(module, query, key, value, attention_mask, scaling: 
     ``eager_mask`` (0 = may attend, a very negative number = padding) or None; prior: (batch, n, n)
     tensor, passed to the model's forward as ``prior=...``, broadcast over the h heads.
     :func:`bertlib.hf.attention_interface.eager_attention` (scores = Q Kᵀ · scaling,
-    output = weights V) in every layer; in a layer whose self-attention carries a
-    :class:`PriorGate` (``module.prior_gate``) its weights are guided = softmax(scores ⊙ S + mask),
+    output = A V) in every layer; in a layer whose self-attention carries a
+    :class:`PriorGate` (``module.prior_gate``) its attention is guided = softmax(scores ⊙ R + mask),
     combined as the gate's mode says.
-    Returns (output (batch, n, h, d_k), weights (batch, h, n, n)).
+    Returns (output (batch, n, h, d_k), the attention A (batch, h, n, n)).
     """
     settings = getattr(module, "prior_gate", None)
     if settings is None:
         return eager_attention(module, query, key, value, attention_mask, scaling, dropout)
-    S = _check_prior(prior, query, key, module.layer_idx)
+    R = _check_prior(prior, query, key, module.layer_idx)
 
     def weights_of(module, scores, attention_mask):
-        guided = prior_weights(scores, S, attention_mask)
+        guided = prior_weights(scores, R, attention_mask)
         if settings.mode == "multiply":
             return guided
         g = settings.gate()
@@ -386,8 +386,8 @@ def use_prior_attention(model, layers: int | Sequence[int] = (0,), mode: str = "
 
     model: LoadedBert or transformers BertModel (changed in place: deep-copy it to train).
     layers: layer indices in 0..L-1 (default: the first layer only, as in Xia et al. 2021).
-    mode: "multiply" (softmax(scores ⊙ S + mask)) or "parallel" (gate g mixes the standard and
-    the prior-guided weights; ``learn_gate=True`` makes g a trainable nn.Parameter starting at
+    mode: "multiply" (softmax(scores ⊙ R + mask)) or "parallel" (gate g mixes the standard and
+    the prior-guided attention; ``learn_gate=True`` makes g a trainable nn.Parameter starting at
     ``gate``). Registers :func:`prior_attention_forward` and the additive float mask
     (``eager_mask``) with transformers under :data:`PRIOR_ATTENTION` and switches the model to
     it; the model then needs ``prior=`` (batch, n, n) in every forward call.

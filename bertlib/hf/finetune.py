@@ -94,8 +94,8 @@ def pair_batch(pairs: Sequence[tuple[str, str]] | Sequence[StsPair], source: str
     special = inputs.pop("special_tokens_mask").bool()
     n = inputs["input_ids"].shape[1]
     prior = torch.zeros(len(pairs), n, n)
-    for k, S in enumerate(priors):
-        prior[k, : len(S), : len(S)] = torch.from_numpy(S)
+    for k, R in enumerate(priors):
+        prior[k, : len(R), : len(R)] = torch.from_numpy(R)
     real = inputs["attention_mask"].bool() & ~special
     second = inputs["token_type_ids"].bool()
     return PairBatch(dict(inputs), prior, (real & ~second).float(), (real & second).float())
@@ -242,15 +242,15 @@ def spearman(x, y) -> float:
 class LinkEffects(NamedTuple):
     """Layer 0 of BERT with the prior, measured at every lexicon link of a set of pairs.
 
-    A link is a word of sentence a and a word of b with a prior S > 0 across (read from the
+    A link is a word of sentence a and a word of b with a prior R > 0 across (read from the
     word's first piece as query, to all pieces of the linked word as keys). All arrays are (m,),
     one entry per link, weights summed over the linked word's pieces and averaged over the heads:
     standard (no prior), prior (the prior in layer 0), control (the prior with this one link set
     to 0); negative_heads: the share of heads whose scores to the linked word are all < 0;
-    zeroed_positive: the share of the query's scores to keys of b that S sets to 0 which are > 0
+    zeroed_positive: the share of the query's scores to keys of b that R sets to 0 which are > 0
     (all heads); pair: the index (in ``pairs``) of the pair the link is in, so an interval can
     resample whole pairs or groups of pairs rather than links, which are not independent.
-    zero_negative: over all pairs, the share of scores at S = 0 that are < 0.
+    zero_negative: over all pairs, the share of scores at R = 0 that are < 0.
     """
 
     words: list
@@ -285,11 +285,11 @@ def link_effects(model, pairs: Sequence[StsPair] | Sequence[tuple[str, str]],
             # the model's own (the numpy project_heads gives float64, so other scores)
             Q, K = (project_heads_torch(X, f, h) for f in (layer.query, layer.key))  # (h, n, d_k)
             scores = scaled_scores(Q, K)  # (h, n, n), as eager_attention's
-        S = batch.prior[0]
-        negatives += int((scores[:, S == 0] < 0).sum())
-        total += int((S == 0).sum()) * h
+        R = batch.prior[0]
+        negatives += int((scores[:, R == 0] < 0).sum())
+        total += int((R == 0).sum()) * h
         pieces = model.tokenizer.convert_ids_to_tokens(batch.inputs["input_ids"][0])
-        found = _links_of(scores, S, words, batch.in_b[0].bool(), pieces)
+        found = _links_of(scores, R, words, batch.in_b[0].bool(), pieces)
         rows, pair_of = rows + found, pair_of + [index] * len(found)
     return LinkEffects([r[0] for r in rows], *(np.array([r[k] for r in rows]) for k in range(1, 6)),
                        np.array(pair_of, dtype=int), negatives / total)
@@ -304,18 +304,18 @@ def batch_word_ids(model, a: str, b: str, prior_options: dict) -> list:
                                                           strict=True)]
 
 
-def _links_of(scores, S, words, in_b, pieces) -> list:
+def _links_of(scores, R, words, in_b, pieces) -> list:
     """One row (words, standard, prior, control, negative_heads, zeroed_positive) per link."""
     rows = []
     firsts = {w: p for p, w in reversed(list(enumerate(words))) if w is not None and w[0] == 0}
     for wa, q in sorted(firsts.items()):
-        for wb in sorted({words[k] for k in range(len(words)) if in_b[k] and S[q, k] > 0}):
+        for wb in sorted({words[k] for k in range(len(words)) if in_b[k] and R[q, k] > 0}):
             keys = [k for k in range(len(words)) if words[k] == wb]
-            control = S[q].clone()
+            control = R[q].clone()
             control[keys] = 0
             weights = [prior_weights(scores[:, q], row)[:, keys].sum(-1).mean().item()
-                       for row in (torch.ones_like(S[q]), S[q], control)]
-            zeroed = in_b & (S[q] == 0)
+                       for row in (torch.ones_like(R[q]), R[q], control)]
+            zeroed = in_b & (R[q] == 0)
             text = ["".join(pieces[k].removeprefix("##") for k in range(len(words))
                             if words[k] == w) for w in (wa, wb)]
             negative = (scores[:, q, keys] < 0).all(-1).float().mean().item()

@@ -281,11 +281,12 @@ def word_level_maps(attentions, tokens: Sequence[str],
         else:
             where[span, w] = len(groups)
             groups.append([i])
-    M = np.zeros((len(groups), n))  # M[a, j] = 1 if piece j belongs to word a
+    word_pool = np.zeros((len(groups), n))  # word_pool[a, j] = 1 if piece j belongs to word a
     for a, g in enumerate(groups):
-        M[a, g] = 1.0
-    to_words = A @ M.T  # (L, H, n, m): summed over the pieces of the target word
-    from_words = (M / M.sum(1, keepdims=True)) @ to_words  # averaged over the query's pieces
+        word_pool[a, g] = 1.0
+    to_words = A @ word_pool.T  # (L, H, n, m): summed over the pieces of the target word
+    # averaged over the query's pieces
+    from_words = (word_pool / word_pool.sum(1, keepdims=True)) @ to_words
     words = [tokens[g[0]] + "".join(tokens[j].removeprefix("##") for j in g[1:]) for g in groups]
     return WordMaps(words, from_words, groups)
 

@@ -19,7 +19,9 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 from bertlib.checks import as_array, bool_mask, has_shape, heads_dividing, number, whole
 from bertlib.paper.attention import attention_scale, scaled_dot_product_attention
 
-__all__ = ["COLOURS", "canvas", "box", "arrow"]
+__all__ = ["COLOURS", "canvas", "box", "arrow", "rnn_vs_attention", "qkv_scores_flow",
+           "one_query_flow", "hatch_masked", "multi_head_flow", "tiled_softmax_picture",
+           "encoder_layer_picture", "embeddings_and_stack_picture", "pretraining_step_picture"]
 
 #: One colour per role, the same in every picture of the series.
 COLOURS = {
@@ -108,7 +110,7 @@ def qkv_scores_flow(n: int, d: int, d_k: int):
 
     X (n, d) is projected by W_Q, W_K, W_V (d, d_k) into Q, K, V (n, d_k); S = Q Kᵀ is the (n, n)
     score matrix, one row per query and one column per key; a softmax of each row of S / √d_k
-    gives the weights A (n, n); Z = A V (n, d_k). Returns the Figure.
+    gives the attention A (n, n); Z = A V (n, d_k). Returns the Figure.
     """
     for name, v in (("n", n), ("d", d), ("d_k", d_k)):
         whole(v, name, low=1)

@@ -90,7 +90,7 @@ def ablated_correct(model, sentence_set: SentenceSet, groups, means=None) -> np.
     group of heads off (row g + 1), all groups in one batched forward pass per sentence length.
 
     groups: as :func:`head_groups` or :func:`cross_layer_groups` return. A head that is off
-    outputs 0 (weights 0, as :func:`bertlib.hf.ablation.ablated_heads`), or its mean output when
+    outputs 0 (attention 0, as :func:`bertlib.hf.ablation.ablated_heads`), or its mean output when
     ``means`` ((L, d) as :func:`head_means` returns) is given. The fast twin of switching each
     group off in turn and calling :func:`agreement_correct` (tested equal): a group that leaves
     the layers below untouched reuses their output instead of recomputing it."""
@@ -159,7 +159,7 @@ def _distinct(key):
 
 def ablation_drops(model, sentence_set: SentenceSet, groups) -> tuple[float, np.ndarray]:
     """Agreement accuracy over all of ``sentence_set``'s rows, intact and with each group of heads
-    switched off (weights 0). groups: as :func:`head_groups` or :func:`cross_layer_groups`
+    switched off (attention 0). groups: as :func:`head_groups` or :func:`cross_layer_groups`
     return. Returns (intact accuracy, (G,) accuracy drop: intact minus switched off)."""
     acc = ablated_correct(model, sentence_set, groups).mean(1)
     return float(acc[0]), acc[0] - acc[1:]
@@ -167,7 +167,7 @@ def ablation_drops(model, sentence_set: SentenceSet, groups) -> tuple[float, np.
 
 def ablation_grid(model, sentence_set: SentenceSet, groups
                   ) -> tuple[list[str], list[str], np.ndarray]:
-    """Agreement accuracy with each group of heads switched off (weights 0).
+    """Agreement accuracy with each group of heads switched off (attention 0).
 
     groups: as :func:`head_groups` or :func:`cross_layer_groups` return. Returns (group labels
     (G,), row names (K,) as in :func:`bertlib.tiny.agreement.agreement_table`, accuracy (G + 1, K));

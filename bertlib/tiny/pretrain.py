@@ -62,7 +62,7 @@ __all__ = ["tiny_config", "new_model", "Recipe", "History", "mlm_step", "train",
 def tiny_config(vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 64,
                 max_len: int = 32, tie_embeddings: bool = False):
     """A small ``BertConfig`` (feed-forward width 4 · hidden, no dropout, eager attention so the
-    weights can be returned). ValueError before anything is built when hidden % heads != 0.
+    attention can be returned). ValueError before anything is built when hidden % heads != 0.
 
     tie_embeddings: BERT uses its input embeddings as the output layer too; here they are apart
     by default, as in every committed run of notebook 09 (which does not compare the two).
@@ -191,8 +191,8 @@ def _schedule(optimizer, warmup: int, total: int):
 
 
 def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
-    """One optimizer step on L = −mean_{i ∈ M} log p(x_i | the corrupted input), M: the chosen ids.
-    (B, N) ints, numpy or torch: input_ids, attention_mask (1/0), labels (x_i on M, else −100)."""
+    """One optimizer step on L = −mean_{i ∈ chosen} log p(x_i | the corrupted input). (B, N)
+    ints, numpy or torch: input_ids, attention_mask (1/0), labels (x_i where chosen, else −100)."""
     token_batch(input_ids, attention_mask, model.config.vocab_size, labels, IGNORE_INDEX)
     x, a, y = map(torch.as_tensor, (input_ids, attention_mask, labels))  # tensors stay as they are
     model.train()

@@ -3,8 +3,8 @@ run.
 
     python tools/pretrain_tiny_bert.py --seed K OUT     one run, seed K, into the folder OUT
     python tools/pretrain_tiny_bert.py --committed      the committed runs (make pretrain):
-                                       seeds 0..4 into bertlib/data/tiny_bert/seedK, and seeds
-                                       31, 44, 517, 623 as histories only into its
+                                       seeds 0..4 into bertlib/data/tiny_bert/seedK, and the
+                                       HISTORY_SEEDS below as histories only into its
                                        history_only/seedK
     python tools/pretrain_tiny_bert.py --history-only --seed K OUT   recipe and history, no model
 
@@ -30,9 +30,10 @@ sys.path.insert(0, str(ROOT))
 #: The seeds of the committed runs.
 COMMITTED_SEEDS = (0, 1, 2, 3, 4)
 #: Seeds whose histories only are committed: seeds readers trained with the recipe (31 and 44,
-#: kept after their readers reported them learning late; 517 and 623, the next two readers'),
-#: so that notebook 09 counts how many of the seeds tried learn within the recipe's steps.
-HISTORY_SEEDS = (31, 44, 517, 623)
+#: kept after their readers reported them learning late; 93, 517, 623, 808, 1357 and 2026, the
+#: seeds of the readers after them, kept whatever they did), so that notebook 09 counts how many
+#: of the seeds tried learn within the recipe's steps.
+HISTORY_SEEDS = (31, 44, 93, 517, 623, 808, 1357, 2026)
 #: Steps at which the attention maps of the check set's first sentence are saved.
 SNAPSHOT_STEPS = (0, 100, 300, 600, 1000)
 

@@ -341,7 +341,10 @@ def test_w_o_swap_refuses_and_names_rows_and_columns_traded():
 
     assert not np.allclose(W_O_RIGHT, W_O_RIGHT.T)
     fb = check_w_o_swap(W_O_RIGHT.T)
-    assert not fb.ok and "transpose" in fb.message and "rows and columns traded" in fb.message
+    assert not fb.ok and "head 1 backwards, head 0 forwards" in fb.message
+    assert "which index of W_O runs over the concatenated columns" in fb.message
+    # learner 32: it diagnoses (what lands where, which index is which), never names the edit
+    assert "transpose" not in fb.message and "traded" not in fb.message and ".T" not in fb.message
 
 
 def test_w_o_swap_first_wrong_try_does_not_state_the_solution():
@@ -383,10 +386,11 @@ def test_w_o_swap_names_one_head_in_the_other_order():
 
     fb = check_w_o_swap(np.eye(4)[::-1])  # anti-diagonal: head 1 backwards, head 0 right
     assert not fb.ok and "head 0 is in the right place" not in fb.message
-    assert "head 1 goes forwards" in fb.message
+    assert "columns [0, 1] carry head 1, but not in the order asked (head 1 forwards)" in fb.message
     fb = check_w_o_swap(np.eye(4)[[2, 3, 0, 1]])  # the plain swap [head 1 | head 0]
-    assert not fb.ok and "head 0 is in the right place" in fb.message
-    assert "columns 2 and 3 swapped" in fb.message and "head 0 goes backwards" in fb.message
+    assert not fb.ok and "output columns [0, 1] are right" in fb.message
+    assert "columns [2, 3] carry head 0, but not in the order asked (head 0 backwards)" in fb.message
+    assert "swapped" not in fb.message  # learner 32: a diagnosis, not the edit
 
 
 def test_w_o_swap_names_zero_columns():

@@ -121,8 +121,12 @@ def test_the_token_types_key_is_pointed_at_only_from_the_second_segment_slip(par
     # to look (encode's keys), not the key
     w, word, pos, typ, typ_a = parts
     S = word + pos + (typ_a if mistake == "all segment A" else 0)
-    first, second = (check_embeddings(S, ln(w, S)).message for _ in range(2))
+    first, same = (check_embeddings(S, ln(w, S)).message for _ in range(2))
     assert "token_type_ids" not in first and "`encode`" in first
+    assert same == first  # learner 32: the same sum checked again does not climb
+    S2 = S.copy()
+    S2[0] += 1e-7  # a new sum, the same slip (within the slips' tolerance)
+    second = check_embeddings(S2, ln(w, S2)).message
     assert "print the keys of what `encode` returns" in second and "token_type_ids" not in second
     reset_tries()  # a restarted kernel starts again without the key
     assert "token_type_ids" not in check_embeddings(S, ln(w, S)).message
@@ -515,8 +519,10 @@ def test_position_guess_only_the_first_try_says_which_way(monkeypatch):
         if first.ok or guess < 0 or guess > 0.999:
             continue
         assert first.message.startswith(f"too {'high' if off > 0 else 'low'}"), (off, first)
-        second = check_position_guess(guess).message
-        assert "not within the band" in second and "too " not in second, second
+        further = guess + (1e-3 if off > 0 else -1e-3)  # a new guess, further off the same way
+        if 0 <= further <= 0.999:
+            second = check_position_guess(further).message
+            assert "not within the band" in second and "too " not in second, second
 
 
 def test_halving_on_the_position_guess_learns_one_direction_at_most(monkeypatch):
@@ -551,10 +557,24 @@ def test_position_guess_misses_ask_for_reasoning_and_leak_no_number():
         own = f"(you said {guess:.3f})"
         text = fb.message.replace(own, "").split(" (explained try")[0]
         assert not re.search(r"\d\.\d", text), fb.message  # no value, no edge, no distance
-        assert "position row add" in text and "again" not in text.lower(), fb.message
+        assert "again" not in text.lower(), fb.message
+        assert ("which rows make the two E differ" in text) == (len(texts) > 0), fb.message
         texts.add(text)
-    assert len(texts) <= 4  # the first try's direction, then: identical, negative, not within
-    assert f"{measured:.2f}" not in "".join(texts)
+    assert len(texts) <= 7  # the first try's direction, then: identical, negative, not within,
+    assert f"{measured:.2f}" not in "".join(texts)  # with one pointer (try 2) or both (later)
+
+
+def test_position_guess_pointers_climb_one_per_new_wrong_try():
+    # learner 32: every wrong try listed every ingredient; now the first gets direction and size,
+    # each later new guess one pointer more; the same guess again gets the same message
+    first = check_position_guess(0.5).message
+    assert first.startswith("too low") and "reason it out" not in first
+    assert "places apart" not in first and "row lengths" not in first
+    second = check_position_guess(0.6).message
+    assert "which rows make the two E differ" in second and "places apart" not in second
+    assert check_position_guess(0.6).message.startswith(second.split(" (your answer")[0])
+    third = check_position_guess(0.7).message
+    assert "which rows make the two E differ" in third and "How many places apart" in third
 
 
 def test_a_first_miss_says_the_guess_before_the_hint():
@@ -687,14 +707,16 @@ def test_heads_name_cls_sep_kept_in_when_the_same_list_comes_again():
     assert kept and set(kept) < set(right)  # the bundled model: (0, 3) only
     first = check(kept).message
     assert "[CLS]" not in first and "missing" in first
+    assert check(kept).message.startswith(first)  # at once again: the same message, no try
+    check([(5, 0)])  # another list in between: kept comes back as a new try
     again = check(kept).message
     assert "would be right if the [CLS] and [SEP] positions counted" in again, again
     assert "which positions does the question ask" in again and "missing" in again
     assert not any(str(pair) in again for pair in set(right) - set(kept)), again
     assert str(len(right)) not in again.replace("1 of your pairs", "")
     other = next([pair] for pair in right if [pair] != kept)  # another right part, twice: no hint
-    for _ in range(2):
-        assert "[CLS]" not in check(other).message
+    for answer in (other, [(5, 0)], other):
+        assert "[CLS]" not in check(answer).message
 
 
 def test_a_layer_norm_without_gamma_and_beta_or_over_the_whole_array_is_named(parts):
@@ -750,4 +772,4 @@ def test_section_3_shows_that_two_equal_mean_lengths_come_from_different_rows():
     assert set(means) == {"word", "position", "token type"}, printed
     assert "512 rows" in printed and "(2 rows" in printed  # each mean's own count and range
     same = means["position"] == means["token type"]
-    assert ("from different rows" in printed) == same, printed
+    assert ("for two different kinds of rows" in printed) == same, printed

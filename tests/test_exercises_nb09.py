@@ -100,6 +100,24 @@ def test_runs_prediction_explains_only_the_first_tries():
     assert nb09.check_runs_prediction(3, runs)  # a right answer always passes
 
 
+def test_runs_prediction_the_same_wrong_guess_again_uses_up_no_try():
+    # learner 32 (notebooks 01-03, the same mechanism): an unchanged answer checked again gets the
+    # same message, noted, and is not counted; the runs are compared as themselves, not copied
+    from bertlib.exercises import wrong_tries
+    from bertlib.exercises.ladder import UNCHANGED_TRY
+
+    reset_tries()
+    runs = [_run(0), _run(1), _run(1), _run(1, 0.3)]
+    first = nb09.check_runs_prediction(1, runs, 0)
+    assert first.message.endswith("(explained try 1 of 3)")
+    assert nb09.check_runs_prediction(1, runs, 0).message == first.message + UNCHANGED_TRY
+    assert nb09.check_runs_prediction(1.0, runs, guess_layer=0).message.endswith(UNCHANGED_TRY)
+    assert wrong_tries(nb09.check_runs_prediction) == 1
+    for new in ((1, runs, 1), (1, list(runs), 0), (2, runs, 0)):  # a layer, other runs, a count
+        assert not nb09.check_runs_prediction(*new).message.endswith(UNCHANGED_TRY)
+    assert wrong_tries(nb09.check_runs_prediction) == 4
+
+
 def test_attractor_prediction_measures_the_model_itself_and_refuses_one_with_attractors():
     assert "not answered yet" in str(nb09.check_attractor_prediction(None, None))
     assert "not answered yet" in str(nb09.check_attractor_prediction(0.5, None))

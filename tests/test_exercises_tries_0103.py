@@ -24,6 +24,7 @@ from bertlib.exercises import (
     reset_tries,
     wrong_tries,
 )
+from bertlib.exercises.ladder import UNCHANGED_TRY
 from bertlib.exercises.nb02 import DET_NOUN_SENTENCES
 from bertlib.exercises.nb03 import _heads_both_ways, check_heads
 from bertlib.hf.models import run_bert
@@ -92,12 +93,31 @@ def test_each_limited_checker_explains_three_tries_then_says_only_not_right(chec
                       nb03.check_position_guess: lambda: (nb03._bank_cosine(0),),
                       nb03.check_heads: lambda: (_heads_both_ways(),)}[check]()
     assert check(*right).ok  # before any wrong try
-    for k in range(1, 4):
-        message = check(*wrong).message
+    for k in range(1, 4):  # a new answer each time: the last one back is a new try too
+        message = check(*(wrong if k % 2 else other)).message
         assert message.endswith(f"(explained try {k} of 3)"), message
-    later = {check(*wrong).message, check(*other).message}
+    later = {check(*other).message, check(*wrong).message}
     assert len(later) == 1 and "Only the first 3 tries are explained" in later.pop()
     assert check(*right).ok and wrong_tries(check) == 5
+
+
+@pytest.mark.parametrize("check, wrong, other, right", LIMITED,
+                         ids=[c[0].__qualname__ for c in LIMITED])
+def test_the_same_wrong_answer_again_gets_the_same_message_and_uses_up_no_try(check, wrong, other,
+                                                                              right):
+    # learner 32: re-running a cell with the answer unchanged cost an explained try
+    first = check(*wrong).message
+    assert first.endswith("(explained try 1 of 3)"), first
+    for _ in range(2):
+        assert check(*wrong).message == first + UNCHANGED_TRY
+    assert wrong_tries(check) == 1
+    assert check(*other).message.endswith("(explained try 2 of 3)")
+    assert check(*other).message.endswith(UNCHANGED_TRY) and wrong_tries(check) == 2
+    check(*wrong)  # try 3
+    past = check(*other).message  # try 4: past the limit, the same answer again is no try either
+    assert check(*other).message == past + UNCHANGED_TRY and wrong_tries(check) == 4
+    reset_tries()  # a restarted kernel: the answer is new again
+    assert check(*other).message.endswith("(explained try 1 of 3)")
 
 
 def test_72_one_pair_lists_tell_no_pair_apart():
@@ -217,9 +237,12 @@ def test_how_far_apart_says_which_way_and_a_band_never_the_gap():
 def test_the_cls_sep_hint_of_check_heads_counts_as_one_of_the_three_explained_tries():
     # under the real limit: the list found with [CLS]/[SEP] kept in is told the slip on its second
     # coming while tries are explained, and after them gets the one "not right" like any list
+    # (learner 32: the same list twice in a row is no new try, so it gets the same message)
     kept = _heads_both_ways("lazy", "dog", skip_special=False)  # (0, 3), a right part of five
-    messages = [check_heads(kept, "lazy", "dog").message for _ in range(4)]
-    assert "[CLS]" not in messages[0] and "positions counted" in messages[1]
-    assert messages[1].endswith("(explained try 2 of 3)") and "positions counted" in messages[2]
-    assert "Only the first 3 tries are explained" in messages[3]
-    assert "positions counted" not in messages[3]
+    other = [(5, 0)]
+    messages = [check_heads(answer, "lazy", "dog").message for answer in (kept, kept, other, kept,
+                                                                           other, kept)]
+    assert "[CLS]" not in messages[0] and messages[1] == messages[0] + UNCHANGED_TRY
+    assert messages[3].endswith("(explained try 3 of 3)") and "positions counted" in messages[3]
+    assert "Only the first 3 tries are explained" in messages[5]
+    assert "positions counted" not in messages[5]

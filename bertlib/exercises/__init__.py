@@ -397,20 +397,24 @@ def explained_tries(reread: str) -> Callable[[Callable[..., Feedback]], Callable
     wrong answers get the checker's own message (marked "explained try k of 3"); every later
     wrong answer gets one and the same message, "not right" and ``reread`` (e.g. "section 5"),
     whatever the answer. A right answer always passes; a form error (:func:`form_error`) is
-    always explained and never counted. Counted per checker, in this kernel."""
+    always explained and never counted; the last wrong answer checked again gets its message
+    again, noted, uncounted (:mod:`bertlib.exercises.ladder`). Per checker, in this kernel."""
     def wrap(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
         @functools.wraps(check)
         def checked(*args, **kwargs) -> Feedback:
-            verdict = check(*args, **kwargs)
+            from bertlib.exercises import ladder  # an import cycle: ladder imports this module
+            verdict, name = check(*args, **kwargs), _key(checked)
             if verdict.ok or verdict.form:
                 return verdict
-            name = _key(checked)
+            answer = ladder.arguments(check, args, kwargs)  # by name: a keyword or not, the same
+            if (said := ladder.said_before(name, answer)) is not None:
+                return Feedback(False, said + ladder.UNCHANGED_TRY)
             tries = _wrong_tries[name] = _wrong_tries.get(name, 0) + 1
-            if tries <= EXPLAINED_TRIES:
-                return Feedback(False, f"{verdict.message} (explained try {tries} of "
-                                       f"{EXPLAINED_TRIES})")
-            return Feedback(False, f"not right. Only the first {EXPLAINED_TRIES} tries are "
-                                   f"explained; from now on: right or wrong. Reread {reread}, "
-                                   "work the answer out, then check it")
+            message = (f"{verdict.message} (explained try {tries} of {EXPLAINED_TRIES})"
+                       if tries <= EXPLAINED_TRIES else f"not right. Only the first "
+                       f"{EXPLAINED_TRIES} tries are explained; from now on: right or wrong. "
+                       f"Reread {reread}, work the answer out, then check it")
+            ladder.remember(name, answer, message)
+            return Feedback(False, message)
         return checked
     return wrap

@@ -153,7 +153,7 @@ def _typed_sizes(got, error: _Feedback | None, X: _np.ndarray, h: int, first: tu
     mine = error if error is not None else _as_answer_array(got, "the result", dtype=None)
     if not isinstance(mine, _Feedback) and _np.array_equal(mine, _split_heads(X, h)):
         return _Feedback(True, "correct: your function's head i holds columns i·d_k … (i+1)·d_k − 1"
-                               f" of every token, for X of shape {first} (h = 2, 4) and "
+                               f" of every token, for X of shape {first} (h = 2 and h = 4) and "
                                f"{X.shape} (h = {h})")
     why = _attempt_note(error)
     return _Feedback(False, f"right for X of shape {first} with h = 2 and 4, but not for X of "
@@ -335,10 +335,8 @@ def check_w_o_swap(W_O) -> _Feedback:
     """Design task: a (4, 4) W_O for the toy's two heads that outputs [head 1 | head 0 backwards].
 
     With the concatenation C = [head 0 | head 1] (6, 4), the output C W_O must hold head 1's two
-    columns first, then head 0's second column, then its first. The target is not its own
-    transpose, so rows and columns of W_O mixed up is a wrong answer, and named. Says which
-    output columns are already right.
-    """
+    columns first, then head 0's second, then its first. Says which output columns are right and
+    what a known slip does (W_O's two indices mixed up), never the edit."""
     if _is_complex(W_O):
         return _form_error("your W_O has complex numbers; W_O is a real matrix")
     if (order := _column_order(W_O)) is not None:  # learner 30: [2, 3, 1, 0] or "3,4,2,1"
@@ -364,9 +362,11 @@ def check_w_o_swap(W_O) -> _Feedback:
         return _Feedback(False, "this W_O leaves the order as it was ([head 0 | head 1]): it acts "
                                 "like the identity")
     if _np.allclose(got, concat @ target.T, atol=1e-9):
-        return _Feedback(False, "this is the right W_O with rows and columns traded (its "
-                                "transpose): check which index of W_O belongs to the output "
-                                "column in concat @ W_O")
+        return _Feedback(False, "each head lands in the right pair of output columns, but both "
+                                "come out in the other order from the one asked (head 1 "
+                                "backwards, head 0 forwards). Write output column 0 of concat @ "
+                                "W_O as a sum: which index of W_O runs over the concatenated "
+                                "columns, and which over the output columns?")
     slip = _swap_slip(W, got, want)
     if slip is not None:
         return _Feedback(False, slip)
@@ -405,9 +405,9 @@ def _swap_slip(W: _np.ndarray, got: _np.ndarray, want: _np.ndarray) -> str | Non
         if (_np.allclose(got[:, rest], want[:, rest], atol=1e-9)
                  and _np.allclose(got[:, block], want[:, block[::-1]], atol=1e-9)):
             order = "forwards" if head == 1 else "backwards"
-            return (f"head {head} is in the right place, but its two columns come out in the "
-                    f"other order (output columns {block[0]} and {block[1]} swapped): head "
-                    f"{head} goes {order}")
+            return (f"output columns {rest} are right; columns {block} carry head {head}, but "
+                    f"not in the order asked (head {head} {order}): which concatenated column "
+                    f"must output column {block[0]} carry?")
     return None
 
 

@@ -29,6 +29,7 @@ from bertlib.exercises import form_error as _form_error
 from bertlib.exercises import how_far_apart as _how_far_apart
 from bertlib.exercises import not_answered as _unanswered
 from bertlib.exercises import wrong_tries as _wrong_tries
+from bertlib.exercises.ladder import climb as _climb
 from bertlib.hf.loading import load_bert as _load_bert
 from bertlib.hf.models import attention_maps as _attention_maps
 from bertlib.hf.models import encode as _encode
@@ -59,6 +60,10 @@ _GUESS_TOLERANCE = 0.04
 _GUESS_ABOVE = 0.01
 #: A too-high guess this close to 1 reads as "the same vector": it gets the "why below 1?" nudge.
 _NEAR_ONE = 0.98
+#: What a wrong guess is told to reason on: the second wrong try gets the first, the third both.
+_POINTERS = ("which rows make the two E differ, and how long is each next to the word row (section "
+             "3's row lengths)?", "How many places apart are the two pieces, and how alike are "
+             "position rows that far apart (section 3's cosines of positions k apart)?")
 #: Exercise 4: a river-side margin below this still passes, and the message calls it narrow.
 _NARROW_MARGIN = 0.02
 #: Exercise 4's baseline, *bank* with no context: a design must end nearer the river bank.
@@ -83,10 +88,11 @@ def _check_sum(S, variants: dict, pieces: tuple) -> _Feedback | None:
     if found == "E right":
         return _Feedback(False, "`summed` is already normalised (it equals E): it is the sum of "
                                 "the three embeddings, before the LayerNorm")
-    if found:  # where the token types are: named from the second such slip on
+    if found:  # where the token types are: named from the second such slip on (a new sum:
         key = ("; print the keys of what `encode` returns for a pair: one of them says which "
                "sentence each piece belongs to") * (found[2:] in ("all segment A", "no token type")
-                                                    and _count_try("nb03.segments") > 1)
+                                                    and _climb("nb03.segments", S)[0] > 1)  # the
+        # same sum checked again gets the same message)
         return _Feedback(False, f"`summed`: {_slips.EMBED_HINTS[found[2:]]}{key}")
     worst = float(_np.abs(S - variants["right"][0]).max())
     return _Feedback(False, f"`summed` differs from word + position + token type by up to "
@@ -146,7 +152,8 @@ def check_position_guess(guess, model=None) -> _Feedback:
     model. Right from _GUESS_TOLERANCE below it to _GUESS_ABOVE above: reasoned from section 3's
     means (lengths, the cosine of positions 4 apart), 0.93 passes for the bundled 0.956, 0.97 does
     not. Only the first wrong try is told which way and roughly how far (else guesses could halve
-    in). A str that reads as a number ("0.9") counts as that number, as in notebook 02."""
+    in); each later one adds one pointer (_POINTERS) to what to reason on. A str that reads as a
+    number ("0.9") counts as that number, as in notebook 02."""
     with _suppress(ValueError):  # learner 31: 02's check_cost_guess reads "12", so this reads "0.9"
         guess = float(guess) if isinstance(guess, str) else guess
     guess = _as_answer_number(guess, "your guess (a cosine)", -1.0, 1.0,
@@ -161,22 +168,22 @@ def check_position_guess(guess, model=None) -> _Feedback:
                                f"above): the cosine is {measured:.3f} (you said {guess:.3f}, "
                                f"{abs(off):.3f} {'above' if off > 0 else 'below'}). Same word "
                                "piece, but a different position embedding: similar, not the same")
-    why = ("Before another number, reason it out: what does the position row add, how long is it "
-           "next to the word row, how many places apart are the two pieces, and how alike are "
-           "position rows that far apart (section 3)?")
+    step = _wrong_tries(check_position_guess) + 1  # this try, if wrong (the same answer again
+    why = " Before another number, reason it out: " * (step > 1) + " ".join(  # is no new try)
+        _POINTERS[:step - 1])
     if guess > 0.999 or guess < 0:  # "identical" or "opposite": ideas to unlearn, on any try
         idea = ("identical vectors would give 1; what else does E add?" if guess > 0 else "a "
                 "negative cosine: vectors pointing apart, yet both share word and type rows.")
-        return _Feedback(False, f"{idea} {why}")
-    if _wrong_tries(check_position_guess) > 0:  # a second number: no direction (no halving)
-        return _Feedback(False, f"not within the band (you said {guess:.3f}). {why}")
+        return _Feedback(False, f"{idea}{why}")
+    if step > 1:  # a second number: no direction (no halving)
+        return _Feedback(False, f"not within the band (you said {guess:.3f}).{why}")
     if off > 0 and guess >= _NEAR_ONE:  # "nearly the same word": right idea, reasoning skipped
         hint = "close to 1, as if the position row barely counted: why below 1?"
     else:
         hint = ("the position rows differ more than you assumed." if off > 0 else
                 "the shared word row outweighs the position row more than you assumed.")
-    return _Feedback(False, f"{_how_far_apart(guess, measured)} (you said {guess:.3f}): {hint} "
-                            f"{why}")  # a coarse size, never the value nor the band's edges
+    return _Feedback(False, f"{_how_far_apart(guess, measured)} (you said {guess:.3f}): "
+                            f"{hint}")  # a coarse size, never the value nor the band's edges
 
 
 def _top_keys(query: str, text: str, skip_special: bool, model,
@@ -258,7 +265,8 @@ def check_heads(heads, query: str = _QUERY, target: str = _TARGET, model=None) -
                                 "leave [CLS] and [SEP] in the comparison? The question compares "
                                 "the words' weights with those two positions left out"
                                 + _CONVENTION)
-    again = bool(answer) and answer == kept and _count_try("nb03.specials") > 1  # learner 22
+    # learner 22: the hint from this list's second judging on (checked twice in a row, it gets
+    again = bool(answer) and answer == kept and _count_try("nb03.specials") > 1  # the same reply)
     return _Feedback(False, _heads_wrong(answer, expected, (query, target), model) + again * (
         "; and your list, again, is exactly the heads that would be right if the [CLS] and [SEP] "
         "positions counted: which positions does the question ask you to compare?") + _CONVENTION)

@@ -79,9 +79,9 @@ def test_runs_prediction_checks_the_layers_form_whatever_the_count():
     none = [_run(1, 0.3), _run(0, 0.2)]
     assert nb09.check_runs_prediction(0, none)
     reset_tries()
-    wrong_none = nb09.check_runs_prediction(1, none, 1)  # no head anywhere: no layer to be wrong
-    assert not wrong_none and "No run has such a head" in wrong_none.message
-    assert "not where the heads sit" not in wrong_none.message and "?." not in wrong_none.message
+    wrong_none = nb09.check_runs_prediction(1, none, 1)  # no head anywhere: not given away
+    assert not wrong_none and "No run has such a head" not in wrong_none.message
+    assert "not where the heads sit" in wrong_none.message and "?." not in wrong_none.message
     lone = nb09.check_runs_prediction(1, none[:1])
     assert not lone and "Same recipe, other seeds" not in lone.message  # one run: no other seeds
     for count_runs in (none, runs):  # 0 runs and a layer contradict each other, whatever the runs
@@ -199,3 +199,14 @@ def test_attractor_guess_first_on_the_side_of_a_coin_then_within_0_1():
     assert f"{lo:.2f}" not in far.message  # nor does a later reply
     assert verdict(0.5, 0.52, 210) and verdict(0.45, 0.52, 210)  # at chance: 0.1 around it
     assert not verdict(0.3, 0.52, 210)
+
+
+
+def test_runs_prediction_on_the_committed_runs_gives_no_count_away():
+    from bertlib.tiny.runs import load_runs
+
+    reset_tries()
+    runs = load_runs()[0]
+    assert not any(nb09.subject_heads(runs))  # the committed runs have no subject head
+    wrong = nb09.check_runs_prediction(2, runs, 1)  # count and layer both wrong
+    assert not wrong and "fewer runs" in wrong.message and "No run" not in wrong.message

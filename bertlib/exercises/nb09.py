@@ -25,7 +25,7 @@ from bertlib.lab.claims import chance_interval
 from bertlib.tiny import grammar
 from bertlib.tiny.agreement import build_tokenizer, make_sentence_set, plural_of, subset
 from bertlib.tiny.mechanism import agreement_correct
-from bertlib.tiny.pretrain import tiny_config
+from bertlib.tiny.pretrain import Recipe, tiny_config
 
 __all__ = ["HEAD_SHARE", "subject_heads", "check_runs_prediction", "check_attractor_prediction",
            "check_design", "design_parameters", "attractor_accuracy", "ATTRACTOR_TEST",
@@ -112,9 +112,7 @@ def check_runs_prediction(guess, runs, guess_layer=None) -> Feedback:
         "recipe, training finds such a head more often than you thought."))
     if said is None:
         return Feedback(False, count.rstrip("."))
-    layer = ("Your layer guess is right" if said == truth else
-             "No run has such a head, so there is no layer where one sits: leave guess_layer "
-             "None" if not truth else
+    layer = ("Your layer guess is right" if said == truth else  # with no head, never said
              f"Your layer guess ({_layers(said)}) is not where the heads sit (a layer-0 head can "
              f"find the subject from the words and their positions alone, a layer-1 head can "
              f"also use what layer 0 gathered; which one a run's training found is measured, "
@@ -182,7 +180,8 @@ def check_attractor_prediction(guess, model) -> Feedback:
         return form_error(f"your model gets only {learned:.2f} of the verbs right on its own "
                                f"kind of sentences (simple, comp; {OWN_LEARNED} needed): it has "
                                f"not learned agreement yet, so its attractor accuracy would tell "
-                               f"nothing. Train it longer (the recipe's steps) and check again")
+                               f"nothing. Train it for more steps (notebook 09's recipe uses "
+                               f"{Recipe().steps}) and check again")
     measured, n = attractor_accuracy(model)
     if not recipe and measured >= ATTRACTOR_TRAINED:  # no recipe recorded: judged by its score
         return form_error(f"this model gets {measured:.2f} of the attractor verbs right: it "

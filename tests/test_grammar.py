@@ -138,3 +138,40 @@ def test_sentence_rejects_unknown_construction_depth_and_rng():
 def test_without_prepositional_phrases_complements_have_no_attractors():
     for s in g.generate(200, ("simple", "comp"), seed=4, max_pp=0):
         assert all(v.attractors == 0 for v in s.verbs)
+
+
+def test_in_phrase_marks_the_nouns_after_a_preposition():
+    s = g.sentence("comp", np.random.default_rng(7), max_pp=2)
+    # "the student believes that the key beside the cat near the kings swims"
+    assert g.in_phrase(s) == (False, False, True, True)
+    t = g.Sentence(("the", "cat", "near", "the", "big", "dogs", "sleeps"), "pp",
+                   (g.Verb(6, 1, "main", False, 1, True),), (1, 5), (False, True))
+    assert g.in_phrase(t) == (False, True)  # an adjective between "the" and the noun
+    assert g.nearest_outside_phrase(t, t.verbs[0]) == 1 and g.nearest_noun(t, t.verbs[0]) == 5
+
+
+def test_the_outside_phrase_shortcut_is_right_where_only_phrases_stand_between():
+    sents = g.generate(1400, g.CONSTRUCTIONS, seed=1)
+    right = g.shortcut_right(sents, g.nearest_outside_phrase)
+    keys = [(s.construction, v.role) for s in sents for v in s.verbs]
+    assert right.shape == (len(keys),)
+    by = {k: right[[i for i, key in enumerate(keys) if key == k]].mean() for k in set(keys)}
+    for k in [("pp", "main"), ("comp", "inner"), ("adv", "main"), ("comp_comp", "inner")]:
+        assert by[k] == 1.0
+    assert by[("subj_rel", "main")] < 0.65 and by[("obj_rel", "main")] < 0.65
+    # its noun is never inside a phrase, and it is the subject wherever no clause intervenes
+    for s in sents[:200]:
+        for v in s.verbs:
+            noun = g.nearest_outside_phrase(s, v)
+            assert not g.in_phrase(s)[s.nouns.index(noun)]
+    nearest = g.shortcut_right(sents, lambda s, v: g.nearest_noun(s, v))
+    assert not np.array_equal(right, nearest)
+
+
+def test_shortcut_right_rejects_what_is_not_a_list_of_sentences():
+    with pytest.raises(TypeError, match="sentences must be a list"):
+        g.shortcut_right("the cat sleeps", g.nearest_outside_phrase)
+    with pytest.raises(ValueError, match="non-empty"):
+        g.shortcut_right([], g.nearest_outside_phrase)
+    with pytest.raises(TypeError, match="a grammar Sentence"):
+        g.shortcut_right(["the cat sleeps"], g.nearest_outside_phrase)

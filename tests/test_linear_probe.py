@@ -117,3 +117,58 @@ def test_probe_draws_repeat_the_probe_over_seeded_splits_and_control_draws():
         lp.probe_draws(x, subject, nearest, controls[:0])
     with pytest.raises(ValueError, match="features"):
         lp.probe_draws(x[:-1], subject, nearest, controls)
+
+
+def test_balanced_rows_give_every_cell_the_smallest_cells_size_seeded():
+    rng = np.random.default_rng(0)
+    subject = rng.random(500) < 0.5
+    nearest = np.where(rng.random(500) < 0.2, ~subject, subject)  # 20 % conflict rows
+    rows = lp.balanced_rows(subject, nearest, np.random.default_rng(1))
+    sizes = [int(((subject == s) & (nearest == n)).sum()) for s in (0, 1) for n in (0, 1)]
+    counts = [int(((subject[rows] == s) & (nearest[rows] == n)).sum()) for s in (0, 1) for n in (0, 1)]
+    assert counts == [min(sizes)] * 4 and len(set(rows.tolist())) == len(rows)
+    assert np.array_equal(rows, lp.balanced_rows(subject, nearest, np.random.default_rng(1)))
+    assert not np.array_equal(rows, lp.balanced_rows(subject, nearest, np.random.default_rng(2)))
+    with pytest.raises(ValueError, match=r"all four cells, .* cell sizes: \[\d+, 0, 0, \d+\]\), got 0"):
+        lp.balanced_rows(subject, subject, np.random.default_rng(1))
+    with pytest.raises(ValueError, match="nearest"):
+        lp.balanced_rows(subject, nearest[:-1], np.random.default_rng(1))
+
+
+def _salient_nearest_weak_subject(n=800, seed=0):
+    """Features where the nearest noun's number is salient and the subject's is weaker, on
+    separate directions; the two agree on 85 % of rows."""
+    rng = np.random.default_rng(seed)
+    subject = rng.random(n) < 0.5
+    nearest = np.where(rng.random(n) < 0.15, ~subject, subject)
+    x = rng.normal(size=(n, 6))
+    x[:, 0] += 2.5 * np.where(nearest, 1, -1)
+    x[:, 1] += 0.6 * np.where(subject, 1, -1)
+    return x, subject, nearest
+
+
+def test_the_balanced_probe_finds_a_subject_number_the_natural_probe_misses():
+    x, subject, nearest = _salient_nearest_weak_subject()
+    controls = np.zeros((4, len(subject)), bool)
+    natural = lp.probe_draws(x, subject, nearest, controls)[0][:, 2]  # conflict rows
+    balanced, n_conflict, n_train = lp.balanced_probe_draws(x, subject, nearest, 4)
+    assert (natural < 0.4).all() and (balanced > 0.6).all()  # decodable only with balancing
+    assert balanced.shape == n_conflict.shape == n_train.shape == (4,)
+    for k in range(4):  # split k is probe_draws' split k: the same test rows
+        order = np.random.default_rng([0, k]).permutation(len(subject))
+        test = order[400:]
+        assert n_conflict[k] == (subject[test] != nearest[test]).sum()
+        assert n_train[k] % 4 == 0 and n_train[k] < 400
+    again = lp.balanced_probe_draws(x, subject, nearest, 2)
+    assert np.array_equal(again[0], balanced[:2])  # seeded: split k whatever K is
+    assert not np.array_equal(balanced, lp.balanced_probe_draws(x, subject, nearest, 4, seed=5)[0])
+
+
+def test_the_balanced_probe_rejects_bad_requests():
+    x, subject, nearest = _salient_nearest_weak_subject(200)
+    with pytest.raises(ValueError, match="k_splits"):
+        lp.balanced_probe_draws(x, subject, nearest, 0)
+    with pytest.raises(ValueError, match="features"):
+        lp.balanced_probe_draws(x[:-1], subject, nearest, 2)
+    with pytest.raises(ValueError, match="all four cells"):
+        lp.balanced_probe_draws(x, subject, subject, 2)

@@ -49,7 +49,8 @@ __all__ = ["NOUNS", "INTRANSITIVE", "TRANSITIVE", "COMPLEMENT", "ADJECTIVES", "P
            "SUBORDINATORS",
            "CONSTRUCTIONS", "TRAIN_CONSTRUCTIONS", "UNSEEN_CONSTRUCTIONS", "MAX_PP", "Verb",
            "Sentence", "vocabulary", "sentence", "generate", "split_of", "nearest_noun",
-           "first_noun", "other_form"]
+           "first_noun", "other_form", "after_that_noun", "in_phrase", "nearest_outside_phrase",
+           "shortcut_right"]
 
 #: singular -> plural, for nouns and for verbs (3rd person singular -> plural).
 NOUNS = {w: w + "s" for w in ("cat", "dog", "girl", "boy", "key", "tree", "bird", "teacher",
@@ -275,3 +276,33 @@ def after_that_noun(s: Sentence) -> int:
     clause's subject."""
     that = next((i for i, w in enumerate(s.words) if w == "that"), -1)
     return next((i for i in s.nouns if i > that), s.nouns[0])
+
+
+def in_phrase(s: Sentence) -> tuple[bool, ...]:
+    """For each noun of ``s.nouns`` (same order), whether it stands inside a prepositional phrase:
+    its determiner "the" (before an optional adjective) follows a preposition, as
+    ``noun_phrase`` writes "near the (big) dogs"."""
+    inside = []
+    for i in s.nouns:
+        det = i - 2 if s.words[i - 1] in ADJECTIVES else i - 1
+        inside.append(det > 0 and s.words[det - 1] in PREPOSITIONS)
+    return tuple(inside)
+
+
+def nearest_outside_phrase(s: Sentence, verb: Verb) -> int:
+    """Position of the noun closest before the verb that is not inside a prepositional phrase
+    (a fourth shortcut's subject): right on every pp, comp inner and adv main verb, wrong where
+    a relative clause puts its own noun between (subj_rel's object, obj_rel's inner subject).
+    Every verb's subject is such a noun, so one always exists."""
+    return max(i for i, inside in zip(s.nouns, in_phrase(s), strict=True)
+               if i < verb.position and not inside)
+
+
+def shortcut_right(sentences: Sequence[Sentence], pick) -> np.ndarray:
+    """(R,) bool, one row per verb of every sentence in order (the rows of
+    :func:`bertlib.tiny.agreement.make_sentence_set`): whether the noun at ``pick(s, verb)`` (a
+    position, e.g. :func:`nearest_outside_phrase`) has the verb's number."""
+    sentences = items(sentences, "sentences", "grammar Sentences")
+    kind(sentences[0], "sentences[0]", Sentence, "a grammar Sentence")
+    return np.array([dict(zip(s.nouns, s.noun_plural, strict=True))[pick(s, v)] == v.plural
+                     for s in sentences for v in s.verbs], dtype=bool)

@@ -14,6 +14,10 @@ the tiny BERT's hidden state at one position after one layer (Hewitt & Liang 201
   the masked verb after each layer (recorded while training by ``tools/pretrain_tiny_bert.py``).
 - :func:`probe_draws`: :func:`number_probe_controls` repeated over K seeded random train/test
   splits, each with its own control-task draw, so a finding is stated with its spread.
+- :func:`balanced_probe_draws`: the subject probe trained on rows **balanced** over the four cells
+  (subject's number × nearest noun's number), on the same splits, scored on the conflict rows:
+  with the two numbers uncorrelated in training, the probe cannot score on the subject by
+  reading the nearest noun (:func:`balanced_rows` draws the rows).
 
 It reads what is decodable, not what the model uses: :mod:`bertlib.tiny.mechanism`'s ablation and
 patching test that.
@@ -27,7 +31,7 @@ from bertlib.checks import has_shape, whole
 from bertlib.tiny.agreement import SentenceSet, hidden_states, plural_of
 
 __all__ = ["number_probe", "number_probe_controls", "PROBE_COLUMNS", "control_labels",
-           "verb_number_probe", "probe_draws"]
+           "verb_number_probe", "probe_draws", "balanced_rows", "balanced_probe_draws"]
 
 
 def number_probe(features, labels, control, train_share: float = 0.5,
@@ -86,12 +90,61 @@ def probe_draws(features, subject, nearest, controls, seed: int = 0, train_share
     has_shape(controls, "controls", (len(controls), len(y)), "(K, R)")
     accuracies, n_conflict = np.zeros((len(controls), len(PROBE_COLUMNS))), []
     for k, control in enumerate(controls):
-        order = np.random.default_rng([seed, k]).permutation(len(y))
+        order, cut = _split(seed, k, len(y), train_share)
         accuracies[k] = number_probe_controls(x[order], y[order], near[order], control[order],
                                               train_share, l2)
-        cut = int(round(train_share * len(y)))
         n_conflict.append(int((y != near)[order][cut:].sum()))
     return accuracies, np.array(n_conflict)
+
+
+def _split(seed: int, k: int, n_rows: int, train_share: float) -> tuple[np.ndarray, int]:
+    """Split k of the random splits: the rows' order (n_rows,), shuffled with
+    ``numpy.random.default_rng([seed, k])``, and the cut (rows [:cut] of that order train)."""
+    return np.random.default_rng([seed, k]).permutation(n_rows), int(round(train_share * n_rows))
+
+
+def balanced_rows(subject, nearest, rng: np.random.Generator) -> np.ndarray:
+    """Row indices (4 m,) int, sorted, balanced over the four cells (subject singular / plural ×
+    nearest noun singular / plural): every cell subsampled without replacement to m, the size of
+    its smallest cell, by ``rng``. subject, nearest: (R,) bool. ValueError when a cell is empty
+    (then no balanced set exists: the two numbers never differ, or one never varies)."""
+    y, near = np.asarray(subject, bool), np.asarray(nearest, bool)
+    has_shape(near, "nearest", y.shape, "(R,), like subject")
+    cells = [np.flatnonzero((y == s) & (near == n)) for s in (False, True) for n in (False, True)]
+    m = whole(min(len(c) for c in cells), "the smallest cell's size", 1,
+              why=f"(a balanced set needs rows in all four cells, subject singular/plural × "
+                  f"nearest noun singular/plural; cell sizes: {[len(c) for c in cells]})")
+    return np.sort(np.concatenate([rng.choice(c, m, replace=False) for c in cells]))
+
+
+def balanced_probe_draws(features, subject, nearest, k_splits: int, seed: int = 0,
+                         train_share: float = 0.5, l2: float = 1e-2):
+    """The subject probe trained on rows balanced over the four cells, over K random splits.
+
+    features: (R, d); subject, nearest: (R,) bool. Split k is :func:`probe_draws`' split k (the
+    rows shuffled with ``numpy.random.default_rng([seed, k])``, cut at ``train_share``); its
+    training half is cut down to :func:`balanced_rows` (drawn with ``default_rng([seed, k, 1])``),
+    the features standardised with those rows' mean and spread, and the probe (the same logistic
+    fit) is scored on the test half's conflict rows (nearest noun of the other number). Returns
+    (accuracy (K,) on the conflict rows, n_conflict (K,) int: their count, n_train (K,) int: the
+    balanced training rows)."""
+    k_splits = whole(k_splits, "k_splits (the number of random splits)", 1)
+    x, y = np.asarray(features, np.float64), np.asarray(subject, bool)
+    near = np.asarray(nearest, bool)
+    has_shape(x, "features", (len(y), x.shape[-1]), "(R, d)")
+    has_shape(near, "nearest", (len(y),), "(R,)")
+    out = np.zeros((3, k_splits))
+    for k in range(k_splits):
+        order, cut = _split(seed, k, len(y), train_share)
+        train, test = order[:cut], order[cut:]
+        train = train[balanced_rows(y[train], near[train], np.random.default_rng([seed, k, 1]))]
+        test = test[y[test] != near[test]]
+        whole(len(test), f"split {k}'s conflict rows (test rows scored)", 1)
+        rows = np.concatenate([train, test])
+        z = (x[rows] - x[train].mean(0)) / (x[train].std(0) + 1e-6)
+        said = _probe_predict(z, y[rows], len(train), l2)
+        out[:, k] = (said == y[test]).mean(), len(test), len(train)
+    return out[0], out[1].astype(int), out[2].astype(int)
 
 
 def _probe_features(features, train_share, labels: dict):

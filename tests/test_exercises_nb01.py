@@ -119,7 +119,7 @@ def test_attention_fn_accepts_right_answer_and_torch():
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"divide": False}, "√d_k"),
+    ({"divide": False}, "not scaled"),
     ({"axis": 0}, "ROW"),
     ({"values": False}, "averages the keys"),
 ])
@@ -203,7 +203,8 @@ def test_window_weights_right_and_mistakes():
     assert check_window_weights(right).ok
     assert check_window_weights(torch.tensor(right, dtype=torch.float32)).ok
     assert "after the softmax" in check_window_weights(softmax(S, axis=-1) * mask).message
-    assert "√d_k" in check_window_weights(softmax(Q @ K.T, axis=-1, where=mask)).message
+    fb = check_window_weights(softmax(Q @ K.T, axis=-1, where=mask))
+    assert "not scaled" in fb.message and "divide" not in fb.message  # the diagnosis, not the edit
     assert "no mask" in check_window_weights(softmax(S, axis=-1)).message
     assert "transposed" in check_window_weights(right.T).message
     assert "(6, 6)" in check_window_weights(np.ones(6)).message
@@ -345,7 +346,8 @@ def test_attention_fn_names_a_wrong_constant_divisor_not_the_scores(divisor, sho
     assert not fb.ok and "scores q_i · k_j are right" in fb.message and "divisor" in fb.message
     # learner 31: √2 typed in (the toy's d_k) was told "2 is d_v" only; both causes are named
     assert shown != "√2.00" or "d_k and d_v in the toy" in fb.message and "typed" in fb.message
-    assert shown in fb.message and "d_k = 3" in fb.message
+    assert shown in fb.message and "length of a query or key vector" in fb.message
+    assert "√3" not in fb.message and "1.732" not in fb.message  # learner 33: no number dictated
 
 
 def test_attention_fn_wrong_scores_are_still_called_wrong_scores():

@@ -93,16 +93,17 @@ def test_embeddings_cannot_be_read_off_the_model(parts):
     assert "not answered yet" in fb.message and "`summed`" in fb.message and "still None" in fb.message
     assert "`E_pair`" in check_embeddings(word + pos + typ, None).message
     assert "already normalised" in check_embeddings(E, E).message
-    assert "LayerNorm is missing" in check_embeddings(word + pos + typ, word + pos + typ).message
+    fb = check_embeddings(word + pos + typ, word + pos + typ)
+    assert "LayerNorm is missing" in fb.message and "σ²" not in fb.message  # no formula repeated
     assert "E differs" in check_embeddings(word + pos + typ, E + 0.01).message
 
 
 @pytest.mark.parametrize("mistake, words", [
-    ("all segment A", "sentence B"),  # and both say where the types are: what encode returns
-    ("all segment A", "everything `encode` returns"),
+    ("all segment A", "sentence B"),
+    ("all segment A", "segment 1"),
     ("no position", "position embeddings are missing"),
     ("no token type", "token-type (segment) embedding is missing"),
-    ("no token type", "everything `encode` returns"),
+    ("no token type", "0 or 1"),
     ("word only", "only the word embeddings"),
 ])
 def test_embedding_mistakes_are_named(parts, mistake, words):
@@ -122,7 +123,9 @@ def test_the_token_types_key_is_pointed_at_only_from_the_second_segment_slip(par
     w, word, pos, typ, typ_a = parts
     S = word + pos + (typ_a if mistake == "all segment A" else 0)
     first, same = (check_embeddings(S, ln(w, S)).message for _ in range(2))
-    assert "token_type_ids" not in first and "`encode`" in first
+    # learner 33: "look at everything `encode` returns" in the first message pointed straight at
+    # the key, so the first slip gets the diagnosis only, the second where to look
+    assert "token_type_ids" not in first and "`encode`" not in first and "segment" in first
     assert same == first  # learner 32: the same sum checked again does not climb
     S2 = S.copy()
     S2[0] += 1e-7  # a new sum, the same slip (within the slips' tolerance)
@@ -475,7 +478,7 @@ def test_position_guess_refuses_one_and_says_why(monkeypatch):
     # 1 ("same word, same vector") is the misconception: outside the printed band, it fails
     # with its own message, which neither gives the value nor says "too high by ..."
     measured = _bank_cosine(0)
-    assert 1.0 - measured > _GUESS_TOLERANCE  # true on the bundled model (0.956)
+    assert 1.0 - measured > _GUESS_ABOVE  # 1 lies above the band (bundled model: 0.956)
     for guess in (1.0, 0.9999):
         fb = check_position_guess(guess)
         assert not fb.ok and "identical vectors would give 1" in fb.message
@@ -680,6 +683,12 @@ def test_position_guess_band_passes_the_lessons_reasoning_but_not_0_97():
     assert round(reasoned(mean_cos(4)), 2) == 0.93 and check_position_guess(0.93).ok
     assert check_position_guess(round(reasoned(mean_cos(4), typ=0.0), 2)).ok  # type row left out
     assert check_position_guess(round(measured, 2)).ok  # the value itself, rounded
+    # learner 33: the same reasoning written with one decimal, 0.9, was told the reasoning was off
+    assert round(reasoned(mean_cos(4)), 1) == 0.9 and check_position_guess(0.9).ok
+    assert check_position_guess("0.9").ok and round(reasoned(mean_cos(4), typ=0.0), 1) == 0.9
+    reset_tries()
+    fb = check_position_guess(0.85)  # below the one-decimal rounding: still told which way
+    assert not fb.ok and fb.message.startswith("too low, by 0.05 to 0.2"), fb.message
     interpolated = 0.85 + (0.15 - 0.85) * 3 / 99  # learner 26: from k = 1 and k = 100
     for guess in (0.97, round(reasoned(mean_cos(1)), 2), reasoned(interpolated)):
         reset_tries()
@@ -752,8 +761,23 @@ def test_exercise_2_tells_the_band_only_after_the_guess():
     code = next(s for s in sources if "check_position_guess(guess)" in s)
     assert "_GUESS_TOLERANCE" not in code and "_GUESS_ABOVE" not in code
     assert "band" not in task and "below the measured" not in task and "accepts" in task
+    # learner 33: how precise a guess must be is said, without the band's lopsided edges
+    assert "Two decimals are plenty" in task and "a few hundredths" in task
+    assert f"{_GUESS_TOLERANCE}" not in task and f"{_GUESS_ABOVE}" not in task
     fb = check_position_guess(0.93)
     assert fb.ok and f"from {_GUESS_TOLERANCE} below to {_GUESS_ABOVE} above" in fb.message
+
+
+def test_exercise_2_shows_its_two_sentences_before_the_guess():
+    # learner 33: named only as nb03.BANK_FIRST and nb03.BANK_RIVER, the sentences were seen only
+    # by running the cell; the task's text shows them, as the constants hold them
+    cells = json.loads(LESSON.read_text())["cells"]
+    task = next("".join(c["source"]) for c in cells if "**2. Predict" in "".join(c["source"]))
+    flat = " ".join(task.split())
+    assert f'`nb03.BANK_FIRST`, "{BANK_FIRST}" (piece 1)' in flat, flat
+    assert f'`nb03.BANK_RIVER`, "{BANK_RIVER}" (piece 5)' in flat, flat
+    for text, piece in ((BANK_FIRST, 1), (BANK_RIVER, 5)):
+        assert run_bert(text).tokens.index("bank") == piece
 
 
 def test_exercise_2_says_plainly_to_reason_on_the_sum():

@@ -47,15 +47,14 @@ LAYER_NORM_SLIPS = {"variance d - 1": (-1, 1, "γβ"), "token axis": (0, 0, "γ�
 EMBED_HINTS = {
     "all segment A": "every piece got the token type of sentence A (0): the pieces after the "
                      "first [SEP] belong to sentence B and add the token-type row of segment 1 "
-                     "(the tokenizer knows which piece is which: look at everything `encode` "
-                     "returns for a pair, not only the input_ids)",
+                     "(the tokenizer knows which piece is which)",
     "positions restart": "the positions of sentence B start again at 0: positions run on "
                          "across the whole pair, [CLS] to the last [SEP]",
     "positions from 1": "the positions are off by one: the first piece, [CLS], is position 0",
     "no position": "the position embeddings are missing: without them BERT could not tell "
                    "'dog bites man' from 'man bites dog'",
     "no token type": "the token-type (segment) embedding is missing: each piece also adds the "
-                     "row of its segment (0 or 1: look at everything `encode` returns for a pair)",
+                     "row of its segment, 0 or 1",
     "word only": "you used only the word embeddings: the position and token-type ones are missing",
     "variance d - 1": "your LayerNorm's variance divides by d − 1 (the sample estimator, "
                       "ddof=1); LayerNorm divides by d, the number of features (ddof=0)",

@@ -137,9 +137,9 @@ def _divisor_message(c: float) -> str:
              2: "; 2 is d_v here, and both d_k and d_v in the toy of sections 4–6: a size typed "
                 "in, or the values' width?"}  # √2 typed and √d_v cannot be told apart
     return (f"your scores q_i · k_j are right, but the divisor is not: you divided them by "
-            f"{c:.3f} (= √{c * c:.2f}{named.get(round(c * c), '')}). It must be √d_k of these "
-            f"inputs, the length of a query or key vector: here d_k = 3, so √3 ≈ "
-            f"{_math.sqrt(3):.3f} (d_v = 2, the 4 queries and the 5 keys do not count)")
+            f"{c:.3f} (= √{c * c:.2f}{named.get(round(c * c), '')}). The divisor is √d_k, and "
+            "d_k is the length of a query or key vector, the length each dot product q_i · k_j "
+            "runs over: not d_v, the values' width, nor the number of queries or of keys")
 
 
 def check_attention_fn(fn: _Callable) -> _Feedback:
@@ -183,7 +183,7 @@ def check_attention_fn(fn: _Callable) -> _Feedback:
     if not fits:
         return _a_not_softmax(A, Q, K)
     div, axis = fits[0]
-    mistakes = ["you forgot to divide the scores by √d_k"] * (div == 1) + [
+    mistakes = ["your scores q_i · k_j are right, but they are not scaled"] * (div == 1) + [
         "you divided by d_k; the divisor is its square root, √d_k"] * (div == 3) + [
         "your softmax runs down the columns: each query's ROW must sum to 1"] * (axis == 0)
     if mistakes:
@@ -344,8 +344,8 @@ def _window_slip(a: _np.ndarray, Q: _np.ndarray, K: _np.ndarray, mask: _np.ndarr
              (_softmax(_np.where(mask, S, 0.0), axis=-1), "you set the far words' scores to 0, not "
               "to -inf: a score of 0 still gets weight e^0 = 1 before normalising, so those words "
               "keep some attention"),
-             (_softmax(Q @ K.T, axis=-1, where=mask), "the window is right, but you forgot to "
-              "divide the scores by √d_k"),
+             (_softmax(Q @ K.T, axis=-1, where=mask), "the window is right, but the scores are "
+              "not scaled: which scores does section 6 put into the softmax?"),
              (_softmax(Q @ K.T / _math.sqrt(d), axis=-1, where=mask), "the window is right, but "
               f"you divided the scores by √d = √{d} (d = {d}, the width of X, a common "
               f"pitfall){also}; a head divides by √d_k, with d_k the width of its queries and "

@@ -180,6 +180,73 @@ def test_the_map_names_no_module_that_does_not_exist():
     assert not extra, f"docs/ARCHITECTURE.md lists modules that do not exist: {extra}"
 
 
+def _defined(body) -> dict[str, ast.AST]:
+    """The names a module's or class's body defines: functions, classes, assignments, imports."""
+    names = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update((n.id, n) for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(((a.asname or a.name).split(".")[0], a) for a in node.names)
+    return names
+
+
+def _module_paths(package: Path) -> dict[str, Path]:
+    """Every module below ``package`` by dotted name: "paper.attention", "pictures.widgets"."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = [p.removesuffix(".py") for p in path.relative_to(package).parts]
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def unresolved_names(text: str, package: Path) -> list[str]:
+    """The `module.name` pins of ``text`` (in backticks, module a bertlib module, written with its
+    folder or without: `hf.params.bert_qkv`, `params.bert_qkv`) whose name the module does not
+    define. A pin through a class is followed one step (`LayerStack.forward`); deeper pins, names
+    outside bertlib (`np.dot`), files (`checks.py`) and patterns (`nbNN`) are not judged."""
+    modules, bad = _module_paths(package), []
+    for pin in sorted(set(re.findall(r"`(?:bertlib\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)", text))):
+        parts = pin.split(".")
+        if parts[-1] in ("py", "md", "png", "ipynb") or "nbNN" in parts:
+            continue
+        for k in range(len(parts), 0, -1):
+            head = ".".join(parts[:k])
+            paths = [p for m, p in modules.items() if m == head or m.endswith("." + head)]
+            if paths:
+                break
+        if not paths or k == len(parts):
+            continue  # not bertlib, or a module itself
+        for path in paths:
+            names = _defined(_parsed(path).body)
+            node = names.get(parts[k])
+            if node is None and path.name == "__init__.py":
+                node = (path.parent / f"{parts[k]}.py").exists() or (path.parent / parts[k]).is_dir()
+            if isinstance(node, ast.ClassDef) and k + 1 < len(parts):
+                node = _defined(node.body).get(parts[k + 1])
+            if node:
+                break
+        else:
+            bad.append(pin)
+    return bad
+
+
+def test_every_name_the_map_pins_exists():
+    bad = unresolved_names(MAP.read_text(encoding="utf-8"), ROOT / "bertlib")
+    assert not bad, f"docs/ARCHITECTURE.md names what bertlib no longer defines: {bad}"
+
+
+def test_the_pin_check_sees_a_stale_name():
+    text = ("`attention.softmax`, `paper.bert.bert_forward`, `family.LayerStack.forward`, `np.dot`,"
+            " `checks.py`; stale: `variants.bert_layer`, `exercises.nb01.window_mask(n, radius)`,"
+            " `family.LayerStack.backward`")
+    assert unresolved_names(text, ROOT / "bertlib") == [
+        "exercises.nb01.window_mask", "family.LayerStack.backward", "variants.bert_layer"]
+
+
 def test_imports_only_go_to_a_lower_level():
     levels = _levels()
     wrong = []

@@ -95,7 +95,7 @@ def split_heads(X, h: int) -> np.ndarray:
 
 def project_heads(X, W, b, h: int) -> np.ndarray:
     """Q = X W + b (or K, or V) cut into h heads, every head at once: the one numpy projection of
-    multi_head_attention, bert.encoder_layer, variants.bert_qkv and importance's value vectors.
+    multi_head_attention, bert.encoder_layer, hf.params.bert_qkv and importance's value vectors.
     X (..., n, d_in), W (d_in, d) as in x W, b (d,) or None (no bias) -> (..., h, n, d_k),
     d_k = d / h: split_heads' cut (its ValueError if h does not divide d)."""
     X, W, b = _check_project(X, W, b)

@@ -582,7 +582,7 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "np.where(chosen, ids, IGNORE_INDEX",
                             "fate < f_m + f_r", "rng.choice(ordinary"),  # chosen, labels, 80/10/10
     ("params", "mask_sentence"): "mask_tokens(ids",  # its one row: mask_tokens, then the rule
-    ("pretrain", "mlm_step"): ("L = −mean_{i ∈ chosen} log p(x_i", "logits = model(input_ids=x",
+    ("pretrain", "mlm_step"): ("ℒ = −mean_{i ∈ chosen} log p(x_i", "logits = model(input_ids=x",
                                "mlm_loss(logits, y)", "loss.backward()", "optimizer.step()"),
     ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "mask_batch(ids",
                             "loss = mlm_step(model", "schedule.step()"),  # one whole step

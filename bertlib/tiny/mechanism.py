@@ -117,22 +117,22 @@ def _correct_switched_off(model, sentence_set, rows, n, head_on, fill) -> np.nda
     R, layers = len(rows), model.bert.encoder.layer
     verb = torch.as_tensor(sentence_set.verb[rows])
     ids = torch.as_tensor(sentence_set.ids[rows, :n])
-    h = model.bert.embeddings(input_ids=ids)[None]  # (1, R, n, d)
-    state = torch.zeros(len(head_on), dtype=torch.long)  # group -> its row block in h
+    hidden = model.bert.embeddings(input_ids=ids)[None]  # (1, R, n, d)
+    state = torch.zeros(len(head_on), dtype=torch.long)  # group -> its row block in hidden
     for l, layer in enumerate(layers):
         below = state  # group -> its state after the layers below
         state, first = _distinct(torch.cat([below[:, None].float(), head_on[:, l]], 1))
         on, f = (t[first, l].repeat_interleave(R, 0) for t in (head_on, fill))  # (U·R, d)
-        x = h[below[first]].flatten(0, 1)  # (U·R, n, d)
+        x = hidden[below[first]].flatten(0, 1)  # (U·R, n, d)
         if l == len(layers) - 1:
-            h = _layer_at(layer, x, verb.repeat(len(first)), on, f).view(len(first), R, -1)
+            hidden = _layer_at(layer, x, verb.repeat(len(first)), on, f).view(len(first), R, -1)
             break
-        # no padding: no attention mask, as the intact model's ones-mask adds 0
-        heads = layer.attention.self(h.flatten(0, 1))[0].view(h.shape)  # (B, R, n, d), B below
+        # no padding: no attention mask, as the intact model's ones-mask adds 0; B below
+        heads = layer.attention.self(hidden.flatten(0, 1))[0].view(hidden.shape)  # (B, R, n, d)
         a = layer.attention.output(heads[below[first]].flatten(0, 1) * on[:, None] + f[:, None], x)
-        h = layer.output(layer.intermediate(a), a).view(len(first), R, n, -1)  # feed-forward
+        hidden = layer.output(layer.intermediate(a), a).view(len(first), R, n, -1)  # feed-forward
     r = torch.arange(R)
-    at = model.cls(h[state])  # (G + 1, R, V): the last layer's output at the verb
+    at = model.cls(hidden[state])  # (G + 1, R, V): the last layer's output at the verb
     return (at[:, r, sentence_set.right[rows]] > at[:, r, sentence_set.wrong[rows]]).numpy()
 
 
@@ -294,9 +294,9 @@ def patch_flip(model, original: SentenceSet, flipped: SentenceSet, layer: int, w
     donor = torch.as_tensor(states[rows, layer, pos])  # (R, d)
 
     def swap(module, args, output):
-        h = (output[0] if isinstance(output, tuple) else output).clone()
-        h[torch.as_tensor(rows), torch.as_tensor(pos)] = donor
-        return (h, *output[1:]) if isinstance(output, tuple) else h
+        hidden = (output[0] if isinstance(output, tuple) else output).clone()
+        hidden[torch.as_tensor(rows), torch.as_tensor(pos)] = donor
+        return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
     handle = _layer_module(model, layer).register_forward_hook(swap)
     return _prefers_wrong(model, original, handle) & present
@@ -338,11 +338,12 @@ def patch_flips(model, original: SentenceSet, flipped: SentenceSet, positions=No
             pos = torch.as_tensor(at_all[:, rows].clip(0).reshape(-1))  # absent: masked below
             verb = torch.as_tensor(original.verb[rows]).repeat(P)
             for layer in range(len(layers) + 1):
-                h = mine[layer].repeat(P, 1, 1)  # (P·R, n, d): row p·R + i is row i patched at p
-                h[b, pos] = donor[layer][r, pos]
+                hidden = mine[layer].repeat(P, 1, 1)  # (P·R, n, d): row p·R + i patched at p
+                hidden[b, pos] = donor[layer][r, pos]
                 for above in layers[layer:-1]:
-                    h = above(h)
-                at = h[b, verb] if layer == len(layers) else _layer_at(layers[-1], h, verb, 1, 0)
+                    hidden = above(hidden)
+                at = (hidden[b, verb] if layer == len(layers)
+                      else _layer_at(layers[-1], hidden, verb, 1, 0))
                 logits = model.cls(at)  # (P·R, V) at the masked verb
                 right, wrong = (torch.as_tensor(v[rows]).repeat(P) for v in (original.right,
                                                                               original.wrong))

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from bertlib.checks import has_shape, one_of, same_shape, whole
-from bertlib.hf.attention_interface import eager_attention, project_heads_torch
+from bertlib.hf.attention_interface import eager_attention, merge_heads_torch, project_heads_torch
 from bertlib.paper.attention import head_columns
 from bertlib.tiny import grammar
 from bertlib.tiny.agreement import SentenceSet, agreement_table, hidden_states, make_sentence_set
@@ -140,12 +140,13 @@ def _layer_at(layer, x, pos, head_on, fill):
     """A transformers BertLayer's output at one position per row: x (B, n, d), pos (B,) ->
     (B, d). The layer's own parts for that position's query only: its projections into heads
     (project_heads_torch), the one eager attention (eager_attention: softmax(q Kᵀ · s) V per
-    head), output projection, residual and LayerNorm, feed-forward; each head's output times
-    ``head_on`` plus ``fill`` (B, d) before the output projection."""
+    head), the heads side by side (merge_heads_torch), output projection, residual and LayerNorm,
+    feed-forward; each head's output times ``head_on`` plus ``fill`` (B, d) before the output
+    projection."""
     sa, r = layer.attention.self, torch.arange(len(x))
     q = project_heads_torch(x[r, pos, None], sa.query, sa.num_attention_heads)  # (B, h, 1, d_k)
     k, v = (project_heads_torch(x, m, sa.num_attention_heads) for m in (sa.key, sa.value))
-    heads = eager_attention(sa, q, k, v, None)[0].reshape(len(x), -1)  # (B, 1, h, d_k) -> (B, d)
+    heads = merge_heads_torch(eager_attention(sa, q, k, v, None)[0])[:, 0]  # (B, 1, d) -> (B, d)
     a = layer.attention.output(heads * head_on + fill, x[r, pos])
     return layer.output(layer.intermediate(a), a)
 

@@ -568,7 +568,7 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("attention", "multi_head_attention"): ("project_heads(X, W_Q, b_Q, h)",  # Q, then K and V
                                             "project_heads(X_kv, W_V, b_V, h)",
                                             "heads, weights = attention(Q, K, V, mask)",
-                                            "merge_heads(heads) @ W_O + b_O"),  # Concat · W_O
+                                            "merge_heads(heads) @ W_O + (0.0 if b_O"),  # Concat · W_O
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
     # MultiHead(X) is multi_head_attention's three lines (1 jump), not a second spelling
     ("bert", "encoder_layer"): ("M, A = multi_head_attention(X", "Y = layer_norm(X + M",
@@ -1263,7 +1263,7 @@ PRIVATE_CHECKS = {
                   "_check_padding": "padding_mask's lengths and n, or its 2-D flags",
                   "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask",
                   "_check_cosine": "cosine's u and v (..., d) and no all-zero vector"},
-    "bert": {"_check_forward": "the parameters (a BertParams) and the key mask",
+    "bert": {"_check_forward": "the parameters (a BertParams) and attention_mask's shape",
              "_check_ids": "token ids inside this model's vocabulary and positions",
              "_check_layer": "one layer's X and parameters, no mask beside a custom attend"},
     "approximations": {"_check_lsh": "LSH's n_buckets (1 or even), n_hashes and a chunk "
@@ -1369,9 +1369,7 @@ CHECKED_WHILE_WORKING = {
     # paper/variants, hf/importance) were being edited by another helper at the time (h28h), so
     # they are listed, exactly these, until they are renamed _check_* there.
     "attention": {"_param": "r9: a check of a projection matrix or bias (as_array): rename it"},
-    "bert": {"_float64": "r9: a check that converts to float64 (as_array): rename it",
-             "_key_mask_per_head": "r9: checks attention_mask's shape against input_ids "
-                                   "(same_shape), then builds the key mask"},
+    "bert": {"_float64": "r9: a check that converts to float64 (as_array): rename it"},
     "variants": {"_global_positions": "r9: the global positions' check (checks.positions), "
                                       "sorted and unique",
                  "_block_layout": "draws the block layout; checks block, global_blocks and "

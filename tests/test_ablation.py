@@ -49,6 +49,11 @@ def test_ablated_uniform_head_gives_uniform_weights_over_real_tokens():
     with ab.ablated_head(2, 5, "zero"), torch.no_grad():
         att = bert.model(**enc, output_attentions=True).attentions[2]
     assert (att[:, 5] == 0).all() and torch.allclose(att[:, 4].sum(-1), torch.tensor(1.0))
+    with ab.ablated_head(2, 5), torch.no_grad():  # the default: zero, as ablated_heads'
+        default = bert.model(**enc, output_attentions=True).attentions[2]
+    assert torch.equal(default, att)
+    with ab.ablated_heads([(2, 5)]), torch.no_grad():
+        assert torch.equal(bert.model(**enc, output_attentions=True).attentions[2], att)
 
 
 def test_ablated_head_rejects_bad_layer_head_and_mode():

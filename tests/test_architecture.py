@@ -180,6 +180,73 @@ def test_the_map_names_no_module_that_does_not_exist():
     assert not extra, f"docs/ARCHITECTURE.md lists modules that do not exist: {extra}"
 
 
+def _defined(body) -> dict[str, ast.AST]:
+    """The names a module's or class's body defines: functions, classes, assignments, imports."""
+    names = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update((n.id, n) for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(((a.asname or a.name).split(".")[0], a) for a in node.names)
+    return names
+
+
+def _module_paths(package: Path) -> dict[str, Path]:
+    """Every module below ``package`` by dotted name: "paper.attention", "pictures.widgets"."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = [p.removesuffix(".py") for p in path.relative_to(package).parts]
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def unresolved_names(text: str, package: Path) -> list[str]:
+    """The `module.name` pins of ``text`` (in backticks, module a bertlib module, written with its
+    folder or without: `hf.params.bert_qkv`, `params.bert_qkv`) whose name the module does not
+    define. A pin through a class is followed one step (`LayerStack.forward`); deeper pins, names
+    outside bertlib (`np.dot`), files (`checks.py`) and patterns (`nbNN`) are not judged."""
+    modules, bad = _module_paths(package), []
+    for pin in sorted(set(re.findall(r"`(?:bertlib\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)", text))):
+        parts = pin.split(".")
+        if parts[-1] in ("py", "md", "png", "ipynb") or "nbNN" in parts:
+            continue
+        for k in range(len(parts), 0, -1):
+            head = ".".join(parts[:k])
+            paths = [p for m, p in modules.items() if m == head or m.endswith("." + head)]
+            if paths:
+                break
+        if not paths or k == len(parts):
+            continue  # not bertlib, or a module itself
+        for path in paths:
+            names = _defined(_parsed(path).body)
+            node = names.get(parts[k])
+            if node is None and path.name == "__init__.py":
+                node = (path.parent / f"{parts[k]}.py").exists() or (path.parent / parts[k]).is_dir()
+            if isinstance(node, ast.ClassDef) and k + 1 < len(parts):
+                node = _defined(node.body).get(parts[k + 1])
+            if node:
+                break
+        else:
+            bad.append(pin)
+    return bad
+
+
+def test_every_name_the_map_pins_exists():
+    bad = unresolved_names(MAP.read_text(encoding="utf-8"), ROOT / "bertlib")
+    assert not bad, f"docs/ARCHITECTURE.md names what bertlib no longer defines: {bad}"
+
+
+def test_the_pin_check_sees_a_stale_name():
+    text = ("`attention.softmax`, `paper.bert.bert_forward`, `family.LayerStack.forward`, `np.dot`,"
+            " `checks.py`; stale: `variants.bert_layer`, `exercises.nb01.window_mask(n, radius)`,"
+            " `family.LayerStack.backward`")
+    assert unresolved_names(text, ROOT / "bertlib") == [
+        "exercises.nb01.window_mask", "family.LayerStack.backward", "variants.bert_layer"]
+
+
 def test_imports_only_go_to_a_lower_level():
     levels = _levels()
     wrong = []
@@ -501,7 +568,7 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("attention", "multi_head_attention"): ("project_heads(X, W_Q, b_Q, h)",  # Q, then K and V
                                             "project_heads(X_kv, W_V, b_V, h)",
                                             "heads, weights = attention(Q, K, V, mask)",
-                                            "merge_heads(heads) @ W_O + b_O"),  # Concat · W_O
+                                            "merge_heads(heads) @ W_O + (0.0 if b_O"),  # Concat · W_O
     ("bert", "bert_forward"): ("embed(params, input_ids", "encoder_layer(X, layer"),
     # MultiHead(X) is multi_head_attention's three lines (1 jump), not a second spelling
     ("bert", "encoder_layer"): ("M, A = multi_head_attention(X", "Y = layer_norm(X + M",
@@ -515,7 +582,7 @@ EQUATIONS = {  # (module, function): a piece of each equation line the reader mu
     ("mlm", "mask_batch"): ("k = np.maximum(1", "argsort(-1)", "np.where(chosen, ids, IGNORE_INDEX",
                             "fate < f_m + f_r", "rng.choice(ordinary"),  # chosen, labels, 80/10/10
     ("params", "mask_sentence"): "mask_tokens(ids",  # its one row: mask_tokens, then the rule
-    ("pretrain", "mlm_step"): ("L = −mean_{i ∈ chosen} log p(x_i", "logits = model(input_ids=x",
+    ("pretrain", "mlm_step"): ("ℒ = −mean_{i ∈ chosen} log p(x_i", "logits = model(input_ids=x",
                                "mlm_loss(logits, y)", "loss.backward()", "optimizer.step()"),
     ("pretrain", "train"): ("torch.optim.AdamW(", "_schedule(optimizer", "mask_batch(ids",
                             "loss = mlm_step(model", "schedule.step()"),  # one whole step
@@ -769,6 +836,34 @@ def _qk_pair(a, b) -> bool:
     return (_named(a, _QUERIES) and _named(b, _KEYS)) or (_named(a, _KEYS) and _named(b, _QUERIES))
 
 
+_EAGER = ("eager_attention", "eager_attention_forward")
+
+
+def _eager_outputs(fn) -> set[str]:
+    """Names ``fn`` binds to an eager attention's output, whose heads come already after the
+    positions (``out = eager_attention(..)[0]``, ``out, w = eager_attention(..)``)."""
+    names = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _is_eager(node.value, set()):
+            target = node.targets[0]
+            if isinstance(target, ast.Tuple) and not isinstance(node.value, ast.Subscript):
+                target = target.elts[0]  # out, weights = eager_attention(..)
+            if isinstance(target, ast.Name):
+                names.add(target.id)
+    return names
+
+
+def _is_eager(node, names: set[str]) -> bool:
+    """Whether ``node`` is an eager attention's output (a call of it, a slice of one), or a name
+    bound to one."""
+    node = _unwrapped(node)
+    while isinstance(node, ast.Subscript):
+        node = _unwrapped(node.value)
+    if isinstance(node, ast.Name):
+        return node.id in names
+    return isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in _EAGER
+
+
 def _pieces_of(fn) -> set[str]:
     """What ``fn`` writes of attention by hand: "scores" (Q Kᵀ: a product with a transposed
     matrix, ``Q @ K.T``, ``np.dot(Q, K.T)``, ``torch.matmul(Q, Kt)``; keys times a query,
@@ -778,11 +873,14 @@ def _pieces_of(fn) -> set[str]:
     shift), the stable softmax's exponent, or an exponential divided by a sum, the softmax
     without its shift: ``e / e.sum()``, ``np.exp(x) / np.exp(x).sum()``), "heads" (a reshape
     then a transpose, the cut into heads, or the reverse, their merge, in one expression or
-    through a name: ``Y = X.reshape(..)`` then ``Y.transpose(..)``)."""
+    through a name: ``Y = X.reshape(..)`` then ``Y.transpose(..)``; a reshape of an eager
+    attention's output, already transposed inside it: ``eager_attention(..)[0].reshape(B, -1)``,
+    the merge :func:`merge_heads_torch` names)."""
     names = _assigned(fn, _transposed)  # Kt = K.transpose(-2, -1)
     exps = _assigned(fn, _is_exp)  # e = np.exp(x)
     reshaped = _assigned(fn, lambda v, _: _called(v, ("reshape", "view", "unflatten")) is not None)
     totals = _assigned(fn, lambda v, _: _sums(v))  # total = e.sum(-1)
+    eagers = _eager_outputs(fn)  # out = eager_attention(..)[0]
     found = set()
     for node in ast.walk(fn):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and _is_scores(
@@ -818,7 +916,8 @@ def _pieces_of(fn) -> set[str]:
         if _called(cut, ("reshape", "view", "unflatten")) is not None \
                 or _called(merged, _TRANSPOSE) is not None \
                 or isinstance(cut, ast.Name) and cut.id in reshaped \
-                or isinstance(merged, ast.Name) and merged.id in names:
+                or isinstance(merged, ast.Name) and merged.id in names \
+                or merged is not None and _is_eager(merged, eagers):
             found.add("heads")
     return found
 
@@ -963,6 +1062,11 @@ def test_the_attention_scanner_sees_scores_softmax_and_heads(tmp_path):
         "    return np.divide(e, total)\n"
         "def split_twice(X):\n    Y = X.reshape(2, 3, 4, -1)\n    return Y.transpose(0, 2, 1, 3)\n"
         "def merge_twice(X):\n    Y = np.swapaxes(X, 1, 2)\n    return Y.reshape(2, 3, -1)\n"
+        # the merge review r11 found missed: eager attention's output reshaped by hand
+        "def merge_eager(m, q, k, v):\n    return eager_attention(m, q, k, v, None)[0].reshape(4, -1)\n"
+        "def merge_eager_named(m, q, k, v):\n    out, w = eager_attention_forward(m, q, k, v, None)\n"
+        "    return out.flatten(-2)\n"
+        "def eager_not_merged(m, q, k, v):\n    return eager_attention(m, q, k, v, None)[1].sum()\n"
         "def not_pieces(x, w, q, v):\n    p = 1 / (1 + np.exp(-x))\n    e = np.exp(x)\n"
         "    return p, e.sum(), q * v, x * w, np.inner(x, w), x.reshape(3, 4) / w.sum(), "
         "x.reshape(2, 6).T.sum()\n")
@@ -973,7 +1077,8 @@ def test_the_attention_scanner_sees_scores_softmax_and_heads(tmp_path):
             "k_q", "keys_q", "dot", "dot_method", "mm", "ein", "ein_batched", "broadcast",
             "inner", "tensordot")},
         **{("m", f): "softmax" for f in ("unshifted", "unshifted_inline", "unshifted_total")},
-        ("m", "split_twice"): "heads", ("m", "merge_twice"): "heads"}
+        ("m", "split_twice"): "heads", ("m", "merge_twice"): "heads",
+        ("m", "merge_eager"): "heads", ("m", "merge_eager_named"): "heads"}
 
 
 def test_parameter_types_are_imported_from_where_they_are_defined():
@@ -1158,7 +1263,7 @@ PRIVATE_CHECKS = {
                   "_check_padding": "padding_mask's lengths and n, or its 2-D flags",
                   "_check_multi_head": "multi_head_attention's X, X_kv, W, biases, h, mask",
                   "_check_cosine": "cosine's u and v (..., d) and no all-zero vector"},
-    "bert": {"_check_forward": "the parameters (a BertParams) and the key mask",
+    "bert": {"_check_forward": "the parameters (a BertParams) and attention_mask's shape",
              "_check_ids": "token ids inside this model's vocabulary and positions",
              "_check_layer": "one layer's X and parameters, no mask beside a custom attend"},
     "approximations": {"_check_lsh": "LSH's n_buckets (1 or even), n_hashes and a chunk "
@@ -1264,9 +1369,7 @@ CHECKED_WHILE_WORKING = {
     # paper/variants, hf/importance) were being edited by another helper at the time (h28h), so
     # they are listed, exactly these, until they are renamed _check_* there.
     "attention": {"_param": "r9: a check of a projection matrix or bias (as_array): rename it"},
-    "bert": {"_float64": "r9: a check that converts to float64 (as_array): rename it",
-             "_key_mask_per_head": "r9: checks attention_mask's shape against input_ids "
-                                   "(same_shape), then builds the key mask"},
+    "bert": {"_float64": "r9: a check that converts to float64 (as_array): rename it"},
     "variants": {"_global_positions": "r9: the global positions' check (checks.positions), "
                                       "sorted and unique",
                  "_block_layout": "draws the block layout; checks block, global_blocks and "

@@ -1,6 +1,6 @@
 """bertlib.hf.attention_interface: the written-out eager attention equals transformers' own, its
 hook sees the scores, a registered attention comes with the additive mask, and a layer's
-projection is cut into heads as transformers cuts it."""
+projection is cut into heads as transformers cuts it, and merged again as it merges them."""
 
 import ast
 from pathlib import Path
@@ -11,12 +11,13 @@ import torch
 
 from bertlib.hf.attention_interface import (
     eager_attention,
+    merge_heads_torch,
     project_heads_torch,
     register_attention,
     scaled_scores,
     softmax_weights,
 )
-from bertlib.paper.attention import project_heads
+from bertlib.paper.attention import merge_heads, project_heads
 
 
 def test_register_attention_pairs_the_function_with_the_additive_mask():
@@ -96,6 +97,29 @@ def test_project_heads_torch_is_the_layers_own_cut_and_the_numpy_projection():
         lin = sa.query.double()  # the numpy twin, in float64, with W = weightᵀ
         np.testing.assert_allclose(project_heads_torch(X.double(), lin, 3).numpy(), project_heads(
             X.double().numpy(), lin.weight.T.numpy(), lin.bias.numpy(), 3), rtol=0, atol=1e-12)
+
+
+def test_merge_heads_torch_is_the_layers_own_merge_and_the_numpy_merge():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=20, hidden_size=12, num_hidden_layers=1, num_attention_heads=3,
+                        intermediate_size=16)
+    sa = BertModel(config).eval().encoder.layer[0].attention.self
+    X = torch.randn(2, 5, 12)
+    with torch.no_grad():
+        q, k, v = (project_heads_torch(X, m, 3) for m in (sa.query, sa.key, sa.value))
+        output = eager_attention(sa, q, k, v, None)[0]  # (2, 5, 3, 4): positions before heads
+        merged = merge_heads_torch(output)
+        assert merged.shape == (2, 5, 12)
+        torch.testing.assert_close(merged, sa(X)[0], rtol=0, atol=1e-6)  # the layer's own merge
+    heads = np.random.default_rng(0).normal(size=(2, 3, 5, 4))  # (..., h, n, d_k), numpy's layout
+    assert np.array_equal(merge_heads_torch(torch.as_tensor(heads).transpose(-3, -2)).numpy(),
+                          merge_heads(heads))
+    with pytest.raises(ValueError, match=r"output must have shape \(..., n, h, d_k\)"):
+        merge_heads_torch(torch.ones(4, 6))
+    with pytest.raises(TypeError, match="output must be a torch.Tensor"):
+        merge_heads_torch(heads)
 
 
 @pytest.mark.parametrize("X, linear, h, error, message", [

@@ -70,11 +70,12 @@ def _ablated_attention_of(heads: set[tuple[int, int]], mode: str):
 
 
 @contextmanager
-def ablated_head(layer: int, head: int, mode: str = "uniform", model=None) -> Iterator:
+def ablated_head(layer: int, head: int, mode: str = "zero", model=None) -> Iterator:
     """Within the ``with`` block, ``model`` runs with one head disabled; yields ``model``.
 
     model: a LoadedBert (default :func:`bertlib.hf.loading.load_bert`) or a transformers BERT, with
-    or without a head. mode: "uniform" or "zero", see :func:`ablated_attention`. Registers that
+    or without a head. mode: "zero" (the default: the head adds nothing, as in
+    :func:`ablated_heads`) or "uniform", see :func:`ablated_attention`. Registers that
     function with ``transformers.AttentionInterface`` (beside the eager additive mask, so
     padding is still masked) and switches the model to it; the previous implementation is
     restored on exit, even after an error. The parameters are never changed.
@@ -92,7 +93,7 @@ def ablated_heads(heads, mode: str = "zero", model=None) -> Iterator:
 
     heads: a sequence of (layer, head) pairs, each checked against the model's sizes (an empty
     sequence switches nothing off). mode and model as in :func:`ablated_head`, which is this
-    function with one pair (the default mode here is "zero": the heads add nothing). Raises
+    function with one pair (the same default, "zero": the heads add nothing). Raises
     ValueError for an index or mode out of range, and for nested blocks.
     """
     model = model or load_bert()

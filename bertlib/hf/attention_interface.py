@@ -5,7 +5,8 @@
 similarity prior) changes only that step and is registered under a name with
 :func:`register_attention`, then switched on with ``model.set_attn_implementation(name)``.
 No class of transformers is patched. :func:`project_heads_torch` cuts a layer's own projection
-into heads, in torch, for the code that reads a layer's Q, K, V without running its attention.
+into heads, in torch, for the code that reads a layer's Q, K, V without running its attention;
+:func:`merge_heads_torch` puts eager_attention's heads side by side again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from bertlib.checks import has_shape, heads_dividing, kind
 from bertlib.paper.attention import attention_scale
 
 __all__ = ["register_attention", "softmax_weights", "scaled_scores", "eager_attention",
-           "project_heads_torch"]
+           "project_heads_torch", "merge_heads_torch"]
 
 
 def register_attention(name: str, fn) -> None:
@@ -89,3 +90,15 @@ def project_heads_torch(X, linear, h: int):
     has_shape(X, "X", (..., None, linear.in_features), "(..., n, d_in)", "(d_in of linear)")
     h = heads_dividing(h, linear.out_features)
     return linear(X).unflatten(-1, (h, -1)).transpose(-3, -2)
+
+
+def merge_heads_torch(output):
+    """Concat(head_0, …, head_{h−1}) of :func:`eager_attention`'s output, in torch: the twin of
+    :func:`bertlib.paper.attention.merge_heads` for the layout transformers returns, whose
+    positions already come before the heads. output (..., n, h, d_k) tensor -> (..., n, h·d_k),
+    out[..., t, i·d_k : (i+1)·d_k] = output[..., t, i, :]: merge_heads(X_heads) for
+    output = X_heads with its h and n axes swapped (tested)."""
+    kind(output, "output", torch.Tensor, "a torch.Tensor")
+    has_shape(output, "output", (..., None, None, None), "(..., n, h, d_k)",
+              "(eager_attention's output)")
+    return output.flatten(-2)

@@ -112,8 +112,8 @@ def pair_cosines(model, batch: PairBatch):
     """
     bert = bert_module(model)
     extra = {"prior": batch.prior} if bert.config._attn_implementation == PRIOR_ATTENTION else {}
-    H = bert(**batch.inputs, **extra).last_hidden_state  # (batch, n, d)
-    u, v = masked_mean(H, batch.in_a), masked_mean(H, batch.in_b)  # the means over a's, b's pieces
+    hidden = bert(**batch.inputs, **extra).last_hidden_state  # (batch, n, d)
+    u, v = masked_mean(hidden, batch.in_a), masked_mean(hidden, batch.in_b)  # means over a's, b's
     return torch.nn.functional.cosine_similarity(u, v, dim=-1)
 
 

@@ -216,9 +216,9 @@ def occlusions(texts: Sequence[str], positions: Sequence[int | None] = (0, None)
         for position, found in outputs.items():
             found.append(last[1] if position is None else last[0][:, position].double().numpy())
     starts = dict(zip(order, np.cumsum([0] + [lengths[s] + 1 for s in order]), strict=False))
-    return {position: [1.0 - cosine(h[starts[s]], h[starts[s] + 1:starts[s] + 1 + n])
+    return {position: [1.0 - cosine(hidden[starts[s]], hidden[starts[s] + 1:starts[s] + 1 + n])
                        for s, n in enumerate(lengths)]
-            for position, h in ((p, np.concatenate(found)) for p, found in outputs.items())}
+            for position, hidden in ((p, np.concatenate(found)) for p, found in outputs.items())}
 
 
 def _occluded_outputs(model, enc: dict, chunk: list, n: int) -> tuple:

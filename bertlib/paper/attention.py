@@ -95,7 +95,7 @@ def split_heads(X, h: int) -> np.ndarray:
 
 def project_heads(X, W, b, h: int) -> np.ndarray:
     """Q = X W + b (or K, or V) cut into h heads, every head at once: the one numpy projection of
-    multi_head_attention, bert.encoder_layer, variants.bert_qkv and importance's value vectors.
+    multi_head_attention, bert.encoder_layer, hf.params.bert_qkv and importance's value vectors.
     X (..., n, d_in), W (d_in, d) as in x W, b (d,) or None (no bias) -> (..., h, n, d_k),
     d_k = d / h: split_heads' cut (its ValueError if h does not divide d)."""
     X, W, b = _check_project(X, W, b)
@@ -132,7 +132,7 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, h: int, mask=None, biases=None, 
     Q = project_heads(X, W_Q, b_Q, h)  # X W_Q + b_Q in h heads of d_k = d / h: (..., h, n_q, d_k)
     K, V = project_heads(X_kv, W_K, b_K, h), project_heads(X_kv, W_V, b_V, h)  # (..., h, n_k, d_k)
     heads, weights = attention(Q, K, V, mask)  # every head_i at once; mask: True = may attend
-    return merge_heads(heads) @ W_O + b_O, weights
+    return merge_heads(heads) @ W_O + (0.0 if b_O is None else b_O), weights  # no b_O: + 0
 
 
 def causal_mask(n: int) -> np.ndarray:
@@ -316,7 +316,7 @@ def _check_multi_head(X, X_kv, W, biases, h, mask):
                           for x, name in zip(biases, ("b_Q", "b_K", "b_V", "b_O"), strict=True))
     if mask is not None:
         mask = bool_mask(mask, lead + (h, X.shape[-2], X_kv.shape[-2]), "(..., h, n_q, n_k)")
-    return X, X_kv, W, (b_Q, b_K, b_V, 0.0 if b_O is None else b_O), h, mask  # b_O None: + 0
+    return X, X_kv, W, (b_Q, b_K, b_V, b_O), h, mask
 
 
 def _param(W, name: str, shape: tuple[int, ...]) -> np.ndarray:

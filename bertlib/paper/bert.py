@@ -26,7 +26,6 @@ forward pass on a sentence are the hf side's work, in ``bertlib.hf.params`` (``b
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
@@ -56,10 +55,11 @@ __all__ = [
 
 def bert_forward(params, input_ids, token_type_ids=None, attention_mask=None) -> BertOutput:
     """X_0 = LayerNorm(W_word[t] + W_pos + W_type[seg]), X_l = EncoderLayer_l(X_{l−1}) for l = 1..L.
-    params: BertParams (a model's: bertlib.hf.params.bert_params(model)); input_ids,
-    token_type_ids: (..., n) ints; attention_mask: (..., n) 0/1 or bool, 0 = padding, None = all
-    real. Returns BertOutput(hidden states (L+1, ..., n, d), attentions A (L, ..., h, n, n))."""
-    mask = _check_forward(params, input_ids, attention_mask)  # params a BertParams; (..., 1, 1, n)
+    params: BertParams (hf.params.bert_params); input_ids, token_type_ids, attention_mask (0/1,
+    0 = padding): (..., n) ints. -> BertOutput(hidden (L+1, ..., n, d), A (L, ..., h, n, n))."""
+    _check_forward(params, input_ids, attention_mask)  # a BertParams; flags shaped as the ids
+    mask = None if attention_mask is None else key_mask(  # padding keys excluded, for every head
+        attention_mask, real_in_each_row=True)[..., None, :, :]  # and query: (..., 1, 1, n) bool
     X = embed(params, input_ids, token_type_ids)  # X_0 = LayerNorm(W_word[t] + W_pos + W_type[seg])
     hidden, attentions = [X], []
     for layer in params.layers:  # X_l = EncoderLayer_l(X_{l−1}), l = 1..L
@@ -72,7 +72,9 @@ def bert_forward(params, input_ids, token_type_ids=None, attention_mask=None) ->
 def encoder_layer(X, params: LayerParams, h: int, mask=None, eps: float = 1e-12, attend=None):
     """Y = LayerNorm(X + M), M = MultiHead(X); LayerNorm(Y + F), F = GELU(Y W_1 + b_1) W_2 + b_2
     on X (..., n, d); mask: bool to (..., h, n, n) or None; attend(Q, K, V) on a head, or None."""
-    X, p, heads_attention = _check_layer(X, params, mask, attend)  # attend on every head, or sdpa
+    X, p = _check_layer(X, params, mask, attend)  # X (..., n, d); no mask beside a custom attend
+    heads_attention = (scaled_dot_product_attention if attend is None  # every head at once,
+                       else partial(_per_head, attend))  # or attend on each head alone
     M, A = multi_head_attention(X, p.W_Q, p.W_K, p.W_V, p.W_O, h, mask,  # M = MultiHead(X)
                                 (p.b_Q, p.b_K, p.b_V, p.b_O), attention=heads_attention)
     Y = layer_norm(X + M, p.ln1_gamma, p.ln1_beta, eps)  # Add & Norm
@@ -116,21 +118,13 @@ def _float64(x, name: str) -> np.ndarray:
     return as_array(x, name, finite=False).astype(np.float64, copy=False)
 
 
-def _check_forward(params, input_ids, attention_mask) -> np.ndarray | None:
+def _check_forward(params, input_ids, attention_mask) -> None:
     """bert_forward's parameters, a BertParams (a model is read into one on the hf side), and its
-    key mask (..., 1, 1, n), or None."""
+    attention_mask, None or shaped as input_ids (its values are key_mask's to check)."""
     kind(params, "params", BertParams, "a BertParams: read a model's with "
          "bertlib.hf.params.bert_params(model)")
-    return _key_mask_per_head(attention_mask, np.shape(input_ids))
-
-
-def _key_mask_per_head(attention_mask, shape: tuple[int, ...]) -> np.ndarray | None:
-    """key_mask with a head axis: (..., 1 head, 1 query, n keys) bool of (..., n) 0/1 flags, for
-    every head of every layer alike; None stays None."""
-    if attention_mask is None:
-        return None
-    same_shape(np.shape(attention_mask), shape, ("attention_mask", "input_ids"))
-    return key_mask(attention_mask, real_in_each_row=True)[..., None, :, :]  # (..., 1, 1, n)
+    if attention_mask is not None:
+        same_shape(np.shape(attention_mask), np.shape(input_ids), ("attention_mask", "input_ids"))
 
 
 def _check_ids(params: BertParams, input_ids, token_type_ids):
@@ -143,17 +137,16 @@ def _check_ids(params: BertParams, input_ids, token_type_ids):
     return t, seg, n
 
 
-def _check_layer(X, params, mask, attend) -> tuple[np.ndarray, LayerParams, Callable]:
+def _check_layer(X, params, mask, attend) -> tuple[np.ndarray, LayerParams]:
     """encoder_layer's own arguments checked once: X as (..., n, d) for this layer's d, the
-    layer's parameters, no mask beside a custom attend; and the attention of every head at once
-    (attend on each head, or scaled_dot_product_attention). h, the mask and X's values are
+    layer's parameters, no mask beside a custom attend. h, the mask and X's values are
     multi_head_attention's to check."""
     kind(params, "params", LayerParams, "a LayerParams (bert_params(model).layers[i])")
     X = as_array(X, "X", min_ndim=2, shape=(..., None, params.W_Q.shape[0]), layout="(..., n, d)",
                  finite=False, why="(d of this layer)")
     if mask is not None and attend is not None:
         raise ValueError("a custom attend sees one head's Q, K, V and no mask: pass mask=None")
-    return X, params, scaled_dot_product_attention if attend is None else partial(_per_head, attend)
+    return X, params
 
 
 def _per_head(attend, Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: None

@@ -58,13 +58,14 @@ def mask_batch(input_ids, mask_id: int, vocab_size: int, special_ids=(), rng=Non
 
 
 def mlm_loss(logits, labels) -> torch.Tensor:
-    """L = −(1/|M|) Σ_{(b,t) ∈ M} log softmax(logits[b, t])[labels[b, t]], M = the chosen positions.
-    logits: (B, N, V) float tensor; labels: (B, N) int64, the original id on M, IGNORE_INDEX
-    elsewhere (:func:`mask_batch`). Returns L, a 0-d tensor that backpropagates."""
+    """ℒ = −(1/|chosen|) Σ_{(b,t) ∈ chosen} log softmax(logits[b, t])[labels[b, t]], the loss
+    (ℒ, not L: L counts layers). logits: (B, N, V) float tensor; labels: (B, N) int64, the
+    original id where chosen, IGNORE_INDEX elsewhere (:func:`mask_batch`). Returns ℒ, a 0-d
+    tensor that backpropagates."""
     kind(logits, "logits", torch.Tensor, "a (B, N, V) torch tensor")
     has_shape(labels, "labels", tuple(logits.shape[:-1]), "(B, N)", "(logits' first two axes)")
-    chosen = labels != IGNORE_INDEX  # M, (B, N)
-    log_p = torch.log_softmax(logits[chosen], dim=-1)  # (|M|, V)
+    chosen = labels != IGNORE_INDEX  # (B, N), the chosen positions
+    log_p = torch.log_softmax(logits[chosen], dim=-1)  # (|chosen|, V)
     return -log_p.gather(-1, labels[chosen][:, None]).mean()
 
 

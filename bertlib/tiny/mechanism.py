@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from bertlib.checks import has_shape, one_of, same_shape, whole
-from bertlib.hf.attention_interface import eager_attention, project_heads_torch
+from bertlib.hf.attention_interface import eager_attention, merge_heads_torch, project_heads_torch
 from bertlib.paper.attention import head_columns
 from bertlib.tiny import grammar
 from bertlib.tiny.agreement import SentenceSet, agreement_table, hidden_states, make_sentence_set
@@ -117,22 +117,22 @@ def _correct_switched_off(model, sentence_set, rows, n, head_on, fill) -> np.nda
     R, layers = len(rows), model.bert.encoder.layer
     verb = torch.as_tensor(sentence_set.verb[rows])
     ids = torch.as_tensor(sentence_set.ids[rows, :n])
-    h = model.bert.embeddings(input_ids=ids)[None]  # (1, R, n, d)
-    state = torch.zeros(len(head_on), dtype=torch.long)  # group -> its row block in h
+    hidden = model.bert.embeddings(input_ids=ids)[None]  # (1, R, n, d)
+    state = torch.zeros(len(head_on), dtype=torch.long)  # group -> its row block in hidden
     for l, layer in enumerate(layers):
         below = state  # group -> its state after the layers below
         state, first = _distinct(torch.cat([below[:, None].float(), head_on[:, l]], 1))
         on, f = (t[first, l].repeat_interleave(R, 0) for t in (head_on, fill))  # (U·R, d)
-        x = h[below[first]].flatten(0, 1)  # (U·R, n, d)
+        x = hidden[below[first]].flatten(0, 1)  # (U·R, n, d)
         if l == len(layers) - 1:
-            h = _layer_at(layer, x, verb.repeat(len(first)), on, f).view(len(first), R, -1)
+            hidden = _layer_at(layer, x, verb.repeat(len(first)), on, f).view(len(first), R, -1)
             break
-        # no padding: no attention mask, as the intact model's ones-mask adds 0
-        heads = layer.attention.self(h.flatten(0, 1))[0].view(h.shape)  # (B, R, n, d), B below
+        # no padding: no attention mask, as the intact model's ones-mask adds 0; B below
+        heads = layer.attention.self(hidden.flatten(0, 1))[0].view(hidden.shape)  # (B, R, n, d)
         a = layer.attention.output(heads[below[first]].flatten(0, 1) * on[:, None] + f[:, None], x)
-        h = layer.output(layer.intermediate(a), a).view(len(first), R, n, -1)  # feed-forward
+        hidden = layer.output(layer.intermediate(a), a).view(len(first), R, n, -1)  # feed-forward
     r = torch.arange(R)
-    at = model.cls(h[state])  # (G + 1, R, V): the last layer's output at the verb
+    at = model.cls(hidden[state])  # (G + 1, R, V): the last layer's output at the verb
     return (at[:, r, sentence_set.right[rows]] > at[:, r, sentence_set.wrong[rows]]).numpy()
 
 
@@ -140,12 +140,13 @@ def _layer_at(layer, x, pos, head_on, fill):
     """A transformers BertLayer's output at one position per row: x (B, n, d), pos (B,) ->
     (B, d). The layer's own parts for that position's query only: its projections into heads
     (project_heads_torch), the one eager attention (eager_attention: softmax(q Kᵀ · s) V per
-    head), output projection, residual and LayerNorm, feed-forward; each head's output times
-    ``head_on`` plus ``fill`` (B, d) before the output projection."""
+    head), the heads side by side (merge_heads_torch), output projection, residual and LayerNorm,
+    feed-forward; each head's output times ``head_on`` plus ``fill`` (B, d) before the output
+    projection."""
     sa, r = layer.attention.self, torch.arange(len(x))
     q = project_heads_torch(x[r, pos, None], sa.query, sa.num_attention_heads)  # (B, h, 1, d_k)
     k, v = (project_heads_torch(x, m, sa.num_attention_heads) for m in (sa.key, sa.value))
-    heads = eager_attention(sa, q, k, v, None)[0].reshape(len(x), -1)  # (B, 1, h, d_k) -> (B, d)
+    heads = merge_heads_torch(eager_attention(sa, q, k, v, None)[0])[:, 0]  # (B, 1, d) -> (B, d)
     a = layer.attention.output(heads * head_on + fill, x[r, pos])
     return layer.output(layer.intermediate(a), a)
 
@@ -294,9 +295,9 @@ def patch_flip(model, original: SentenceSet, flipped: SentenceSet, layer: int, w
     donor = torch.as_tensor(states[rows, layer, pos])  # (R, d)
 
     def swap(module, args, output):
-        h = (output[0] if isinstance(output, tuple) else output).clone()
-        h[torch.as_tensor(rows), torch.as_tensor(pos)] = donor
-        return (h, *output[1:]) if isinstance(output, tuple) else h
+        hidden = (output[0] if isinstance(output, tuple) else output).clone()
+        hidden[torch.as_tensor(rows), torch.as_tensor(pos)] = donor
+        return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
     handle = _layer_module(model, layer).register_forward_hook(swap)
     return _prefers_wrong(model, original, handle) & present
@@ -338,11 +339,12 @@ def patch_flips(model, original: SentenceSet, flipped: SentenceSet, positions=No
             pos = torch.as_tensor(at_all[:, rows].clip(0).reshape(-1))  # absent: masked below
             verb = torch.as_tensor(original.verb[rows]).repeat(P)
             for layer in range(len(layers) + 1):
-                h = mine[layer].repeat(P, 1, 1)  # (P·R, n, d): row p·R + i is row i patched at p
-                h[b, pos] = donor[layer][r, pos]
+                hidden = mine[layer].repeat(P, 1, 1)  # (P·R, n, d): row p·R + i patched at p
+                hidden[b, pos] = donor[layer][r, pos]
                 for above in layers[layer:-1]:
-                    h = above(h)
-                at = h[b, verb] if layer == len(layers) else _layer_at(layers[-1], h, verb, 1, 0)
+                    hidden = above(hidden)
+                at = (hidden[b, verb] if layer == len(layers)
+                      else _layer_at(layers[-1], hidden, verb, 1, 0))
                 logits = model.cls(at)  # (P·R, V) at the masked verb
                 right, wrong = (torch.as_tensor(v[rows]).repeat(P) for v in (original.right,
                                                                               original.wrong))

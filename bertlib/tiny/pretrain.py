@@ -191,17 +191,17 @@ def _schedule(optimizer, warmup: int, total: int):
 
 
 def mlm_step(model, optimizer, input_ids, attention_mask, labels) -> float:
-    """One optimizer step on L = −mean_{i ∈ chosen} log p(x_i | the corrupted input). (B, N)
+    """One optimizer step on ℒ = −mean_{i ∈ chosen} log p(x_i | the corrupted input). (B, N)
     ints, numpy or torch: input_ids, attention_mask (1/0), labels (x_i where chosen, else −100)."""
     token_batch(input_ids, attention_mask, model.config.vocab_size, labels, IGNORE_INDEX)
     x, a, y = map(torch.as_tensor, (input_ids, attention_mask, labels))  # tensors stay as they are
     model.train()
     logits = model(input_ids=x, attention_mask=a).logits  # (B, N, V)
-    loss = mlm_loss(logits, y)  # L, written out in bertlib.paper.mlm.mlm_loss
+    loss = mlm_loss(logits, y)  # ℒ, written out in bertlib.paper.mlm.mlm_loss
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    return loss.item()  # L
+    return loss.item()  # ℒ
 
 
 class _Recorder:
@@ -242,7 +242,7 @@ def train(model, tokenizer, recipe: Recipe, check_set: SentenceSet, steps=None, 
     schedule = _schedule(optimizer, recipe.warmup, recipe.steps)  # linear warm-up, linear decay
     for step, (ids, attention_mask) in loop.batches():  # (B, N) word ids, 1/0 padding flags
         masked = mask_batch(ids, loop.mask_id, loop.vocab, loop.special, loop.rng, recipe.mask_prob)
-        loss = mlm_step(model, optimizer, masked.input_ids, attention_mask, masked.labels)  # L
+        loss = mlm_step(model, optimizer, masked.input_ids, attention_mask, masked.labels)  # ℒ
         schedule.step()  # the learning rate of the next step
         loop.after(step, loss)  # measurements, progress bar
     return loop.finish()

@@ -160,3 +160,18 @@ def test_hidden_states_are_the_model_s_on_each_padded_row(tok, tiny):
                         output_hidden_states=True).hidden_states
     n = sentence_set.length[5]
     assert np.allclose(states[5, :, :n], torch.stack(one, 1)[0, :, :n].numpy(), atol=1e-5)
+
+
+def test_sentence_ids_number_the_rows_of_each_sentence_alike(tok):
+    sentences = g.generate(12, g.CONSTRUCTIONS, seed=4, split="test")
+    sentence_set = agreement.make_sentence_set(tok, sentences + sentences[:1])  # one twice
+    ids = agreement.sentence_ids(sentence_set)
+    of_row = np.repeat(np.arange(13), [len(s.verbs) for s in sentences + sentences[:1]])
+    assert ids.shape == (len(sentence_set.verb),) and ids.dtype.kind == "i"
+    assert max(len(s.verbs) for s in sentences) > 1  # some sentence has rows to group
+    distinct = len({s.text for s in sentences})
+    assert sorted(set(ids.tolist())) == list(range(distinct))
+    for a in range(len(ids)):  # same id exactly when the same sentence's text
+        for b in range(len(ids)):
+            same = sentences[of_row[a] % 12].text == sentences[of_row[b] % 12].text
+            assert (ids[a] == ids[b]) == same

@@ -1250,6 +1250,7 @@ def test_the_mask_form_reader_sees_both_forms_and_silence(tmp_path):
 #: module's name without its folder. A new `_check_*` fails until it is listed here with its
 #: reason, and a listed one that is gone fails too: the list is the map of what is not shared.
 PRIVATE_CHECKS = {
+    "linear_probe": {"_check_groups": "probe_draws' and balanced_probe_draws' groups: (R,) ids"},
     "mechanism": {"_check_where": "a patching position's name, among the positions given"},
     "analysis": {"_check_keys": "key_share's keys: one bool per key, or positions"},
     "bertviz_offline": {"_check_attentions": "the maps of a view, (layers, heads, n, n) for its n "

@@ -172,3 +172,70 @@ def test_the_balanced_probe_rejects_bad_requests():
         lp.balanced_probe_draws(x[:-1], subject, nearest, 2)
     with pytest.raises(ValueError, match="all four cells"):
         lp.balanced_probe_draws(x, subject, subject, 2)
+
+
+def _grouped_rows(n_groups=150, seed=0):
+    """Rows in groups of 1-3 (like a sentence's verbs): a group shares its label and its features,
+    a random code of its own (as a sentence's rows share their input), plus a little noise per
+    row; nothing in the features predicts the label of an unseen group."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_groups), rng.integers(1, 4, n_groups))
+    label = (rng.random(n_groups) < 0.5)[groups]
+    x = rng.normal(size=(n_groups, 100))[groups] + 0.1 * rng.normal(size=(len(groups), 100))
+    return x, label, groups
+
+
+def test_a_grouped_split_puts_each_group_on_one_side_seeded():
+    _, _, groups = _grouped_rows()
+    for k in range(4):
+        order, cut = lp._split(3, k, len(groups), 0.5, groups)
+        assert sorted(order.tolist()) == list(range(len(groups)))  # every row once
+        assert not set(groups[order[:cut]]) & set(groups[order[cut:]])  # no group on both sides
+        boundaries = [i for i in range(1, len(order)) if groups[order[i]] != groups[order[i - 1]]]
+        assert cut in boundaries and abs(cut - len(groups) / 2) <= 2  # groups of at most 3
+        again = lp._split(3, k, len(groups), 0.5, groups)
+        assert np.array_equal(order, again[0]) and cut == again[1]
+    assert not np.array_equal(order, lp._split(4, 3, len(groups), 0.5, groups)[0])
+    shuffled = np.random.default_rng(1).permutation(len(groups))  # groups need not be sorted
+    order, cut = lp._split(0, 0, len(groups), 0.3, groups[shuffled] * 7 - 5)
+    assert not set(groups[shuffled][order[:cut]]) & set(groups[shuffled][order[cut:]])
+
+
+def test_groups_none_keeps_the_row_split_and_groups_keep_sentences_apart():
+    x, subject, groups = _grouped_rows()
+    nearest = np.where(np.random.default_rng(2).random(len(subject)) < 0.3, ~subject, subject)
+    controls = np.random.default_rng(3).random((3, len(subject))) < 0.5
+    acc, n_conflict = lp.probe_draws(x, subject, nearest, controls, seed=1)
+    for k in range(3):  # groups=None: split k is the row split, as before groups existed
+        order = np.random.default_rng([1, k]).permutation(len(subject))
+        assert np.array_equal(acc[k], lp.number_probe_controls(
+            x[order], subject[order], nearest[order], controls[k][order]))
+        assert n_conflict[k] == (subject != nearest)[order][len(subject) // 2:].sum()
+    grouped, n_grouped = lp.probe_draws(x, subject, nearest, controls, seed=1, groups=groups)
+    for k in range(3):
+        order, cut = lp._split(1, k, len(subject), 0.5, groups)
+        assert n_grouped[k] == (subject != nearest)[order][cut:].sum()
+    # a group's rows share a code and the label: split by row, the probe recognises the groups
+    # it was trained on (leakage); split by group, it is near chance, as it should be
+    assert acc[:, 0].min() > 0.7 and grouped[:, 0].mean() < 0.6
+    assert grouped[:, 0].max() < acc[:, 0].min()  # lower in every split
+    with pytest.raises(ValueError, match=r"groups must have shape \(R,\) = \(312,\) for one .* got \(311,\)"):
+        lp.probe_draws(x, subject, nearest, controls, groups=groups[1:])
+    with pytest.raises(TypeError, match=r"groups\[0\] must be a whole number"):
+        lp.probe_draws(x, subject, nearest, controls, groups=groups.astype(float))
+    with pytest.raises(TypeError, match=r"groups\[0\] must be a whole number"):
+        lp.probe_draws(x, subject, nearest, controls, groups=groups > 3)
+
+
+def test_the_balanced_probe_splits_by_group_and_subsamples_the_training_side_only():
+    x, subject, nearest = _salient_nearest_weak_subject()
+    groups = np.arange(len(subject)) // 3  # three rows a group
+    balanced, n_conflict, n_train = lp.balanced_probe_draws(x, subject, nearest, 3, groups=groups)
+    for k in range(3):
+        order, cut = lp._split(0, k, len(subject), 0.5, groups)
+        test = order[cut:]
+        assert n_conflict[k] == (subject[test] != nearest[test]).sum() and n_train[k] <= cut
+    assert np.array_equal(lp.balanced_probe_draws(x, subject, nearest, 3)[0],
+                          lp.balanced_probe_draws(x, subject, nearest, 3, groups=None)[0])
+    with pytest.raises(TypeError, match="groups"):
+        lp.balanced_probe_draws(x, subject, nearest, 2, groups=groups.astype(str))

@@ -34,7 +34,7 @@ from bertlib.tiny import grammar
 __all__ = ["SPECIALS", "build_tokenizer", "MaskingIds", "encode_texts", "logits_and_attentions",
            "hidden_states", "masking_ids", "pair_share", "first_crossing", "SentenceSet",
            "make_sentence_set", "subset", "measure_on", "agreement_table", "plural_of",
-           "accuracy_by"]
+           "sentence_ids", "accuracy_by"]
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -252,11 +252,25 @@ def plural_of(sentence_set: SentenceSet) -> tuple[np.ndarray, np.ndarray, np.nda
     a word is plural when it is the grammar's plural form."""
     plural_words = set(grammar.NOUNS.values()) | set(grammar.INTRANSITIVE.values()) | set(
         grammar.TRANSITIVE.values()) | set(grammar.COMPLEMENT.values())
-    r = np.arange(len(sentence_set.ids))
-    orig = sentence_set.ids.copy()
-    orig[r, sentence_set.verb] = sentence_set.right
+    r, orig = np.arange(len(sentence_set.ids)), _unmasked(sentence_set)
     return tuple(np.array([_WORDS[i] in plural_words for i in orig[r, pos]])
                  for pos in (sentence_set.verb, sentence_set.nearest, sentence_set.first))
+
+
+def sentence_ids(sentence_set: SentenceSet) -> np.ndarray:
+    """The sentence each row comes from, (R,) int in 0 .. S − 1 for S distinct sentences: rows of
+    one sentence differ only at their masked verb, so with the right form put back there they
+    are equal (numbered in sorted order of their ids; two equal sentences in the set share a
+    number, as they should when rows are grouped, e.g. ``groups`` of
+    :func:`bertlib.tiny.linear_probe.probe_draws`)."""
+    return np.unique(_unmasked(sentence_set), axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def _unmasked(sentence_set: SentenceSet) -> np.ndarray:
+    """The rows' ids (R, N) with the right verb form back at each row's masked verb."""
+    orig = sentence_set.ids.copy()
+    orig[np.arange(len(orig)), sentence_set.verb] = sentence_set.right
+    return orig
 
 
 _WORDS = list(SPECIALS) + grammar.vocabulary()

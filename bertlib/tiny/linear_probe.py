@@ -13,7 +13,9 @@ the tiny BERT's hidden state at one position after one layer (Hewitt & Liang 201
 - :func:`control_labels` / :func:`verb_number_probe`: the control task's labels and the probe at
   the masked verb after each layer (recorded while training by ``tools/pretrain_tiny_bert.py``).
 - :func:`probe_draws`: :func:`number_probe_controls` repeated over K seeded random train/test
-  splits, each with its own control-task draw, so a finding is stated with its spread.
+  splits, each with its own control-task draw, so a finding is stated with its spread. With
+  ``groups`` (e.g. the sentence of each row) a split puts whole groups on one side: rows of one
+  sentence share most of their input, so a split by row tests on sentences seen in training.
 - :func:`balanced_probe_draws`: the subject probe trained on rows **balanced** over the four cells
   (subject's number × nearest noun's number), on the same splits, scored on the conflict rows:
   with the two numbers uncorrelated in training, the probe cannot score on the subject by
@@ -74,33 +76,63 @@ def number_probe_controls(features, subject, nearest, control, train_share: floa
 
 
 def probe_draws(features, subject, nearest, controls, seed: int = 0, train_share: float = 0.5,
-                l2: float = 1e-2) -> tuple[np.ndarray, np.ndarray]:
+                l2: float = 1e-2, groups=None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`number_probe_controls` over K random train/test splits, one control draw each.
 
     features: (R, d); subject, nearest: (R,) bool; controls: (K, R) bool, one control task draw
     per split (e.g. :func:`control_labels` with seeds 0 … K − 1). Split k shuffles the rows with
     ``numpy.random.default_rng([seed, k])`` and cuts at ``train_share``, so draw k is the same
-    whatever K is. Returns (accuracies (K, 4) in the order of PROBE_COLUMNS, n_conflict (K,) int:
-    the conflict rows among split k's test rows, the count the conflict-row accuracy is of)."""
+    whatever K is. groups: optional (R,) int, e.g. the sentence each row comes from
+    (:func:`bertlib.tiny.agreement.sentence_ids`): then split k shuffles the groups instead and
+    puts each group wholly on one side, cut at the group boundary nearest ``train_share`` of the
+    rows, so no group is on both sides (rows of one sentence share most of their input: split
+    by row, the probe is tested on sentences it was trained on). Returns (accuracies (K, 4) in
+    the order of PROBE_COLUMNS, n_conflict (K,) int: the conflict rows among split k's test
+    rows, the count the conflict-row accuracy is of)."""
     controls = np.asarray(controls, dtype=bool)
     whole(len(controls), "K (the number of splits: one control task draw each)", 1)
     x, y, near = np.asarray(features), np.asarray(subject, bool), np.asarray(nearest, bool)
     has_shape(x, "features", (len(y), x.shape[-1]), "(R, d)")
     has_shape(near, "nearest", (len(y),), "(R,)")
     has_shape(controls, "controls", (len(controls), len(y)), "(K, R)")
+    groups = _check_groups(groups, len(y))
     accuracies, n_conflict = np.zeros((len(controls), len(PROBE_COLUMNS))), []
     for k, control in enumerate(controls):
-        order, cut = _split(seed, k, len(y), train_share)
+        order, cut = _split(seed, k, len(y), train_share, groups)
         accuracies[k] = number_probe_controls(x[order], y[order], near[order], control[order],
-                                              train_share, l2)
+                                              cut / len(y), l2)  # rounds back to cut
         n_conflict.append(int((y != near)[order][cut:].sum()))
     return accuracies, np.array(n_conflict)
 
 
-def _split(seed: int, k: int, n_rows: int, train_share: float) -> tuple[np.ndarray, int]:
-    """Split k of the random splits: the rows' order (n_rows,), shuffled with
-    ``numpy.random.default_rng([seed, k])``, and the cut (rows [:cut] of that order train)."""
-    return np.random.default_rng([seed, k]).permutation(n_rows), int(round(train_share * n_rows))
+def _split(seed: int, k: int, n_rows: int, train_share: float,
+           groups=None) -> tuple[np.ndarray, int]:
+    """Split k of the random splits: the rows' order (n_rows,) and the cut (rows [:cut] of that
+    order train). Without groups the rows are shuffled with ``numpy.random.default_rng([seed,
+    k])`` and cut at round(train_share · n_rows); with groups ((n_rows,) int, checked by
+    :func:`_check_groups`) the groups are shuffled with it instead (rows of a group together, in
+    their own order) and the cut is the group boundary nearest train_share · n_rows (the first
+    of two as near)."""
+    rng = np.random.default_rng([seed, k])
+    if groups is None:
+        return rng.permutation(n_rows), int(round(train_share * n_rows))
+    of_row = np.unique(groups, return_inverse=True)[1].reshape(-1)  # (R,) in 0 .. G − 1
+    shuffled = rng.permutation(of_row.max() + 1)  # the groups in split k's order
+    rank = np.argsort(shuffled)  # each group's place in that order
+    ends = np.cumsum(np.bincount(of_row)[shuffled])  # (G,) rows up to each group boundary
+    cut = int(ends[np.argmin(np.abs(ends - train_share * n_rows))])
+    return np.argsort(rank[of_row], kind="stable"), cut
+
+
+def _check_groups(groups, n_rows: int) -> np.ndarray | None:
+    """``groups`` as an (n_rows,) int64 array of group ids (any whole numbers), None as None:
+    ValueError for another shape, TypeError for an id that is not a whole number (bools too)."""
+    if groups is None:
+        return None
+    groups = np.asarray(groups)
+    has_shape(groups, "groups", (n_rows,), "(R,)", "for one group id a row (e.g. its sentence)")
+    return np.array([whole(g, f"groups[{i}]", None, why="(a group id, e.g. the row's sentence)")
+                     for i, g in enumerate(groups.tolist())], dtype=np.int64)
 
 
 def balanced_rows(subject, nearest, rng: np.random.Generator) -> np.ndarray:
@@ -118,14 +150,15 @@ def balanced_rows(subject, nearest, rng: np.random.Generator) -> np.ndarray:
 
 
 def balanced_probe_draws(features, subject, nearest, k_splits: int, seed: int = 0,
-                         train_share: float = 0.5, l2: float = 1e-2):
+                         train_share: float = 0.5, l2: float = 1e-2, groups=None):
     """The subject probe trained on rows balanced over the four cells, over K random splits.
 
-    features: (R, d); subject, nearest: (R,) bool. Split k is :func:`probe_draws`' split k (the
-    rows shuffled with ``numpy.random.default_rng([seed, k])``, cut at ``train_share``); its
-    training half is cut down to :func:`balanced_rows` (drawn with ``default_rng([seed, k, 1])``),
+    features: (R, d); subject, nearest: (R,) bool; groups: optional (R,) int. Split k is
+    :func:`probe_draws`' split k (the rows, or with ``groups`` whole groups, shuffled with
+    ``numpy.random.default_rng([seed, k])``, cut at ``train_share``); its training side is cut
+    down to :func:`balanced_rows` (drawn with ``default_rng([seed, k, 1])``),
     the features standardised with those rows' mean and spread, and the probe (the same logistic
-    fit) is scored on the test half's conflict rows (nearest noun of the other number). Returns
+    fit) is scored on the test side's conflict rows (nearest noun of the other number). Returns
     (accuracy (K,) on the conflict rows, n_conflict (K,) int: their count, n_train (K,) int: the
     balanced training rows)."""
     k_splits = whole(k_splits, "k_splits (the number of random splits)", 1)
@@ -133,9 +166,10 @@ def balanced_probe_draws(features, subject, nearest, k_splits: int, seed: int = 
     near = np.asarray(nearest, bool)
     has_shape(x, "features", (len(y), x.shape[-1]), "(R, d)")
     has_shape(near, "nearest", (len(y),), "(R,)")
+    groups = _check_groups(groups, len(y))
     out = np.zeros((3, k_splits))
     for k in range(k_splits):
-        order, cut = _split(seed, k, len(y), train_share)
+        order, cut = _split(seed, k, len(y), train_share, groups)
         train, test = order[:cut], order[cut:]
         train = train[balanced_rows(y[train], near[train], np.random.default_rng([seed, k, 1]))]
         test = test[y[test] != near[test]]

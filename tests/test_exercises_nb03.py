@@ -99,8 +99,8 @@ def test_embeddings_cannot_be_read_off_the_model(parts):
 
 
 @pytest.mark.parametrize("mistake, words", [
-    ("all segment A", "sentence B"),
-    ("all segment A", "segment 1"),
+    ("all segment A", "which sentence do the pieces after the first [SEP] belong to"),
+    ("all segment A", "token type of sentence A (0)"),
     ("no position", "position embeddings are missing"),
     ("no token type", "token-type (segment) embedding is missing"),
     ("no token type", "0 or 1"),

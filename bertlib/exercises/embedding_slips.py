@@ -46,8 +46,8 @@ LAYER_NORM_SLIPS = {"variance d - 1": (-1, 1, "γβ"), "token axis": (0, 0, "γ�
                      "γ, β swapped": (-1, 0, "βγ")}
 EMBED_HINTS = {
     "all segment A": "every piece got the token type of sentence A (0): which sentence do the "
-                     "pieces after the first [SEP] belong to, and which token-type (segment) row do "
-                     "they add?",
+                     "pieces after the first [SEP] belong to, and which token-type (segment) row "
+                     "do they add?",
     "positions restart": "the positions of sentence B start again at 0: positions run on "
                          "across the whole pair, [CLS] to the last [SEP]",
     "positions from 1": "the positions are off by one: the first piece, [CLS], is position 0",

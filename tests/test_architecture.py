@@ -1531,3 +1531,11 @@ def test_the_used_by_parser_reads_modules_by_name_and_by_folder():
                                        {"benchmarks/"})
     with pytest.raises(AssertionError, match="'variants' in a used-by cell names no"):
         listed_modules("06, `variants`", modules)
+
+
+def test_the_package_readme_lists_the_layers_in_order():
+    """bertlib/README.md (shown under the folder's file list) names the folders in FOLDER_ORDER."""
+    text = (ROOT / "bertlib" / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d) \| `(\w+)(?:\.py|/)` \|", text, re.M)
+    assert [folder for _, folder in rows] == list(FOLDER_ORDER), rows
+    assert [int(n) for n, _ in rows] == list(range(len(FOLDER_ORDER)))

@@ -175,8 +175,7 @@ def balanced_probe_draws(features, subject, nearest, k_splits: int, seed: int = 
         test = test[y[test] != near[test]]
         whole(len(test), f"split {k}'s conflict rows (test rows scored)", 1)
         rows = np.concatenate([train, test])
-        z = (x[rows] - x[train].mean(0)) / (x[train].std(0) + 1e-6)
-        said = _probe_predict(z, y[rows], len(train), l2)
+        said = _probe_predict(_standardised(x[rows], len(train)), y[rows], len(train), l2)
         out[:, k] = (said == y[test]).mean(), len(test), len(train)
     return out[0], out[1].astype(int), out[2].astype(int)
 
@@ -190,7 +189,12 @@ def _probe_features(features, train_share, labels: dict):
         has_shape(np.asarray(y), name, (len(x),), "(R,)")
     cut = int(round(train_share * len(x)))
     whole(cut, "the number of training rows", 2, len(x) - 2)
-    return (x - x[:cut].mean(0)) / (x[:cut].std(0) + 1e-6), cut
+    return _standardised(x, cut), cut
+
+
+def _standardised(x: np.ndarray, cut: int) -> np.ndarray:
+    """(R, d) features standardised with the training rows' (rows [:cut]) mean and spread."""
+    return (x - x[:cut].mean(0)) / (x[:cut].std(0) + 1e-6)
 
 
 def _probe_predict(x, target, cut: int, l2: float) -> np.ndarray:
